@@ -1,0 +1,251 @@
+"""Load and validate ``rag-gate.yml`` (one side's pipeline and the gate's evaluation settings)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gate.errors import InputError, located
+from gate.jsonl import schema_validator
+from gate.metrics import DEFAULT_METRICS, resolve
+from gate.metrics.generation import DEFAULT_REFUSAL_PHRASES
+
+UNGATED_BY_DEFAULT = ("latency_ms", "cost_usd")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """How predictions are scored and compared: the part of the config that defines the gate's policy."""
+
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    """Metric names, e.g. ``hit_rate@5`` (see ``gate.metrics.METRICS``)."""
+    gated: tuple[str, ...] = tuple(m for m in DEFAULT_METRICS if m not in UNGATED_BY_DEFAULT)
+    """The metrics whose regression fails the gate; the others are reported only."""
+    margins: dict[str, float] = field(default_factory=dict)
+    """Per-metric margins overriding the registry defaults (absolute; relative for latency and cost)."""
+    judge: dict[str, Any] = field(default_factory=lambda: {"name": "lexical"})
+    """Judge spec, e.g. ``{"name": "lexical"}``."""
+    refusal_phrases: tuple[str, ...] = DEFAULT_REFUSAL_PHRASES
+    """Phrases that mark an answer as a refusal (case-insensitive)."""
+    refusal_use_field: bool = True
+    """Trust an explicit ``refused`` field in predictions when present."""
+    seed: int = 0
+    alpha: float = 0.05
+    strict: bool = False
+    error_budget: float = 0.05
+    cluster_by: str | None = None
+    judge_concurrency: int = 4
+
+    def margin(self, name: str) -> float:
+        """The margin for a metric: configured, else the registry default."""
+        return self.margins.get(name, resolve(name).spec.default_margin)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, stored in manifest.json so that ``compare`` can reuse it."""
+        return {
+            "metrics": list(self.metrics),
+            "gated": list(self.gated),
+            "margins": dict(self.margins),
+            "judge": dict(self.judge),
+            "refusal_phrases": list(self.refusal_phrases),
+            "refusal_use_field": self.refusal_use_field,
+            "seed": self.seed,
+            "alpha": self.alpha,
+            "strict": self.strict,
+            "error_budget": self.error_budget,
+            "cluster_by": self.cluster_by,
+            "judge_concurrency": self.judge_concurrency,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            metrics=tuple(data["metrics"]),
+            gated=tuple(data["gated"]),
+            margins=dict(data.get("margins", {})),
+            judge=dict(data.get("judge", {"name": "lexical"})),
+            refusal_phrases=tuple(data.get("refusal_phrases", DEFAULT_REFUSAL_PHRASES)),
+            refusal_use_field=data.get("refusal_use_field", True),
+            seed=data.get("seed", 0),
+            alpha=data.get("alpha", 0.05),
+            strict=data.get("strict", False),
+            error_budget=data.get("error_budget", 0.05),
+            cluster_by=data.get("cluster_by"),
+            judge_concurrency=data.get("judge_concurrency", 4),
+        )
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """How to produce predictions: exactly one of ``python``, ``command`` or ``predictions``."""
+
+    python: str | None = None
+    command: str | None = None
+    predictions: Path | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    workdir: Path = Path(".")
+    env: dict[str, str] = field(default_factory=dict)
+    concurrency: int = 4
+    timeout_s: float = 60.0
+    retries: int = 1
+
+
+@dataclass(frozen=True)
+class Config:
+    """A loaded ``rag-gate.yml``."""
+
+    path: Path
+    """The config file."""
+    golden: Path
+    """The golden set, resolved against the config's directory."""
+    pipeline: PipelineSpec
+    evaluation: Evaluation
+    repeats: int = 1
+    sha256: str = ""
+    """sha256 of the config file's bytes (part of manifests and cache keys)."""
+
+    @property
+    def root(self) -> Path:
+        """The config file's directory."""
+        return self.path.parent
+
+    # Shortcuts used by the PR flow.
+    @property
+    def seed(self) -> int:
+        """The evaluation seed."""
+        return self.evaluation.seed
+
+    @property
+    def judge(self) -> dict[str, Any]:
+        """The judge spec."""
+        return self.evaluation.judge
+
+    @property
+    def strict(self) -> bool:
+        """Strict mode: inconclusive counts as fail."""
+        return self.evaluation.strict
+
+
+def _line_of(text: str, keys: list[str]) -> int | None:
+    """1-based line of the YAML node at ``keys`` (mapping keys only), or of its deepest existing parent."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for key in keys:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        for key_node, value_node in node.value:
+            if key_node.value == key:
+                line, node = key_node.start_mark.line + 1, value_node
+                break
+        else:
+            break
+    return line
+
+
+def _check_metric(name: str, path: Path, line: int | None, where: str) -> None:
+    try:
+        resolve(name)
+    except ValueError as exc:
+        raise InputError(located(path, line, where, str(exc))) from None
+
+
+def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
+    """Read and validate a config file.
+
+    Args:
+        path: the ``rag-gate.yml`` file.
+        repeats: overrides ``repeats:`` when given (``--repeats``).
+
+    Raises:
+        InputError: ``file:line: field: message`` for invalid YAML, an unknown key, a mistyped value, an unknown
+            metric, or a missing golden set.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: config file not found") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(located(path, mark.line + 1 if mark else None, None, f"invalid YAML: {exc}")) from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+    import jsonschema  # local: only for best_match
+
+    error = jsonschema.exceptions.best_match(schema_validator("config").iter_errors(data))
+    if error is not None:
+        keys = [str(p) for p in error.absolute_path]
+        if error.validator == "additionalProperties":
+            unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+            keys.append(unknown[0])
+            message = "unknown key (allowed: " + ", ".join(sorted(error.schema["properties"])) + ")"
+        elif error.validator == "oneOf" and keys == ["pipeline"]:
+            message = "needs exactly one of 'python', 'command' or 'predictions'"
+        elif error.validator == "required":
+            keys.append(error.message.split("'")[1])
+            message = "required key is missing"
+        else:
+            message = error.message
+        raise InputError(located(path, _line_of(text, keys), ".".join(keys) or None, message))
+
+    root = path.parent
+    metrics = tuple(data.get("metrics", DEFAULT_METRICS))
+    for name in metrics:
+        _check_metric(name, path, _line_of(text, ["metrics"]), "metrics")
+    gated = tuple(data.get("gate", [m for m in metrics if m not in UNGATED_BY_DEFAULT]))
+    for name in gated:
+        if name not in metrics:
+            raise InputError(located(path, _line_of(text, ["gate"]), "gate", f"'{name}' is not in metrics"))
+    for name in data.get("margins", {}):
+        if name not in metrics:
+            raise InputError(located(path, _line_of(text, ["margins", name]), f"margins.{name}", "not in metrics"))
+    judge = data.get("judge", {"name": "lexical"})
+    judge = {"name": judge} if isinstance(judge, str) else dict(judge)
+    refusal = data.get("refusal", {})
+    evaluation = Evaluation(
+        metrics=metrics,
+        gated=gated,
+        margins={k: float(v) for k, v in data.get("margins", {}).items()},
+        judge=judge,
+        refusal_phrases=tuple(refusal.get("phrases", DEFAULT_REFUSAL_PHRASES)),
+        refusal_use_field=refusal.get("use_field", True),
+        seed=data.get("seed", 0),
+        alpha=data.get("alpha", 0.05),
+        strict=data.get("strict", False),
+        error_budget=data.get("error_budget", 0.05),
+        cluster_by=data.get("cluster_by"),
+        judge_concurrency=data.get("judge_concurrency", 4),
+    )
+    raw = data["pipeline"]
+    pipeline = PipelineSpec(
+        python=raw.get("python"),
+        command=raw.get("command"),
+        predictions=(root / raw["predictions"]) if "predictions" in raw else None,
+        options=dict(raw.get("options", {})),
+        workdir=(root / raw.get("workdir", ".")).resolve(),
+        env=dict(raw.get("env", {})),
+        concurrency=raw.get("concurrency", 4),
+        timeout_s=float(raw.get("timeout_s", 60)),
+        retries=raw.get("retries", 1),
+    )
+    golden = (root / data["golden"]).resolve()
+    if not golden.is_file():
+        raise InputError(located(path, _line_of(text, ["golden"]), "golden", f"file not found: {golden}"))
+    return Config(
+        path=path.resolve(),
+        golden=golden,
+        pipeline=pipeline,
+        evaluation=evaluation,
+        repeats=repeats if repeats is not None else data.get("repeats", 1),
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    )

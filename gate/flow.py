@@ -1,0 +1,288 @@
+"""Orchestration: run one side (``rag-gate run``) and compare two sides (``rag-gate compare``).
+
+Imports point one way: this module uses config / pipeline / scoring / compare / report; the CLI uses this module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from gate import __version__
+from gate.compare import build_report
+from gate.config import Config, Evaluation
+from gate.errors import InputError
+from gate.golden import file_sha256, load_golden, shard
+from gate.jsonl import JsonlAppender, write_json
+from gate.judges import get_judge
+from gate.judges.base import Judge
+from gate.models import GoldenCase, Prediction, Score
+from gate.pipeline import run_command, run_python
+from gate.predictions import align, load_predictions
+from gate.report import render_comment
+from gate.runs import (
+    MANIFEST,
+    MANIFEST_SCHEMA_VERSION,
+    PREDICTIONS,
+    SCORES,
+    load_run_predictions,
+    load_scores,
+    read_manifest,
+    read_partial_predictions,
+    write_predictions,
+)
+from gate.scoring import score_all
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def make_judge(evaluation: Evaluation) -> Judge:
+    """The configured judge.
+
+    Raises:
+        InputError: for an unknown judge name or invalid judge options.
+    """
+    try:
+        return get_judge(evaluation.judge)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"judge: {exc}") from None
+
+
+def run_side(
+    config: Config,
+    out_dir: Path,
+    *,
+    repeats: int | None = None,
+    progress: bool = False,
+    git_sha: str | None = None,
+    git_ref: str | None = None,
+    shard_spec: tuple[int, int] | None = None,
+) -> Path:
+    """Run the golden set through one side's pipeline, score it, and write a run directory.
+
+    Resumes an interrupted run in ``out_dir`` made with the same golden set, config, repeats and shard: rows
+    already computed are kept, failed rows are retried.
+
+    Args:
+        config: the side's loaded config.
+        out_dir: the run directory (created if needed).
+        repeats: overrides the config's ``repeats``.
+        progress: show a progress bar on stderr.
+        git_sha: commit of the side, recorded in the manifest.
+        git_ref: ref of the side, recorded in the manifest.
+        shard_spec: ``(i, n)`` to run only the i-th of n shards of the golden set.
+
+    Returns:
+        ``out_dir``.
+
+    Raises:
+        InputError: bad golden set, config or precomputed predictions.
+        EvaluationError: the pipeline cannot run at all (import error, command failure).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    golden = load_golden(config.golden)
+    if shard_spec is not None:
+        golden = shard(golden, *shard_spec)
+    n_repeats = repeats or config.repeats
+    evaluation = config.evaluation
+    judge = make_judge(evaluation)
+    key = {
+        "golden_sha256": file_sha256(config.golden),
+        "config_sha256": config.sha256,
+        "repeats": n_repeats,
+        "shard": list(shard_spec) if shard_spec else None,
+    }
+    manifest: dict[str, Any] = {
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        **key,
+        "gate_version": __version__,
+        "git_sha": git_sha,
+        "git_ref": git_ref,
+        "config": str(config.path),
+        "golden": str(config.golden),
+        "n_cases": len(golden),
+        "judge": {"id": judge.id, "version": judge.version},
+        "evaluation": evaluation.to_dict(),
+        "status": "running",
+        "started": _now(),
+    }
+    previous = read_manifest(out_dir) if (out_dir / MANIFEST).exists() else None
+    resumable = previous is not None and all(previous.get(k) == v for k, v in key.items())
+    kept = read_partial_predictions(out_dir / PREDICTIONS) if resumable else []
+    write_predictions(out_dir / PREDICTIONS, kept)
+    write_json(out_dir / MANIFEST, manifest)
+
+    done = {(p.id, p.repeat) for p in kept}
+    jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
+    _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress)
+
+    table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
+    (out_dir / SCORES).unlink(missing_ok=True)
+    with JsonlAppender(out_dir / SCORES) as sink:
+        scores = score_all(golden, table, n_repeats, evaluation, judge,
+                           on_scores=lambda rows: [sink.write(s.to_dict()) for s in rows])
+    n_errors = sum(p.error is not None for p in table.values())
+    manifest |= {
+        "status": "complete",
+        "finished": _now(),
+        "counts": {
+            "predictions": len(table),
+            "prediction_errors": n_errors,
+            "scores": len(scores),
+            "judge_failures": sum(s.error is not None and s.error.startswith("judge") for s in scores),
+        },
+    }
+    write_json(out_dir / MANIFEST, manifest)
+    return out_dir
+
+
+def _produce(
+    config: Config,
+    golden: list[GoldenCase],
+    jobs: list[tuple[GoldenCase, int]],
+    n_repeats: int,
+    predictions_path: Path,
+    progress: bool,
+) -> None:
+    """Produce the missing predictions with the configured adapter, appending each one as it arrives."""
+    spec = config.pipeline
+    with JsonlAppender(predictions_path) as sink, tqdm(
+        total=len(jobs), disable=not progress, file=sys.stderr, desc="cases", unit="case"
+    ) as bar:
+        def write(prediction: Prediction) -> None:
+            sink.write(prediction.to_dict())
+            bar.update(1)
+
+        if not jobs:
+            return
+        if spec.python:
+            run_python(spec, jobs, write)
+            return
+        wanted = {(c.id, r) for c, r in jobs}
+        if spec.command:
+            produced = run_command(spec, config.golden, sorted({r for _, r in jobs}), len(golden))
+        else:
+            produced = load_predictions(spec.predictions)
+        for prediction in produced:
+            if (prediction.id, prediction.repeat) in wanted:
+                write(prediction)
+
+
+# --------------------------------------------------------------------------------------------- compare
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison, loaded: its cases, predictions and scores."""
+
+    label: str
+    golden: list[GoldenCase]
+    table: dict[tuple[str, int], Prediction]
+    repeats: int
+    scores: list[Score]
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``compare`` produced."""
+
+    verdict: str
+    report: dict[str, Any]
+    comment: str
+    report_path: Path
+    comment_path: Path
+
+    @property
+    def exit_code(self) -> int:
+        """0 for pass and inconclusive, 1 for fail (strict mode already turned inconclusive into fail)."""
+        return 1 if self.verdict == "fail" else 0
+
+
+def _load_side(
+    label: str, source: Path, golden_path: Path | None, evaluation: Evaluation | None, out_dir: Path
+) -> tuple[Side, Evaluation]:
+    """Load a run directory or a predictions file; score it if its scores do not cover ``evaluation``."""
+    manifest: dict[str, Any] = {}
+    if source.is_dir():
+        manifest = read_manifest(source)
+        predictions = load_run_predictions(source)
+        preds_path = source / PREDICTIONS
+        golden_path = golden_path or Path(manifest["golden"])
+    else:
+        if golden_path is None:
+            raise InputError(f"{source}: a predictions file needs --golden")
+        predictions = load_predictions(source)
+        preds_path = source
+    golden = load_golden(golden_path)
+    evaluation = evaluation or (
+        Evaluation.from_dict(manifest["evaluation"]) if "evaluation" in manifest else Evaluation()
+    )
+    repeats = manifest.get("repeats") or 1 + max((p.repeat for p in predictions), default=0)
+    table = align(golden, predictions, preds_path, repeats)
+    judge = make_judge(evaluation)
+    scored = (
+        source.is_dir()
+        and (source / SCORES).exists()
+        and manifest.get("judge", {}).get("id") == judge.id
+        and set(evaluation.metrics) <= set(manifest.get("evaluation", {}).get("metrics", []))
+        and manifest.get("evaluation", {}).get("refusal_phrases") == list(evaluation.refusal_phrases)
+    )
+    if scored:
+        scores = load_scores(source / SCORES)
+    else:
+        side_dir = out_dir / label
+        side_dir.mkdir(parents=True, exist_ok=True)
+        with JsonlAppender(side_dir / SCORES) as sink:
+            scores = score_all(golden, table, repeats, evaluation, judge,
+                               on_scores=lambda rows: [sink.write(s.to_dict()) for s in rows])
+    manifest = manifest | {"judge": {"id": judge.id, "version": judge.version}}
+    return Side(label, golden, table, repeats, scores, manifest), evaluation
+
+
+def compare_runs(
+    base: Path,
+    head: Path,
+    out_dir: Path,
+    *,
+    config: Config | None = None,
+    golden: Path | None = None,
+    strict: bool = False,
+) -> Outcome:
+    """Compare two sides and write ``report.json`` and ``comment.md`` to ``out_dir``.
+
+    The gate's policy (metrics, margins, judge, seed) comes from ``config`` when given, otherwise from the base
+    run's manifest — the base branch's settings, so that a PR cannot relax its own gate.
+
+    Args:
+        base: base run directory or predictions file.
+        head: head run directory or predictions file.
+        out_dir: where report.json, comment.md (and scores of unscored sides) go.
+        config: evaluation settings to use.
+        golden: the golden set (required when a side is a predictions file).
+        strict: turn an inconclusive verdict into fail.
+
+    Raises:
+        InputError: bad inputs (missing golden, malformed files, unknown ids).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    evaluation = config.evaluation if config else None
+    base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir)
+    head_side, _ = _load_side("head", Path(head), golden, evaluation, out_dir)
+    if strict and not evaluation.strict:
+        evaluation = Evaluation.from_dict(evaluation.to_dict() | {"strict": True})
+    report = build_report(base_side, head_side, evaluation, gate_version=__version__)
+    comment = render_comment(report)
+    report_path, comment_path = out_dir / "report.json", out_dir / "comment.md"
+    write_json(report_path, report)
+    comment_path.write_text(comment, encoding="utf-8")
+    return Outcome(report["verdict"], report, comment, report_path, comment_path)

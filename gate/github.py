@@ -1,0 +1,437 @@
+"""The GitHub surface (DESIGN §3 ``github``): context, PyGithub client, sticky comment, job summary, outputs.
+
+Everything here talks to GitHub through PyGithub only, or writes the workflow-command files and lines the
+Actions runner reads (``$GITHUB_STEP_SUMMARY``, ``$GITHUB_OUTPUT``, ``::error``, ``::add-mask::``). Nothing is
+read from the environment at import time: :func:`github_context` takes the mapping explicitly.
+
+Source: GitHub Actions "Workflow commands" and "Webhook events and payloads" documentation; GitHub REST API
+"Issue comments" and "Using pagination" (``Link`` header); PyGithub 2.x ``GithubRetry``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from gate.errors import InputError, located
+
+if TYPE_CHECKING:
+    from github import Github
+
+MARKER = "<!-- rag-gate -->"
+"""Hidden marker that starts the sticky comment; the comment carrying it is edited in place on every push."""
+COMMENT_LIMIT = 65_536
+"""GitHub rejects issue comments longer than this many characters."""
+SUMMARY_LIMIT = 1_000_000
+"""The job summary of one step is limited to 1 MiB; stay a little below it (characters)."""
+DEFAULT_API_URL = "https://api.github.com"
+PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
+DOCS_URL = "https://github.com/rag-gate/rag-gate#github-action"
+
+
+@dataclass(frozen=True)
+class GithubContext:
+    """What the Actions runner tells a step about its event, repository and command files."""
+
+    event_name: str | None = None
+    """``GITHUB_EVENT_NAME`` (``pull_request``, ``pull_request_target``, ``push``, ...); None outside Actions."""
+    repository: str | None = None
+    """``owner/name`` of the base repository (``GITHUB_REPOSITORY``)."""
+    pr_number: int | None = None
+    """Pull request number from the event payload; None for non-PR events and local runs."""
+    base_sha: str | None = None
+    """``pull_request.base.sha``: the tip of the base branch when the event fired."""
+    head_sha: str | None = None
+    """``pull_request.head.sha``: the PR head commit."""
+    base_ref: str | None = None
+    """``pull_request.base.ref`` (branch name, e.g. ``main``)."""
+    head_repository: str | None = None
+    """``owner/name`` of the repository the PR comes from (differs from ``repository`` for forks)."""
+    api_url: str = DEFAULT_API_URL
+    """REST API root (``GITHUB_API_URL``): GitHub Enterprise and local test servers work the same way."""
+    server_url: str = "https://github.com"
+    """``GITHUB_SERVER_URL``, used to link the workflow run."""
+    run_id: str | None = None
+    """``GITHUB_RUN_ID``."""
+    workspace: Path | None = None
+    """``GITHUB_WORKSPACE``: the checkout; outputs give paths relative to it."""
+    step_summary: Path | None = None
+    """``GITHUB_STEP_SUMMARY`` file (markdown, appended to)."""
+    output: Path | None = None
+    """``GITHUB_OUTPUT`` file (``name=value`` lines or heredocs)."""
+    in_actions: bool = False
+    """True when ``GITHUB_ACTIONS`` is ``true``: workflow commands (``::error``) are then printed."""
+
+    @property
+    def is_fork(self) -> bool:
+        """True when the PR comes from another repository (its token is read-only on ``pull_request``)."""
+        return bool(self.head_repository and self.repository and self.head_repository != self.repository)
+
+    @property
+    def run_url(self) -> str | None:
+        """Link to the workflow run, or None outside Actions."""
+        if not (self.repository and self.run_id):
+            return None
+        return f"{self.server_url.rstrip('/')}/{self.repository}/actions/runs/{self.run_id}"
+
+
+def _path(environ: Mapping[str, str], name: str) -> Path | None:
+    value = environ.get(name, "")
+    return Path(value) if value else None
+
+
+def read_event(path: Path) -> dict[str, Any]:
+    """Read the webhook payload the runner stores at ``GITHUB_EVENT_PATH``.
+
+    Args:
+        path: JSON file holding one object.
+
+    Returns:
+        The payload (an empty dict when the file is empty).
+
+    Raises:
+        InputError: the file is missing or is not a JSON object.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(located(path, None, "GITHUB_EVENT_PATH", f"cannot read event file: {exc}")) from exc
+    if not text.strip():
+        return {}
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(located(path, exc.lineno, None, f"event file is not JSON: {exc.msg}")) from exc
+    if not isinstance(payload, dict):
+        raise InputError(located(path, None, None, "event file must hold a JSON object"))
+    return payload
+
+
+def github_context(environ: Mapping[str, str]) -> GithubContext:
+    """Build the :class:`GithubContext` from an environment mapping (``os.environ`` in production).
+
+    Reads ``GITHUB_EVENT_NAME``, ``GITHUB_EVENT_PATH``, ``GITHUB_REPOSITORY``, ``GITHUB_API_URL``,
+    ``GITHUB_SERVER_URL``, ``GITHUB_RUN_ID``, ``GITHUB_WORKSPACE``, ``GITHUB_STEP_SUMMARY``, ``GITHUB_OUTPUT``
+    and ``GITHUB_ACTIONS``; every one is optional (a local run has none).
+
+    Args:
+        environ: variable name → value.
+
+    Returns:
+        The context; PR fields are filled for ``pull_request`` and ``pull_request_target`` events.
+
+    Raises:
+        InputError: ``GITHUB_EVENT_PATH`` names a file that is missing or not a JSON object.
+
+    Source: GitHub Actions "Variables" reference and "Events that trigger workflows".
+    """
+    event_name = environ.get("GITHUB_EVENT_NAME") or None
+    event_path = _path(environ, "GITHUB_EVENT_PATH")
+    event = read_event(event_path) if event_path is not None else {}
+    pull = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
+    base = pull.get("base") or {}
+    head = pull.get("head") or {}
+    number = pull.get("number", event.get("number"))
+    return GithubContext(
+        event_name=event_name,
+        repository=environ.get("GITHUB_REPOSITORY") or (base.get("repo") or {}).get("full_name"),
+        pr_number=int(number) if isinstance(number, int) and pull else None,
+        base_sha=base.get("sha"),
+        head_sha=head.get("sha"),
+        base_ref=base.get("ref"),
+        head_repository=(head.get("repo") or {}).get("full_name"),
+        api_url=(environ.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
+        server_url=environ.get("GITHUB_SERVER_URL") or "https://github.com",
+        run_id=environ.get("GITHUB_RUN_ID") or None,
+        workspace=_path(environ, "GITHUB_WORKSPACE"),
+        step_summary=_path(environ, "GITHUB_STEP_SUMMARY"),
+        output=_path(environ, "GITHUB_OUTPUT"),
+        in_actions=environ.get("GITHUB_ACTIONS", "").lower() == "true",
+    )
+
+
+# --------------------------------------------------------------------------------------------- client
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounds on how long the GitHub client may retry and wait (a CI job must never sleep for minutes)."""
+
+    total: int = 3
+    """Retries after the first attempt, for 5xx answers, connection errors and rate limits."""
+    backoff_factor: float = 1.0
+    """Exponential backoff factor in seconds (urllib3: 0, 2f, 4f, ... between attempts)."""
+    backoff_max: float = 10.0
+    """Longest backoff between two attempts, in seconds."""
+    max_wait: float = 30.0
+    """Longest rate-limit wait (``Retry-After``, secondary or primary limit) in seconds; longer raises."""
+    timeout: int = 15
+    """Connect/read timeout of one HTTP request, in seconds."""
+
+
+def bounded_retry(policy: RetryPolicy):  # noqa: ANN201 (the class is imported lazily)
+    """Make a PyGithub ``GithubRetry`` whose every wait is bounded by ``policy``.
+
+    ``GithubRetry`` already caps primary and secondary rate-limit waits with ``max_rate_limit_wait``; a
+    ``Retry-After`` header, however, is slept on by urllib3 without a cap. The returned retry raises
+    ``RateLimitExceededExceedsMaxWait`` instead of sleeping longer than ``policy.max_wait`` seconds.
+
+    Args:
+        policy: the bounds.
+
+    Returns:
+        A ``github.GithubRetry`` instance.
+
+    Source: PyGithub ``GithubRetry``; urllib3 ``Retry`` (RFC 9110 §10.2.3 ``Retry-After``).
+    """
+    from github import GithubRetry
+    from github.GithubException import RateLimitExceededExceedsMaxWait
+
+    class _BoundedRetry(GithubRetry):
+        def get_retry_after(self, response):  # noqa: ANN001, ANN202
+            seconds = super().get_retry_after(response)
+            if seconds is not None and self.max_rate_limit_wait is not None and seconds > self.max_rate_limit_wait:
+                raise RateLimitExceededExceedsMaxWait(
+                    response.status,
+                    {"message": f"Retry-After of {seconds:g}s exceeds the {self.max_rate_limit_wait:g}s cap"},
+                    dict(response.headers),
+                    wait=seconds,
+                )
+            return seconds
+
+    return _BoundedRetry(
+        total=policy.total,
+        backoff_factor=policy.backoff_factor,
+        backoff_max=policy.backoff_max,
+        secondary_rate_wait=min(60.0, policy.max_wait),
+        max_rate_limit_wait=policy.max_wait,
+    )
+
+
+def make_client(token: str, api_url: str = DEFAULT_API_URL, policy: RetryPolicy | None = None) -> Github:
+    """Create the PyGithub client: token auth, bounded retries, timeouts, no sleeps between requests.
+
+    Args:
+        token: a GitHub token (``GITHUB_TOKEN`` or a PAT); never logged.
+        api_url: REST API root, e.g. ``https://api.github.com`` or ``http://127.0.0.1:PORT/api/v3``.
+        policy: retry and timeout bounds (defaults: :class:`RetryPolicy`).
+
+    Returns:
+        A ``github.Github`` instance.
+
+    Raises:
+        InputError: the token is empty.
+    """
+    from github import Auth, Github
+
+    if not token:
+        raise InputError("--github-token: empty token")
+    policy = policy or RetryPolicy()
+    return Github(
+        base_url=api_url.rstrip("/"),
+        auth=Auth.Token(token),
+        retry=bounded_retry(policy),
+        timeout=policy.timeout,
+        seconds_between_requests=0,
+        seconds_between_writes=0,
+    )
+
+
+# -------------------------------------------------------------------------------------- sticky comment
+
+
+@dataclass(frozen=True)
+class CommentResult:
+    """Where the sticky comment went."""
+
+    action: Literal["created", "updated"]
+    """Whether a new comment was posted or the marked one edited in place."""
+    id: int
+    """Comment id."""
+    url: str
+    """``html_url`` of the comment (empty if the server gave none)."""
+
+
+def cap_text(text: str, limit: int, where: str) -> str:
+    """Cut ``text`` to at most ``limit`` characters at a line boundary, saying what was left out.
+
+    A guard behind the report's own truncation of per-case lists: it only fires when a template grew
+    past the limit.
+
+    Args:
+        text: markdown.
+        limit: maximum length in characters (> 200).
+        where: where the full text is, e.g. "report.json and the job summary".
+
+    Returns:
+        ``text`` itself when it fits, else a prefix ending with a note; ``len(result) <= limit``.
+    """
+    if len(text) <= limit:
+        return text
+
+    def note(left: int) -> str:
+        return f"\n\n_… {left:,} more characters were left out; the full report is in {where}._\n"
+
+    keep = limit - len(note(len(text)))
+    cut = text.rfind("\n", 0, keep)
+    cut = cut if cut > 0 else keep
+    return text[:cut] + note(len(text) - cut)
+
+
+def comment_body(markdown: str, marker: str = MARKER) -> str:
+    """Prefix the report with the hidden marker and cap it below GitHub's comment limit.
+
+    Args:
+        markdown: the rendered comment.
+        marker: hidden HTML comment that identifies the sticky comment.
+
+    Returns:
+        ``marker + "\\n" + markdown``, at most :data:`COMMENT_LIMIT` - 1 characters.
+    """
+    body = markdown if markdown.lstrip().startswith(marker) else f"{marker}\n{markdown}"
+    return cap_text(body, COMMENT_LIMIT - 1, "report.json, comment.md and the job summary")
+
+
+def upsert_comment(
+    client: Github, repository: str, pr_number: int, markdown: str, *, marker: str = MARKER
+) -> CommentResult:
+    """Create the sticky PR comment, or edit the one that carries ``marker`` (never a second one).
+
+    Walks every page of the PR's issue comments (``Link: rel="next"``), takes the first comment whose body
+    starts with the marker and edits it; creates one when there is none.
+
+    Args:
+        client: from :func:`make_client`.
+        repository: ``owner/name``.
+        pr_number: pull request number (> 0).
+        markdown: the comment (capped and marked by :func:`comment_body`).
+        marker: hidden marker.
+
+    Returns:
+        What was done, with the comment id and URL.
+
+    Raises:
+        github.GithubException: GitHub refused (403 for a read-only fork token, 404, ...) or a rate-limit
+            wait would exceed the policy.
+        requests.RequestException: GitHub kept failing after the retries (``RetryError``), or was unreachable.
+    """
+    body = comment_body(markdown, marker)
+    issue = client.get_repo(repository).get_issue(pr_number)
+    for comment in issue.get_comments():
+        if (comment.body or "").lstrip().startswith(marker):
+            comment.edit(body)
+            return CommentResult("updated", comment.id, comment.html_url or "")
+    created = issue.create_comment(body)
+    return CommentResult("created", created.id, created.html_url or "")
+
+
+def explain_failure(exc: BaseException, context: GithubContext) -> str:
+    """Say in one line why the comment could not be posted, and what to do about it.
+
+    Args:
+        exc: what PyGithub or requests raised.
+        context: the run's context (tells fork PRs apart).
+
+    Returns:
+        A one-line explanation for a ``::warning`` and the job summary.
+    """
+    from github import GithubException, RateLimitExceededException
+
+    if isinstance(exc, RateLimitExceededException):
+        return f"GitHub rate limit: waiting would exceed the retry cap ({exc.data!s:.200})."
+    if isinstance(exc, GithubException) and exc.status == 403:
+        if context.is_fork:
+            return (
+                "this PR comes from a fork, and GitHub gives fork PRs a read-only token on `pull_request` "
+                "(403 Resource not accessible by integration); the report is in the job summary. To comment on "
+                "fork PRs, use the two-workflow pattern (a `workflow_run` workflow that posts the uploaded "
+                f"comment.md), see {DOCS_URL}."
+            )
+        return (
+            "the token cannot comment (403 "
+            f"{(exc.data or {}).get('message', '') if isinstance(exc.data, dict) else ''}); give the job "
+            "`permissions: pull-requests: write` (or `issues: write`)."
+        )
+    if isinstance(exc, GithubException):
+        return f"GitHub answered HTTP {exc.status}: {exc.data!s:.200}"
+    return f"GitHub kept failing after retries ({type(exc).__name__}: {str(exc)[:200]})."
+
+
+# ------------------------------------------------------------------------ summary, outputs, annotations
+
+
+def append_summary(path: Path, markdown: str) -> None:
+    """Append markdown to the job summary file (``$GITHUB_STEP_SUMMARY``), capped below 1 MiB.
+
+    Args:
+        path: the summary file (created if missing).
+        markdown: text to append; a trailing newline is added.
+    """
+    text = cap_text(markdown, SUMMARY_LIMIT, "report.json")
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(text if text.endswith("\n") else text + "\n")
+
+
+def write_outputs(path: Path, outputs: Mapping[str, object]) -> None:
+    """Append step outputs to ``$GITHUB_OUTPUT`` (``name=value``, or a heredoc for multi-line values).
+
+    Args:
+        path: the output file (created if missing).
+        outputs: output name → value (converted with ``str``).
+
+    Source: GitHub Actions "Workflow commands: setting an output parameter" (multiline strings).
+    """
+    with path.open("a", encoding="utf-8") as handle:
+        for name, value in outputs.items():
+            text = str(value)
+            if "\n" in text or "\r" in text:
+                delimiter = f"ghadelimiter_{uuid.uuid4().hex}"
+                handle.write(f"{name}<<{delimiter}\n{text}\n{delimiter}\n")
+            else:
+                handle.write(f"{name}={text}\n")
+
+
+def escape_data(text: str) -> str:
+    """Escape the message of a workflow command: ``%`` → ``%25``, CR → ``%0D``, LF → ``%0A``."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow command property value: as :func:`escape_data`, plus ``:`` → ``%3A``, ``,`` → ``%2C``."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(
+    level: Literal["error", "warning", "notice"],
+    message: str,
+    *,
+    title: str | None = None,
+    file: str | None = None,
+    line: int | None = None,
+) -> str:
+    """Format an ``::error`` / ``::warning`` / ``::notice`` workflow command (one line, escaped).
+
+    Args:
+        level: annotation level.
+        message: free text; newlines become ``%0A``.
+        title: annotation title.
+        file: path relative to the repository root.
+        line: 1-based line in ``file``.
+
+    Returns:
+        e.g. ``::error file=eval/golden.jsonl,line=7,title=rag-gate::case q7 regressed``.
+
+    Source: GitHub Actions "Workflow commands for GitHub Actions".
+    """
+    props = {"file": file, "line": line, "title": title}
+    rendered = ",".join(f"{key}={escape_property(str(value))}" for key, value in props.items() if value is not None)
+    return f"::{level}{' ' + rendered if rendered else ''}::{escape_data(message)}"
+
+
+def add_mask(secret: str) -> str:
+    """The ``::add-mask::`` command that makes the runner redact ``secret`` from every later log line."""
+    return f"::add-mask::{escape_data(secret)}"

@@ -1,0 +1,137 @@
+"""Git for the PR flow: resolve the merge base of a pull request and check it out as a ``git worktree``.
+
+Every call runs ``git -c safe.directory=*`` because, inside the action's container, the workspace belongs to
+another user than the one running git. Errors a user can fix (a shallow clone, an unknown ref) raise
+:class:`~gate.errors.InputError` (exit 2) with the fix in the message.
+
+Source: git-merge-base(1), git-worktree(1), git-rev-parse(1).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gate.errors import EvaluationError, InputError
+
+FETCH_DEPTH_HINT = (
+    "check out the repository with full history: `actions/checkout` with `fetch-depth: 0` "
+    "(a shallow clone has neither the base branch nor the merge base)"
+)
+
+
+def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``git -C repo args...`` and capture its output.
+
+    Args:
+        repo: a directory inside the repository.
+        *args: git arguments.
+        check: raise when git exits non-zero.
+
+    Returns:
+        The completed process (``stdout`` / ``stderr`` as text).
+
+    Raises:
+        EvaluationError: git is not installed, or it failed and ``check`` is true.
+    """
+    command = ["git", "-c", "safe.directory=*", "-C", str(repo), *args]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except FileNotFoundError as exc:
+        raise EvaluationError("git is not installed (rag-gate pr needs it to check out the base)") from exc
+    if check and done.returncode != 0:
+        raise EvaluationError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+    return done
+
+
+def repo_root(path: Path) -> Path:
+    """The top-level directory of the git repository that holds ``path``.
+
+    Raises:
+        InputError: ``path`` is not inside a git repository.
+    """
+    done = git(path, "rev-parse", "--show-toplevel", check=False)
+    if done.returncode != 0:
+        raise InputError(f"{path}: not inside a git repository (rag-gate pr compares two commits of one)")
+    return Path(done.stdout.strip())
+
+
+def is_shallow(repo: Path) -> bool:
+    """True when ``repo`` is a shallow clone (``fetch-depth`` other than 0)."""
+    return git(repo, "rev-parse", "--is-shallow-repository", check=False).stdout.strip() == "true"
+
+
+def resolve_commit(repo: Path, rev: str, *, what: str = "commit") -> str:
+    """Resolve a ref or sha to a full commit sha; for a bare branch name also try ``origin/<name>``.
+
+    Args:
+        repo: the repository.
+        rev: a sha, branch, tag or any revision git understands.
+        what: how the error names it ("base commit", "--base-ref").
+
+    Returns:
+        The 40-hex commit sha.
+
+    Raises:
+        InputError: the commit is not in this clone (the message tells how to fetch it).
+    """
+    for candidate in (rev, f"origin/{rev}"):
+        done = git(repo, "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}", check=False)
+        if done.returncode == 0:
+            return done.stdout.strip()
+    hint = FETCH_DEPTH_HINT if is_shallow(repo) else f"fetch it first (`git fetch origin {rev}`), or {FETCH_DEPTH_HINT}"
+    raise InputError(f"{what} {rev!r} is not in this clone: {hint}")
+
+
+def merge_base(repo: Path, base: str, head: str) -> str:
+    """The best common ancestor of ``base`` and ``head``: what the PR is compared with.
+
+    Args:
+        repo: the repository.
+        base: base branch tip (sha or ref).
+        head: PR head (sha or ref).
+
+    Returns:
+        The merge-base sha.
+
+    Raises:
+        InputError: either commit is missing, or they share no history in this clone.
+    """
+    base_sha = resolve_commit(repo, base, what="base commit")
+    head_sha = resolve_commit(repo, head, what="head commit")
+    done = git(repo, "merge-base", base_sha, head_sha, check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise InputError(f"no merge base of {base} and {head} in this clone: {FETCH_DEPTH_HINT}")
+    return done.stdout.strip()
+
+
+@contextmanager
+def worktree(repo: Path, sha: str) -> Iterator[Path]:
+    """Check out ``sha`` as a detached ``git worktree`` in a temporary directory; remove it afterwards.
+
+    The worktree shares the object store with ``repo`` (no clone, no network) and is removed, with its
+    administrative files under ``.git/worktrees``, even when the body raises.
+
+    Args:
+        repo: the repository.
+        sha: the commit to check out.
+
+    Yields:
+        The worktree directory (the repository root at ``sha``).
+
+    Raises:
+        EvaluationError: git could not create the worktree.
+    """
+    parent = Path(tempfile.mkdtemp(prefix="rag-gate-base-"))
+    path = parent / "base"
+    git(repo, "worktree", "add", "--detach", str(path), sha)
+    try:
+        yield path
+    finally:
+        git(repo, "worktree", "remove", "--force", str(path), check=False)
+        git(repo, "worktree", "prune", check=False)
+        shutil.rmtree(parent, ignore_errors=True)

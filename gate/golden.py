@@ -1,0 +1,85 @@
+"""Load and validate a golden set (DESIGN §2): JSONL, one case per line, unique ids."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from gate.errors import InputError, located
+from gate.jsonl import read_jsonl, validate
+from gate.models import GoldenCase
+
+
+def check_golden(path: Path | str) -> tuple[list[GoldenCase], list[str]]:
+    """Read a golden set and collect every problem (one per bad line) instead of stopping at the first.
+
+    Returns:
+        The valid cases in file order, and the problems as ``file:line: field: message`` strings.
+
+    Raises:
+        InputError: only when the file cannot be read at all (missing, not UTF-8).
+    """
+    path = Path(path)
+    cases: list[GoldenCase] = []
+    problems: list[str] = []
+    first_line: dict[str, int] = {}
+    for line, record in read_jsonl(path, problems):
+        try:
+            validate(record, "golden", path, line)
+        except InputError as exc:
+            problems.append(str(exc))
+            continue
+        case_id = record["id"]
+        if case_id in first_line:
+            problems.append(located(path, line, "id", f"duplicate id '{case_id}' (first on line {first_line[case_id]})"))
+            continue
+        first_line[case_id] = line
+        out_of_domain = record.get("out_of_domain", False)
+        if out_of_domain and record.get("expected_doc_ids"):
+            problems.append(located(path, line, "expected_doc_ids", "must be empty for an out-of-domain case"))
+            continue
+        cases.append(
+            GoldenCase(
+                id=case_id,
+                question=record["question"],
+                expected_doc_ids=tuple(record.get("expected_doc_ids", ())),
+                reference_answers=tuple(record.get("reference_answers", ())),
+                out_of_domain=out_of_domain,
+                tags=tuple(record.get("tags", ())),
+                criteria=record.get("criteria"),
+                cluster=record.get("cluster"),
+                line=line,
+            )
+        )
+    if not cases and not problems:
+        problems.append(f"{path}: the golden set is empty")
+    return cases, problems
+
+
+def load_golden(path: Path | str) -> list[GoldenCase]:
+    """Read a golden set, in file order.
+
+    Raises:
+        InputError: ``file:line: field: message`` for the first problem: malformed JSON, a missing or mistyped
+            field, an unknown field, a duplicate id, an out-of-domain case with expected documents, an empty file.
+    """
+    cases, problems = check_golden(path)
+    if problems:
+        raise InputError(problems[0])
+    return cases
+
+
+def file_sha256(path: Path | str) -> str:
+    """Hex sha256 of a file's bytes (the golden set's version in manifests and cache keys)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def shard(cases: list[GoldenCase], index: int, count: int) -> list[GoldenCase]:
+    """The ``index``-th of ``count`` shards (1-based index), by position: case j goes to shard ``j % count + 1``.
+
+    Raises:
+        InputError: when not ``1 ≤ index ≤ count``.
+    """
+    if count < 1 or not 1 <= index <= count:
+        raise InputError(f"--shard {index}/{count}: expected i/n with 1 ≤ i ≤ n")
+    return [case for j, case in enumerate(cases) if j % count == index - 1]

@@ -1,0 +1,558 @@
+"""Judge evaluation: run a judge over human-labelled answers and measure how well it finds hallucinations.
+
+Loaders read the local copies of RAGTruth (Niu et al. 2024), FaithBench (Bao et al. 2025) and RGB's
+counterfactual subset (Chen et al. 2024). Their licenses are non-commercial: the data are read from a path
+given at run time and never shipped with rag-gate.
+
+Response-level rule (:func:`flags_hallucination`): an answer is *hallucinated* when at least one claim is
+contradicted or when its faithfulness (supported / all claims) is below a threshold. An answer without claims
+(a refusal) is not flagged. The threshold is chosen on a development split (:func:`split_by_source`,
+:func:`choose_threshold`) and the figures are reported on the other split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import (
+    balanced_accuracy_score,
+    cohen_kappa_score,
+    confusion_matrix,
+    precision_recall_fscore_support,
+)
+
+from gate.errors import InputError, located
+from gate.judges.base import Judge, Judgment
+from gate.models import Chunk
+
+DEFAULT_THRESHOLD = 0.75
+"""Default faithfulness threshold of the response-level rule (chosen on the RAGTruth development split)."""
+
+
+@dataclass(frozen=True)
+class LabeledCase:
+    """One answer with a human hallucination label (RAGTruth or FaithBench)."""
+
+    id: str
+    """Dataset row id, e.g. "ragtruth-1477"."""
+    question: str
+    """The user question ("" for summaries and data-to-text)."""
+    chunks: tuple[Chunk, ...]
+    """The context the generator was given, as chunks (passages, the article, or the business record)."""
+    response: str
+    """The generated answer, verbatim."""
+    hallucinated: bool
+    """Human label: True when annotators marked at least one hallucinated span."""
+    model: str
+    """The LLM that wrote the response."""
+    source_id: str
+    """Prompt / source id: responses sharing it answer the same prompt."""
+    task_type: str
+    """"QA", "Summary" or "Data2txt"."""
+    spans: tuple[str, ...] = ()
+    """The texts of the human-marked spans (for the calibration sample)."""
+
+
+@dataclass(frozen=True)
+class CounterfactualItem:
+    """One RGB counterfactual item: the same passages supporting the answer and rewritten for a fake one."""
+
+    id: str
+    question: str
+    answer: str
+    """The correct answer (list-form answers: first variant of each part, joined with " and ")."""
+    fake_answer: str
+    """The counterfactual answer written into ``contradicting``."""
+    supporting: tuple[str, ...]
+    contradicting: tuple[str, ...]
+    """``supporting`` with the answer replaced by ``fake_answer`` (same order and count)."""
+    noise: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JudgeQuality:
+    """Response-level agreement of a judge with human hallucination labels ("hallucinated" = positive)."""
+
+    n: int
+    """Answers judged (judge failures excluded)."""
+    n_hallucinated: int
+    """Answers labelled hallucinated by humans."""
+    threshold: float
+    """Faithfulness threshold of the response-level rule."""
+    balanced_accuracy: float
+    """Mean of recall on hallucinated and on faithful answers, in [0, 1]; 0.5 = chance."""
+    precision: float
+    recall: float
+    f1: float
+    kappa: float
+    """Cohen's kappa between the judge's flags and the human labels, in [-1, 1]."""
+    confusion: tuple[int, int, int, int]
+    """(tn, fp, fn, tp) with hallucinated as the positive class."""
+    n_errors: int = 0
+    """Judge failures (``Judgment.error`` set), left out of every figure."""
+    n_no_claims: int = 0
+    """Answers without claims (refusals), counted as not hallucinated."""
+    kappa_judges: float | None = None
+    """Cohen's kappa between this judge and a second judge, when one was given."""
+
+
+def flags_hallucination(judgment: Judgment, threshold: float = DEFAULT_THRESHOLD) -> bool:
+    """The response-level rule: any contradicted claim, or faithfulness below ``threshold``.
+
+    Args:
+        judgment: a judge's result for one answer.
+        threshold: faithfulness threshold in [0, 1]; 1.0 flags any claim that is not supported.
+
+    Returns:
+        True when the answer is flagged as hallucinated; False for answers without claims (NaN
+        faithfulness).
+    """
+    faithfulness = judgment.faithfulness
+    if math.isnan(faithfulness):
+        return False
+    return judgment.n_contradicted > 0 or faithfulness < threshold
+
+
+def judge_cases(judge: Judge, cases: Sequence[LabeledCase]) -> list[Judgment]:
+    """Run ``judge`` on every case, in order (question, response, chunks)."""
+    return [judge.judge(case.question, case.response, case.chunks) for case in cases]
+
+
+def quality(
+    cases: Sequence[LabeledCase],
+    judgments: Sequence[Judgment],
+    threshold: float = DEFAULT_THRESHOLD,
+    second: Sequence[Judgment] | None = None,
+) -> JudgeQuality:
+    """Response-level figures of ``judgments`` against the human labels of ``cases``.
+
+    Args:
+        cases: n labelled cases.
+        judgments: n judgments, same order.
+        threshold: faithfulness threshold of :func:`flags_hallucination`.
+        second: optional n judgments of a second judge (for the inter-judge kappa).
+
+    Returns:
+        :class:`JudgeQuality`. Precision, recall and F1 treat "hallucinated" as the positive class and are 0
+        when undefined.
+
+    Raises:
+        ValueError: the sequences differ in length or no case is left after removing judge failures.
+
+    Source: scikit-learn ``balanced_accuracy_score`` (Brodersen et al. 2010, doi:10.1109/ICPR.2010.764),
+    ``precision_recall_fscore_support``, ``cohen_kappa_score`` (Cohen 1960, doi:10.1177/001316446002000104).
+    """
+    if len(cases) != len(judgments) or (second is not None and len(second) != len(cases)):
+        raise ValueError("cases and judgments must have the same length")
+    keep = [i for i, j in enumerate(judgments) if j.error is None]
+    if not keep:
+        raise ValueError("no judgment without error")
+    truth = np.array([cases[i].hallucinated for i in keep], dtype=int)
+    flags = np.array([flags_hallucination(judgments[i], threshold) for i in keep], dtype=int)
+    precision, recall, f1, _ = precision_recall_fscore_support(
+        truth, flags, average="binary", pos_label=1, zero_division=0
+    )
+    tn, fp, fn, tp = confusion_matrix(truth, flags, labels=[0, 1]).ravel()
+    kappa_judges = None
+    if second is not None:
+        other = np.array([flags_hallucination(second[i], threshold) for i in keep], dtype=int)
+        kappa_judges = _kappa(flags, other)
+    return JudgeQuality(
+        n=len(keep),
+        n_hallucinated=int(truth.sum()),
+        threshold=threshold,
+        balanced_accuracy=float(balanced_accuracy_score(truth, flags)) if len(set(truth)) > 1 else math.nan,
+        precision=float(precision),
+        recall=float(recall),
+        f1=float(f1),
+        kappa=_kappa(truth, flags),
+        confusion=(int(tn), int(fp), int(fn), int(tp)),
+        n_errors=len(judgments) - len(keep),
+        n_no_claims=sum(math.isnan(judgments[i].faithfulness) for i in keep),
+        kappa_judges=kappa_judges,
+    )
+
+
+def _kappa(a: np.ndarray, b: np.ndarray) -> float:
+    if len(set(a.tolist()) | set(b.tolist())) < 2:
+        return math.nan  # one class only: kappa undefined
+    return float(cohen_kappa_score(a, b))
+
+
+def evaluate_judge(
+    judge: Judge,
+    cases: Sequence[LabeledCase],
+    threshold: float = DEFAULT_THRESHOLD,
+    second_judge: Judge | None = None,
+) -> JudgeQuality:
+    """Run ``judge`` (and ``second_judge``, if given) over ``cases`` and compute :func:`quality`."""
+    second = judge_cases(second_judge, cases) if second_judge is not None else None
+    return quality(cases, judge_cases(judge, cases), threshold, second)
+
+
+def choose_threshold(
+    cases: Sequence[LabeledCase], judgments: Sequence[Judgment], grid: Iterable[float] | None = None
+) -> float:
+    """The faithfulness threshold that maximises balanced accuracy on (development) ``cases``.
+
+    Args:
+        cases: labelled development cases (never the split the figures are reported on).
+        judgments: their judgments, same order.
+        grid: candidate thresholds; default 0.00, 0.05, …, 1.00. Ties go to the smallest threshold.
+
+    Returns:
+        The chosen threshold.
+    """
+    candidates = [round(float(t), 4) for t in (grid if grid is not None else np.linspace(0.0, 1.0, 21))]
+    scores = [quality(cases, judgments, t).balanced_accuracy for t in candidates]
+    return candidates[int(np.nanargmax(scores))]
+
+
+def split_by_source(cases: Sequence[LabeledCase], salt: str = "rag-gate") -> tuple[list[LabeledCase], list[LabeledCase]]:
+    """Split ``cases`` into (development, test) halves by a hash of ``source_id``.
+
+    All answers to one prompt land in the same half, so no source text is seen on both sides. The split is
+    deterministic (sha256 of ``salt`` + source id, even → development).
+    """
+    dev: list[LabeledCase] = []
+    test: list[LabeledCase] = []
+    for case in cases:
+        digest = hashlib.sha256(f"{salt}:{case.source_id}".encode()).digest()
+        (dev if digest[0] % 2 == 0 else test).append(case)
+    return dev, test
+
+
+def calibration_sample(
+    cases: Sequence[LabeledCase],
+    judgments: Sequence[Judgment],
+    rng: np.random.Generator,
+    size: int = 20,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> list[dict[str, Any]]:
+    """A random sample of cases with the judge's verdicts, for a human to check the judge by hand.
+
+    Args:
+        cases: labelled cases.
+        judgments: their judgments, same order.
+        rng: the random generator (seed it for a reproducible sample).
+        size: sample size (all cases when fewer).
+        threshold: threshold of the response-level rule.
+
+    Returns:
+        ``size`` JSON-ready dicts: id, model, task type, human label and spans, the judge's flag and
+        faithfulness, and every claim with its verdict, attributed sentence and reason.
+    """
+    picked = sorted(rng.choice(len(cases), size=min(size, len(cases)), replace=False).tolist())
+    return [
+        {
+            "id": cases[i].id,
+            "model": cases[i].model,
+            "task_type": cases[i].task_type,
+            "human_hallucinated": cases[i].hallucinated,
+            "human_spans": list(cases[i].spans),
+            "judge_hallucinated": flags_hallucination(judgments[i], threshold),
+            "faithfulness": None if math.isnan(judgments[i].faithfulness) else judgments[i].faithfulness,
+            "response": cases[i].response,
+            "claims": judgments[i].to_dict()["claims"],
+        }
+        for i in picked
+    ]
+
+
+def group_quality(
+    cases: Sequence[LabeledCase],
+    judgments: Sequence[Judgment],
+    key: Callable[[LabeledCase], str],
+    threshold: float = DEFAULT_THRESHOLD,
+) -> dict[str, JudgeQuality]:
+    """:func:`quality` per group of cases (e.g. ``key=lambda c: c.task_type``), groups sorted by name."""
+    groups: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        groups.setdefault(key(case), []).append(i)
+    return {
+        name: quality([cases[i] for i in idx], [judgments[i] for i in idx], threshold)
+        for name, idx in sorted(groups.items())
+    }
+
+
+# ---------------------------------------------------------------- counterfactual (RGB) rates
+
+
+@dataclass(frozen=True)
+class CounterfactualRates:
+    """How the judge treats minimal pairs: a passage restated as is, and the same passage with a fake answer."""
+
+    n: int
+    """Pairs (supporting passage, contradicting passage) that differ."""
+    supported_rate: float
+    """Share of restated supporting passages that are mostly supported (faithfulness ≥ 0.5)."""
+    mean_faithfulness: float
+    """Mean faithfulness of the restated supporting passages."""
+    contradicted_rate: float
+    """Share of fake passages with at least one claim judged contradicted (not merely unverifiable)."""
+    flagged_rate: float
+    """Share of fake passages flagged by the response-level rule (contradicted or low faithfulness)."""
+
+
+def counterfactual_rates(
+    judge: Judge, items: Sequence[CounterfactualItem], form: str = "passage", threshold: float = DEFAULT_THRESHOLD
+) -> CounterfactualRates:
+    """Judge restated and counterfactual answers against the supporting passages plus noise.
+
+    Args:
+        judge: the judge.
+        items: RGB counterfactual items.
+        form: "passage": the answers are the supporting passage and its counterfactual rewrite, pair by pair;
+            "sentence": the answers are "<question>: <answer>." and "<question>: <fake answer>.", one pair per
+            item.
+        threshold: threshold of the response-level rule for ``flagged_rate``.
+
+    Returns:
+        :class:`CounterfactualRates`.
+
+    Raises:
+        ValueError: unknown ``form`` or no pair.
+
+    Source: RGB counterfactual robustness (Chen et al. 2024, AAAI, arXiv:2309.01431).
+    """
+    if form not in ("passage", "sentence"):
+        raise ValueError(f"form must be 'passage' or 'sentence', got {form!r}")
+    restated: list[Judgment] = []
+    fake: list[Judgment] = []
+    for item in items:
+        chunks = tuple(
+            Chunk(id=f"{item.id}/{kind}{i}", text=text)
+            for kind, texts in (("s", item.supporting), ("n", item.noise))
+            for i, text in enumerate(texts)
+        )
+        if form == "passage":
+            pairs = [(s, c) for s, c in zip(item.supporting, item.contradicting, strict=True) if s != c]
+        else:
+            head = item.question.rstrip(" ?")
+            pairs = [(f"{head}: {item.answer}.", f"{head}: {item.fake_answer}.")]
+        for good, bad in pairs:
+            restated.append(judge.judge(item.question, good, chunks))
+            fake.append(judge.judge(item.question, bad, chunks))
+    if not restated:
+        raise ValueError("no counterfactual pair")
+    faith = np.array([j.faithfulness for j in restated], dtype=float)
+    return CounterfactualRates(
+        n=len(restated),
+        supported_rate=float(np.mean(np.nan_to_num(faith, nan=0.0) >= 0.5)),
+        mean_faithfulness=float(np.nanmean(faith)) if not np.all(np.isnan(faith)) else math.nan,
+        contradicted_rate=float(np.mean([j.n_contradicted > 0 for j in fake])),
+        flagged_rate=float(np.mean([flags_hallucination(j, threshold) for j in fake])),
+    )
+
+
+# ---------------------------------------------------------------- loaders
+
+
+def _rows(path: str | Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each line of ``path`` (a JSONL file, or a directory with cases.jsonl)."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / "cases.jsonl"
+    if not file.is_file():
+        raise InputError(located(file, None, None, "no such file"))
+    with file.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(located(file, number, None, f"invalid JSON: {exc.msg}")) from exc
+            if not isinstance(row, dict):
+                raise InputError(located(file, number, None, "expected a JSON object"))
+            yield number, row
+
+
+def _field(row: Mapping[str, Any], name: str, path: str | Path, line: int) -> Any:
+    if name not in row:
+        raise InputError(located(path, line, name, "missing field"))
+    return row[name]
+
+
+def load_ragtruth(path: str | Path) -> list[LabeledCase]:
+    """Load the RAGTruth subset (``cases.jsonl``: id, context, question, response, label, source_model, ...).
+
+    QA contexts (a list of passages) become one chunk per passage; a summary's article is one chunk; a
+    Data2txt business record (JSON) is linearised by :func:`yelp_chunks`.
+
+    Args:
+        path: the JSONL file or the directory that holds ``cases.jsonl``.
+
+    Returns:
+        One :class:`LabeledCase` per line, with model name, source id, chunks, response and human label.
+
+    Raises:
+        InputError: missing file, invalid JSON or a missing field (``file:line: field: message``).
+    """
+    cases = []
+    for line, row in _rows(path):
+        context = _field(row, "context", path, line)
+        task = _field(row, "task_type", path, line)
+        case_id = str(_field(row, "id", path, line))
+        if task == "Data2txt":
+            chunks = yelp_chunks(json.loads(context), case_id)
+        elif isinstance(context, list):
+            chunks = tuple(Chunk(id=f"{case_id}/p{i + 1}", text=text) for i, text in enumerate(context))
+        else:
+            chunks = (Chunk(id=f"{case_id}/source", text=str(context)),)
+        cases.append(_labeled(row, path, line, chunks))
+    return cases
+
+
+def load_faithbench(path: str | Path) -> list[LabeledCase]:
+    """Load FaithBench (``cases.jsonl``); the source passage is one chunk, ``label`` the binarised label.
+
+    Raises:
+        InputError: missing file, invalid JSON or a missing field.
+    """
+    cases = []
+    for line, row in _rows(path):
+        case_id = str(_field(row, "id", path, line))
+        chunks = (Chunk(id=f"{case_id}/source", text=str(_field(row, "context", path, line))),)
+        cases.append(_labeled(row, path, line, chunks))
+    return cases
+
+
+def _labeled(row: Mapping[str, Any], path: str | Path, line: int, chunks: tuple[Chunk, ...]) -> LabeledCase:
+    label = _field(row, "label", path, line)
+    if label not in ("hallucinated", "faithful"):
+        raise InputError(located(path, line, "label", f"must be 'hallucinated' or 'faithful', got {label!r}"))
+    return LabeledCase(
+        id=str(row["id"]),
+        question=row.get("question") or "",
+        chunks=chunks,
+        response=str(_field(row, "response", path, line)),
+        hallucinated=label == "hallucinated",
+        model=str(row.get("source_model", "")),
+        source_id=str(_field(row, "source_id", path, line)),
+        task_type=str(row.get("task_type", "")),
+        spans=tuple(str(s.get("text", "")) for s in (row.get("span_labels") or [])),
+    )
+
+
+def load_rgb_counterfactual(path: str | Path) -> list[CounterfactualItem]:
+    """Load RGB's English counterfactual subset (``cases.jsonl``).
+
+    Raises:
+        InputError: missing file, invalid JSON, a missing field, or supporting and contradicting passages
+            of different counts.
+    """
+    items = []
+    for line, row in _rows(path):
+        answer = _field(row, "answer", path, line)
+        if isinstance(answer, list):  # [[variant, ...], ...]: one part per list
+            answer = " and ".join(str(part[0] if isinstance(part, list) else part) for part in answer)
+        supporting = tuple(_field(row, "supporting_contexts", path, line))
+        contradicting = tuple(_field(row, "contradicting_contexts", path, line))
+        if len(supporting) != len(contradicting):
+            raise InputError(located(path, line, "contradicting_contexts", "count differs from supporting"))
+        items.append(
+            CounterfactualItem(
+                id=str(_field(row, "id", path, line)),
+                question=str(_field(row, "question", path, line)),
+                answer=str(answer),
+                fake_answer=str(_field(row, "fake_answer", path, line)),
+                supporting=supporting,
+                contradicting=contradicting,
+                noise=tuple(row.get("noise_contexts") or ()),
+            )
+        )
+    return items
+
+
+# ---------------------------------------------------------------- Yelp record linearisation
+
+_STATES = dict(
+    pair.split(":")
+    for pair in (
+        "AL:Alabama AK:Alaska AZ:Arizona AR:Arkansas CA:California CO:Colorado CT:Connecticut DE:Delaware "
+        "FL:Florida GA:Georgia HI:Hawaii ID:Idaho IL:Illinois IN:Indiana IA:Iowa KS:Kansas KY:Kentucky "
+        "LA:Louisiana ME:Maine MD:Maryland MA:Massachusetts MI:Michigan MN:Minnesota MS:Mississippi "
+        "MO:Missouri MT:Montana NE:Nebraska NV:Nevada NH:New_Hampshire NJ:New_Jersey NM:New_Mexico "
+        "NY:New_York NC:North_Carolina ND:North_Dakota OH:Ohio OK:Oklahoma OR:Oregon PA:Pennsylvania "
+        "RI:Rhode_Island SC:South_Carolina SD:South_Dakota TN:Tennessee TX:Texas UT:Utah VT:Vermont "
+        "VA:Virginia WA:Washington WV:West_Virginia WI:Wisconsin WY:Wyoming"
+    ).split()
+)
+_MONTH_NAMES = "January February March April May June July August September October November December".split()
+
+
+def _words(key: str) -> str:
+    """"RestaurantsTakeOut" → "restaurants takeout", "good_for_kids" → "good for kids"."""
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key).replace("_", " ")
+    return re.sub(r"\btake out\b", "takeout", spaced.lower())
+
+
+def _value(value: Any) -> str:
+    return re.sub(r"^u?'(.*)'$", r"\1", str(value)).replace("_", " ")
+
+
+def _date(stamp: str) -> str:
+    match = re.match(r"(\d{4})-(\d{2})-(\d{2})", stamp)
+    if not match:
+        return stamp
+    year, month, day = (int(g) for g in match.groups())
+    return f"{_MONTH_NAMES[month - 1]} {day}, {year}"
+
+
+def _hours(spec: str) -> str:
+    return re.sub(r"(\d{1,2}):(\d{1,2})", lambda m: f"{int(m.group(1))}:{int(m.group(2)):02d}", spec).replace(
+        "-", " to "
+    )
+
+
+def yelp_chunks(record: Mapping[str, Any], case_id: str = "yelp") -> tuple[Chunk, ...]:
+    """Linearise a RAGTruth Data2txt (Yelp) business record into text chunks, one fact per sentence.
+
+    The business facts form one chunk: "Name: Finch & Fork.", "State: CA (California).", "Monday 17:30 to
+    23:00.", "Outdoor seating." for true attributes and "No outdoor seating." for false ones (so negation can
+    be checked), "Wifi: free.", "Rating: 4.0 stars."; unknown (null) attributes are left out. Each review is
+    its own chunk: "Review of January 9, 2022, 5.0 stars. <text>".
+    """
+    facts: list[str] = []
+    for key in ("name", "address", "city"):
+        if record.get(key):
+            facts.append(f"{key.capitalize()}: {record[key]}.")
+    if record.get("state"):
+        state = str(record["state"])
+        facts.append(f"State: {state} ({_STATES.get(state, state).replace('_', ' ')}).")
+    if record.get("categories"):
+        facts.append(f"Categories: {record['categories']}.")
+    for day, spec in (record.get("hours") or {}).items():
+        facts.append(f"{day} {_hours(str(spec))}.")
+    for key, value in (record.get("attributes") or {}).items():
+        facts.extend(_attribute(_words(key), value))
+    if record.get("business_stars") is not None:
+        facts.append(f"Rating: {record['business_stars']} stars.")
+    chunks = [Chunk(id=f"{case_id}/business", text=" ".join(facts))]
+    for i, review in enumerate(record.get("review_info") or [], start=1):
+        head = f"Review of {_date(str(review.get('review_date', '')))}, {review.get('review_stars')} stars."
+        chunks.append(Chunk(id=f"{case_id}/review{i}", text=f"{head} {review.get('review_text', '')}"))
+    return tuple(chunks)
+
+
+def _attribute(name: str, value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [s for key, sub in value.items() for s in _attribute(f"{_words(key)} {name}", sub)]
+    if isinstance(value, bool) or _value(value) in ("True", "False"):
+        positive = value is True or _value(value) == "True"
+        return [f"{name.capitalize()}." if positive else f"No {name}."]
+    text = _value(value)
+    if text.lower() in ("no", "none"):
+        return [f"No {name}."]
+    return [f"{name.capitalize()}: {text}."]

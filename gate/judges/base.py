@@ -1,0 +1,132 @@
+"""The judge interface: claim-level verdicts for one answer against its retrieved chunks (DESIGN §3).
+
+Every backend (lexical, nli, ragas, llm) returns a :class:`Judgment`. A judge that cannot judge (endpoint down,
+unparseable output) returns a Judgment with ``error`` set: the scoring module records that as a judge failure,
+never as a score.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from gate.models import Chunk
+
+Verdict = Literal["supported", "contradicted", "unverifiable"]
+ContradictionLevel = Literal["NONE", "SOMETIMES", "ALL"]
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    """The verdict on one atomic claim of an answer."""
+
+    claim: str
+    """The claim text (a sentence or clause of the answer)."""
+    verdict: Verdict
+    """supported: a chunk entails it; contradicted: the closest chunk covers it but disagrees (number, date,
+    entity, negation); unverifiable: no chunk covers it."""
+    chunk_id: str | None = None
+    """Id of the attributed (closest) chunk, or None when no chunk is close."""
+    chunk_text: str | None = None
+    """The attributed chunk's text (or its best-matching sentence), for the report."""
+    similarity: float = 0.0
+    """Similarity of the claim to the attributed chunk in [0, 1] (TF-IDF cosine for the lexical judge)."""
+    contradiction_level: ContradictionLevel = "NONE"
+    """Across the chunks that cover the claim: contradicted by none, some, or all of them."""
+    reason: str = ""
+    """One-line explanation (e.g. "number 1,200 not in chunk; chunk says 1,500")."""
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """A judge's result for one answer: per-claim verdicts and the per-response scores."""
+
+    claims: tuple[ClaimVerdict, ...] = ()
+    error: str | None = None
+    """Set when the judge failed; the scores are then NaN and must be counted as failures."""
+    score: float | None = None
+    """Response-level faithfulness in [0, 1] for judges that give no claims (the rubric judge maps 1–3 to
+    0, 0.5, 1); when set it takes precedence over the claim count."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific values (e.g. the rubric judge's relevance score, raw model output)."""
+
+    @property
+    def n_supported(self) -> int:
+        """Number of supported claims."""
+        return sum(c.verdict == "supported" for c in self.claims)
+
+    @property
+    def n_contradicted(self) -> int:
+        """Number of contradicted claims."""
+        return sum(c.verdict == "contradicted" for c in self.claims)
+
+    @property
+    def n_unverifiable(self) -> int:
+        """Number of unverifiable claims."""
+        return sum(c.verdict == "unverifiable" for c in self.claims)
+
+    @property
+    def faithfulness(self) -> float:
+        """Supported claims / all claims in [0, 1]; NaN when there are no claims or the judge failed.
+
+        Source: claim-level faithfulness as in RAGAS (Es et al. 2024, arXiv:2309.15217, §3).
+        """
+        if self.error is not None:
+            return math.nan
+        if self.score is not None:
+            return self.score
+        if not self.claims:
+            return math.nan
+        return self.n_supported / len(self.claims)
+
+    @property
+    def contradiction_rate(self) -> float:
+        """Contradicted claims / all claims in [0, 1]; NaN when there are no claims or the judge failed."""
+        if self.error is not None or not self.claims:
+            return math.nan
+        return self.n_contradicted / len(self.claims)
+
+    @property
+    def contradiction_level(self) -> ContradictionLevel:
+        """The response-level contradiction level: the most severe level among its claims."""
+        levels = {c.contradiction_level for c in self.claims}
+        return "ALL" if "ALL" in levels else "SOMETIMES" if "SOMETIMES" in levels else "NONE"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (stored as the ``detail`` of the faithfulness score row)."""
+        out: dict[str, Any] = {
+            "claims": [
+                {
+                    "claim": c.claim,
+                    "verdict": c.verdict,
+                    "chunk_id": c.chunk_id,
+                    "chunk_text": c.chunk_text,
+                    "similarity": round(c.similarity, 6),
+                    "contradiction_level": c.contradiction_level,
+                    "reason": c.reason,
+                }
+                for c in self.claims
+            ],
+            "contradiction_level": self.contradiction_level,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        if self.extra:
+            out["extra"] = self.extra
+        return out
+
+
+class Judge(Protocol):
+    """A claim-level judge. Implementations must be safe to call from several threads."""
+
+    id: str
+    """Stable identifier including the backend and its settings (e.g. "lexical", "llm:gpt-4o-mini")."""
+    version: str
+    """Bumped whenever the judge's behaviour changes (part of cache keys and of manifest.json)."""
+
+    def judge(self, question: str, answer: str, chunks: Sequence[Chunk]) -> Judgment:
+        """Judge ``answer`` (to ``question``) against ``chunks`` (rank order). Never raises for a judge failure:
+        returns ``Judgment(error=...)`` instead."""
+        ...

@@ -1,0 +1,144 @@
+"""Claim extraction for the lexical judge: sentences, then clauses and list items; refusals give no claims."""
+
+from __future__ import annotations
+
+import re
+
+from gate.judges.text import Lang, facts, fold
+
+_ABBREVIATIONS = frozenset(
+    """mr mrs ms dr st jr sr prof gov sen rep gen col lt sgt capt inc ltd co corp vs etc e.g eg i.e ie no nos
+    approx dept est fig jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k a.m p.m mt ft ave blvd""".split()
+)
+_LIST_MARKER = re.compile(r"^\s*(?:[-*•·]+|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9À-Ý])")
+_SEGMENT = re.compile(
+    r"\s*;\s*|,\s*(?:and|or|but|as well as|e|o|ma)\s+|,\s+(?!\d{4}\b)|\s+(?:and|or|but|as well as|e|o|ma)\s+",
+    re.IGNORECASE,
+)
+_REFUSAL = re.compile(
+    r"unable to (?:answer|provide|determine|find)|(?:cannot|can't|can not) (?:answer|provide|determine|find)"
+    r"|(?:do not|don't|does not|doesn't) (?:know|have (?:enough|the|any|that) information)"
+    r"|(?:no|not enough|insufficient) (?:relevant )?information|(?:passages?|context|documents?) "
+    r"(?:do|does) not (?:contain|provide|mention|say)|i'm sorry|i am sorry"
+    r"|non (?:lo )?so\b|non (?:ho|ci sono) (?:abbastanza )?informazioni|non (?:è|e') possibile rispondere"
+    r"|non posso rispondere",
+    re.IGNORECASE,
+)
+_MAX_REFUSAL_WORDS = 40
+
+
+def is_refusal(answer: str) -> bool:
+    """True when ``answer`` is empty or a short refusal ("Unable to answer based on given passages.").
+
+    A refusal has no claims to verify: its faithfulness is NaN, never 0 or 1. Answers longer than 40 words
+    are never refusals here (they carry claims even when they start with a disclaimer).
+    """
+    text = fold(answer)
+    if not text:
+        return True
+    return len(text.split()) <= _MAX_REFUSAL_WORDS and bool(_REFUSAL.search(text))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split ``text`` into sentences: one per line or list item, then on ``. ! ?`` before a capital or digit.
+
+    Abbreviations ("Dr.", "U.S.", "Feb."), initials ("J. Smith") and decimals ("3.5") do not end a sentence.
+    List markers ("1.", "-", "*") are removed. Empty pieces are dropped.
+    """
+    out: list[str] = []
+    for line in re.split(r"\n+", text):
+        line = _LIST_MARKER.sub("", line)
+        pieces = _SENTENCE_END.split(line)
+        merged: list[str] = []
+        for piece in pieces:
+            if merged and _ends_with_abbreviation(merged[-1]):
+                merged[-1] = f"{merged[-1]} {piece}"
+            else:
+                merged.append(piece)
+        out.extend(s for s in (fold(p) for p in merged) if s)
+    return out
+
+
+def _ends_with_abbreviation(sentence: str) -> bool:
+    last = sentence.rstrip().rsplit(" ", 1)[-1].lower().rstrip(".").lstrip("(\"'")
+    return last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha())
+
+
+def _units(text: str, lang: Lang) -> int:
+    found = facts(text, lang)
+    return len(found.terms) + len(found.numbers) + len(found.months)
+
+
+def split_clauses(sentence: str, lang: Lang = "en") -> list[str]:
+    """Split one sentence into atomic claims on conjunctions, semicolons and lists.
+
+    "X and Y" gives two claims when both sides are clauses (3 words or more, 2 content words or more).
+    A list "It serves pizza, pasta and salad" gives one claim per item with the shared head:
+    "It serves pizza", "It serves pasta", "It serves salad". A capitalised short piece after a comma is an
+    apposition and stays with its clause ("Houston, Texas"); a short piece before any clause stays attached
+    to what follows ("Danielle and Adam welcomed ...").
+    """
+    segments = [s.strip(" ,;") for s in _SEGMENT.split(sentence)]
+    groups: list[tuple[str, list[str]]] = []  # (clause, list items that share its head)
+    pending = ""
+    for segment in (s for s in segments if s):
+        if pending:
+            segment, pending = f"{pending} and {segment}", ""
+        words = segment.split()
+        if len(words) >= 3 and _units(segment, lang) >= 2:
+            groups.append((segment, []))
+        elif groups and len(words) <= 2 and segment[0].isupper() and not groups[-1][1]:
+            groups[-1] = (f"{groups[-1][0]}, {segment}", [])
+        elif groups:
+            groups[-1][1].append(segment)
+        else:
+            pending = segment
+    if pending:
+        groups.append((f"{groups.pop()[0]} and {pending}", []) if groups else (pending, []))
+    claims: list[str] = []
+    for clause, items in groups:
+        claims.append(clause)
+        if items:
+            prefix = _list_head(clause, max(len(item.split()) for item in items), lang)
+            claims.extend(f"{prefix} {item}" for item in items)
+    return claims
+
+
+def _list_head(clause: str, item_words: int, lang: Lang) -> str:
+    """The words of ``clause`` before its own list item: its trailing content words when there are few
+    (≤ max(2, item length)), else as many trailing words as the longest other item."""
+    words = clause.split()
+    tail = 0
+    while tail < len(words) - 1 and facts(words[-1 - tail], lang).terms:
+        tail += 1
+    drop = tail if 0 < tail <= max(2, item_words) else item_words
+    return " ".join(words[: max(1, len(words) - drop)])
+
+
+def extract_claims(answer: str, lang: Lang = "en") -> list[str]:
+    """The atomic claims of ``answer``: sentences, then clauses and list items; filler dropped.
+
+    Dropped: refusals and empty answers (no claims at all), lead-in lines ending with ":" ("Here is a
+    summary:"), and pieces with no content word, number or date.
+
+    Args:
+        answer: the generated answer, any length (plain text or markdown lists).
+        lang: "en" or "it".
+
+    Returns:
+        Claims in answer order; ``[]`` for a refusal or an empty answer.
+
+    Source: claim decomposition as in FActScore (Min et al. 2023, arXiv:2305.14251) and RAGAS faithfulness
+    (Es et al. 2024, arXiv:2309.15217), here with rules instead of an LLM.
+    """
+    if is_refusal(answer):
+        return []
+    claims: list[str] = []
+    for sentence in split_sentences(answer):
+        if sentence.endswith(":"):
+            continue
+        for claim in split_clauses(sentence, lang):
+            if _units(claim, lang) > 0:
+                claims.append(claim)
+    return claims

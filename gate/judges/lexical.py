@@ -1,0 +1,228 @@
+"""The lexical judge: offline, deterministic claim-level faithfulness (DESIGN §3, backend ``lexical``).
+
+Each claim of the answer is attributed to the closest chunk sentence by TF-IDF cosine, then checked word by
+word against the chunk: content words (stemmed, stop words removed), numbers, dates, entities and negation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from gate.judges.base import ClaimVerdict, ContradictionLevel, Judgment
+from gate.judges.claims import extract_claims, split_sentences
+from gate.judges.text import Facts, Lang, Quantity, analyzer, detect_language, facts
+from gate.models import Chunk
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """One chunk, split into sentences, with the facts of each sentence."""
+
+    chunk: Chunk
+    sentences: tuple[str, ...]
+    facts: tuple[Facts, ...]
+    stems: frozenset[str] = field(default_factory=frozenset)
+    numbers: tuple[Quantity, ...] = ()
+    months: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class _Check:
+    """A claim checked against one chunk."""
+
+    index: int
+    coverage: float
+    similarity: float
+    best_sentence: int
+    conflicts: tuple[str, ...]
+    missing: tuple[str, ...]
+
+
+def tfidf_similarities(claims: Sequence[str], sentences: Sequence[str], lang: Lang = "en") -> np.ndarray:
+    """TF-IDF cosine similarity of every claim with every evidence sentence.
+
+    The vectorizer is scikit-learn's ``TfidfVectorizer`` with its defaults (smoothed IDF, l2 norm) and
+    :func:`gate.judges.text.analyzer` as analyzer, fitted on ``sentences`` only.
+
+    Args:
+        claims: m claim texts.
+        sentences: n evidence sentences (all chunks, in order).
+        lang: "en" or "it".
+
+    Returns:
+        Array of shape (m, n), values in [0, 1]; all zeros when the sentences have no content word.
+
+    Source: Salton & Buckley 1988, "Term-weighting approaches in automatic text retrieval",
+    doi:10.1016/0306-4573(88)90021-0.
+    """
+    if not claims or not sentences:
+        return np.zeros((len(claims), len(sentences)))
+    vectorizer = TfidfVectorizer(analyzer=lambda text: analyzer(text, lang))
+    try:
+        evidence = vectorizer.fit_transform(sentences)
+    except ValueError:  # empty vocabulary
+        return np.zeros((len(claims), len(sentences)))
+    return np.asarray((vectorizer.transform(claims) @ evidence.T).todense()).clip(0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class LexicalJudge:
+    """Claim-level verification by word overlap, numbers, dates, entities and negation.
+
+    Per claim and chunk, the *region* is the chunk's ``region_sentences`` sentences most similar to the claim
+    (TF-IDF cosine). *Coverage* is the share of the claim's content stems found in the region (stems that
+    only come from the question and are in no chunk are not required).
+
+    - supported: some chunk has coverage ≥ ``support``, contains every number, month and entity of the
+      claim, and has no conflict;
+    - contradicted: otherwise, when a chunk with coverage ≥ ``cover`` conflicts with the claim: a number of
+      the claim is missing while the region states another number of the same kind (year, percent, time,
+      quantity), a month differs, an entity is missing while the best sentence names another one, or a
+      content word is negated on one side only;
+    - unverifiable: otherwise.
+
+    The contradiction level is NONE, SOMETIMES or ALL according to how many of the covering chunks conflict.
+    Deterministic and thread-safe (no mutable state).
+
+    Source: claim-level faithfulness as in RAGAS (Es et al. 2024, arXiv:2309.15217); the verdict set and
+    contradiction levels follow RAGTruth's conflict / baseless distinction (Niu et al. 2024, ACL).
+    """
+
+    cover: float = 0.5
+    """Coverage in [0, 1] from which a chunk is about the claim (a conflict there is a contradiction)."""
+    support: float = 0.75
+    """Coverage in [0, 1] from which a chunk supports the claim (if it also agrees on every fact)."""
+    region_sentences: int = 3
+    """Number of most similar sentences of a chunk that form its region (≥ 1)."""
+
+    id: ClassVar[str] = "lexical"
+    version: ClassVar[str] = "1"
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.cover <= self.support <= 1.0:
+            raise ValueError(f"lexical judge: need 0 <= cover <= support <= 1, got {self.cover}, {self.support}")
+        if self.region_sentences < 1:
+            raise ValueError(f"lexical judge: region_sentences must be >= 1, got {self.region_sentences}")
+
+    def judge(self, question: str, answer: str, chunks: Sequence[Chunk]) -> Judgment:
+        """Judge ``answer`` against ``chunks`` claim by claim.
+
+        Args:
+            question: the user question; its words need no support when no chunk has them.
+            answer: the generated answer; a refusal or an empty answer gives no claims (faithfulness NaN).
+            chunks: retrieved chunks, rank order; may be empty (every claim is then unverifiable).
+
+        Returns:
+            A :class:`Judgment` with one :class:`ClaimVerdict` per claim, in answer order.
+        """
+        lang = detect_language(" ".join([answer, *(c.text[:2000] for c in chunks[:3])]))
+        claims = extract_claims(answer, lang)
+        if not claims:
+            return Judgment(claims=(), extra={"language": lang})
+        evidence = [_evidence(chunk, lang) for chunk in chunks]
+        sentences = [s for ev in evidence for s in ev.sentences]
+        sims = tfidf_similarities(claims, sentences, lang)
+        given = facts(question or "", lang).content - frozenset().union(*(ev.stems for ev in evidence))
+        verdicts = []
+        for row, claim in enumerate(claims):
+            offset, checks = 0, []
+            for index, ev in enumerate(evidence):
+                checks.append(self._check(facts(claim, lang), given, index, ev, sims[row, offset : offset + len(ev.sentences)]))
+                offset += len(ev.sentences)
+            verdicts.append(self._verdict(claim, checks, evidence))
+        return Judgment(claims=tuple(verdicts), extra={"language": lang})
+
+    def _check(self, claim: Facts, given: frozenset[str], index: int, ev: _Evidence, sims: np.ndarray) -> _Check:
+        order = np.argsort(-sims, kind="stable")[: self.region_sentences]
+        region = [ev.facts[i] for i in order]
+        stems = frozenset().union(*(f.content for f in region))
+        required = claim.content - given or claim.content
+        coverage = len(required & stems) / len(required) if required else 1.0
+        region_numbers = [q for f in region for q in f.numbers]
+        missing: list[str] = []
+        conflicts: list[str] = []
+        for q in claim.numbers:
+            if not any(q.matches(other) for other in ev.numbers):
+                missing.append(f"number {q.value:g}")
+                same_kind = sorted({f"{o.value:g}" for o in region_numbers if o.kind == q.kind})
+                if same_kind:
+                    conflicts.append(f"number {q.value:g} not in chunk; chunk says {', '.join(same_kind[:3])}")
+        region_months = frozenset().union(*(f.months for f in region))
+        for month in sorted(claim.months - ev.months):
+            missing.append(f"month {month}")
+            if region_months:
+                conflicts.append(f"month {month} not in chunk; chunk says {sorted(region_months)}")
+        best = region[0] if region else None
+        absent = sorted(claim.entities - ev.stems)
+        if absent:
+            missing.append(f"entity {', '.join(absent)}")
+            others = sorted(best.entities - claim.content) if best else []
+            if others:
+                conflicts.append(f"entity {', '.join(absent)} not in chunk; chunk names {', '.join(others[:3])}")
+        negated = frozenset().union(*(f.negated for f in region))
+        positive = frozenset().union(*(f.positive for f in region))
+        flipped = sorted(((claim.positive & negated) - positive) | ((claim.negated & positive) - negated))
+        if flipped:
+            conflicts.append(f"negation differs on {', '.join(flipped)}")
+        return _Check(
+            index=index,
+            coverage=coverage,
+            similarity=float(sims.max()) if len(sims) else 0.0,
+            best_sentence=int(order[0]) if len(order) else 0,
+            conflicts=tuple(conflicts),
+            missing=tuple(missing),
+        )
+
+    def _verdict(self, claim: str, checks: list[_Check], evidence: list[_Evidence]) -> ClaimVerdict:
+        covering = [c for c in checks if c.coverage >= self.cover]
+        conflicting = [c for c in covering if c.conflicts]
+        supporting = [c for c in covering if c.coverage >= self.support and not c.conflicts and not c.missing]
+        level: ContradictionLevel = (
+            "NONE" if not conflicting else "ALL" if len(conflicting) == len(covering) else "SOMETIMES"
+        )
+
+        def closest(candidates: list[_Check]) -> _Check:
+            return max(candidates, key=lambda c: (c.similarity, c.coverage, -c.index))
+
+        if supporting:
+            check, verdict = closest(supporting), "supported"
+            reason = f"{check.coverage:.0%} of content words in chunk"
+        elif conflicting:
+            check, verdict = closest(conflicting), "contradicted"
+            reason = "; ".join(check.conflicts)
+        elif checks:
+            check, verdict = closest(checks), "unverifiable"
+            reason = f"{check.coverage:.0%} of content words in chunk" + "".join(f"; {m} not in chunk" for m in check.missing)
+        else:
+            return ClaimVerdict(claim=claim, verdict="unverifiable", reason="no chunks")
+        if check.similarity <= 0.0 and verdict == "unverifiable" and check.coverage == 0.0:
+            return ClaimVerdict(claim=claim, verdict="unverifiable", reason="no chunk shares a content word")
+        ev = evidence[check.index]
+        return ClaimVerdict(
+            claim=claim,
+            verdict=verdict,
+            chunk_id=ev.chunk.id,
+            chunk_text=ev.sentences[check.best_sentence] if ev.sentences else ev.chunk.text,
+            similarity=check.similarity if math.isfinite(check.similarity) else 0.0,
+            contradiction_level=level,
+            reason=reason,
+        )
+
+
+def _evidence(chunk: Chunk, lang: Lang) -> _Evidence:
+    sentences = tuple(split_sentences(chunk.text)) or (chunk.text,)
+    found = tuple(facts(s, lang) for s in sentences)
+    return _Evidence(
+        chunk=chunk,
+        sentences=sentences,
+        facts=found,
+        stems=frozenset().union(*(f.content for f in found)),
+        numbers=tuple(q for f in found for q in f.numbers),
+        months=frozenset().union(*(f.months for f in found)),
+    )

@@ -1,0 +1,374 @@
+"""Lexical normalisation for the lexical judge: tokens, stop words, stems, numbers, dates, negation, entities.
+
+Everything here is a pure function of its input text. The only shared state is ``functools.lru_cache`` (thread
+safe) and one Snowball stemmer per thread, so the functions are safe to call from several threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import unicodedata
+from dataclasses import dataclass
+
+import snowballstemmer
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+Lang = str
+"""Language code: "en" or "it"."""
+
+NEGATION_CUES = frozenset(
+    {
+        "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "lack",
+        "lacks", "lacking", "non", "mai", "nessun", "nessuno", "nessuna", "niente", "nulla", "senza", "né",
+    }
+)  # fmt: skip
+"""Words that negate the content words that follow them (English and Italian)."""
+
+ITALIAN_STOP_WORDS = frozenset(
+    """a ad al allo ai agli all alla alle anche ancora avere aveva avevano c che chi ci coi col come con contro
+    cui da dal dallo dai dagli dall dalla dalle degli dei del dell della delle dello di dove e ed è era erano
+    essere fa fra gli ha hanno ho i il in io l la le lei li lo loro lui ma me mi mia mie miei mio ne negli nei
+    nel nell nella nelle nello noi o ogni per perché più poi può qua quale quali qualche quando quanto quella
+    quelle quelli quello questa queste questi questo se sei si sia sono su sua sue sugli sui sul sull sulla
+    sulle sullo suo suoi te ti tra tu tua tue tuo tuoi tutti tutto tutte tutta un una uno vi voi sì stato
+    stata stati state molto molti molte tanto tante così già solo sempre""".split()
+)
+"""Italian function words (articles, prepositions, pronouns, auxiliaries), after the Snowball Italian list."""
+
+DISCOURSE_WORDS = frozenset(
+    """according accordance article articles based context contexts document documents information mention
+    mentioned mentions note noted notes overall passage passages provide provided provides report reported
+    reports said say says state stated states summary summarize summarized text texts overview also various
+    several including include includes included offer offers offered offering feature features featured
+    located location known sure mentioned describe describes described highlight highlights highlighted
+    additionally furthermore moreover however""".split()
+)
+"""Words of an answer's framing ("according to the passage", "it offers") that carry no checkable fact."""
+
+STOP_WORDS = (frozenset(ENGLISH_STOP_WORDS) | ITALIAN_STOP_WORDS | DISCOURSE_WORDS) - NEGATION_CUES
+
+_MONTHS = {
+    "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4, "apr": 4, "may": 5,
+    "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8, "september": 9, "sep": 9, "sept": 9,
+    "october": 10, "oct": 10, "november": 11, "nov": 11, "december": 12, "dec": 12,
+    "gennaio": 1, "febbraio": 2, "marzo": 3, "aprile": 4, "maggio": 5, "giugno": 6, "luglio": 7, "agosto": 8,
+    "settembre": 9, "ottobre": 10, "novembre": 11, "dicembre": 12,
+}  # fmt: skip
+_AMBIGUOUS_MONTHS = frozenset({"may", "mar", "jun", "dec", "sep", "aug"})  # also ordinary words
+_UNITS = {
+    "zero": 0, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
+    "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
+    "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "dozen": 12,
+    "due": 2, "tre": 3, "quattro": 4, "cinque": 5, "sette": 7, "otto": 8, "nove": 9, "dieci": 10,
+    "venti": 20, "trenta": 30, "cento": 100, "mille": 1000,
+}  # fmt: skip
+"""Number words ("one"/"uno"/"sei" are left out: too often not a quantity)."""
+_SCALES = {
+    "hundred": 1e2, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "k": 1e3, "m": 1e6,
+    "mn": 1e6, "bn": 1e9, "mila": 1e3, "milione": 1e6, "milioni": 1e6, "miliardo": 1e9, "miliardi": 1e9,
+}  # fmt: skip
+
+_TOKEN = re.compile(
+    r"(?P<time>\b\d{1,2}(?::\d{2})?\s*(?:[ap]\.?m\.?)(?![a-z])|\b\d{1,2}:\d{2}\b)"
+    r"|(?P<num>\d[\d,.]*\d|\d)"
+    r"|(?P<word>[^\W\d_]+(?:['’][^\W\d_]+)?)",
+    re.IGNORECASE,
+)
+_SCALE_AFTER = re.compile(r"\s*(?:-\s*)?([a-z]+)", re.IGNORECASE)
+_PERCENT_AFTER = re.compile(r"\s*(%|percent\b|per\s+cent\b|per\s+cento\b)", re.IGNORECASE)
+_TIME = re.compile(r"(\d{1,2})(?::(\d{2}))?\s*([ap])?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A number found in a text, normalised to a float."""
+
+    value: float
+    """The value, with thousands separators, scale words and number words resolved ("1.3 million" → 1.3e6)."""
+    kind: str
+    """"year" (1800–2100 written as four digits), "percent", "time" (minutes after midnight) or "num"."""
+    step: float = 1.0
+    """Rounding step of the written form ("1.3 million" → 1e5): a source value that rounds to ``value`` at
+    this step is the same number."""
+
+    def matches(self, other: Quantity) -> bool:
+        """True when ``other`` (from a source) is this number, allowing for rounding at this number's step."""
+        if self.kind == "time" or other.kind == "time":
+            return self.kind == other.kind and abs(self.value - other.value) < 1e-6
+        if abs(self.value - other.value) <= 1e-9 * max(1.0, abs(self.value)):
+            return True
+        return self.step > 1 and abs(self.value - other.value) < self.step / 2
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The checkable content of a text span, after normalisation."""
+
+    terms: tuple[str, ...]
+    """Stems of the content words, in order (stop words, discourse words and numbers removed)."""
+    numbers: tuple[Quantity, ...]
+    """Numbers, years, percentages and clock times."""
+    months: frozenset[int]
+    """Months named in the text (1–12)."""
+    entities: frozenset[str]
+    """Stems of capitalised content words that are not the first word of a sentence (names, places)."""
+    negated: frozenset[str]
+    """Stems of content words within the scope of a negation cue ("not available" → {"avail"})."""
+    positive: frozenset[str]
+    """Stems of content words outside any negation scope."""
+
+    @property
+    def content(self) -> frozenset[str]:
+        """The set of content stems."""
+        return frozenset(self.terms)
+
+
+_local = threading.local()
+
+
+def _stemmer(lang: Lang) -> snowballstemmer.stemmer:
+    cache = getattr(_local, "stemmers", None)
+    if cache is None:
+        cache = _local.stemmers = {}
+    if lang not in cache:
+        cache[lang] = snowballstemmer.stemmer("italian" if lang == "it" else "english")
+    return cache[lang]
+
+
+@functools.lru_cache(maxsize=200_000)
+def stem(word: str, lang: Lang = "en") -> str:
+    """The Snowball stem of a lower-cased word ("availability" → "avail", "negozi" → "negoz").
+
+    Args:
+        word: one lower-case word.
+        lang: "en" (Porter2) or "it" (Snowball Italian).
+
+    Returns:
+        The stem; words of three letters or fewer are returned unchanged.
+
+    Source: M. F. Porter, "Snowball: A language for stemming algorithms" (2001), snowballstem.org.
+    """
+    if len(word) <= 3:
+        return word
+    return _stemmer(lang).stemWord(word)
+
+
+def fold(text: str) -> str:
+    """NFKC-normalise, unify quotes and dashes, collapse whitespace."""
+    text = unicodedata.normalize("NFKC", text)
+    text = text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
+    text = re.sub(r"[‐‑‒–—]", "-", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def detect_language(text: str) -> Lang:
+    """"it" when Italian function words outnumber English ones in ``text``, else "en"."""
+    words = re.findall(r"[^\W\d_]+", text.lower())
+    italian = sum(w in ITALIAN_STOP_WORDS and w not in ENGLISH_STOP_WORDS for w in words)
+    english = sum(w in ENGLISH_STOP_WORDS and w not in ITALIAN_STOP_WORDS for w in words)
+    return "it" if italian > english else "en"
+
+
+def _parse_number(raw: str, lang: Lang) -> tuple[float, float, bool] | None:
+    """(value, step, has_separators) of a digit string such as "1,000", "3.5", "1.000.000" (Italian)."""
+    raw = raw.strip(".,")
+    if not raw:
+        return None
+    thousands, decimal = (".", ",") if lang == "it" else (",", ".")
+    if lang == "en" and re.fullmatch(r"\d{1,3}(\.\d{3}){2,}", raw):
+        thousands, decimal = ".", ","
+    if re.fullmatch(rf"\d{{1,3}}(\{thousands}\d{{3}})+(\{decimal}\d+)?", raw):
+        raw_int, _, frac = raw.replace(thousands, "").partition(decimal)
+        separated = True
+    elif re.fullmatch(rf"\d+(\{decimal}\d+)?", raw):
+        raw_int, _, frac = raw.partition(decimal)
+        separated = False
+    else:
+        return None
+    value = float(f"{raw_int}.{frac}" if frac else raw_int)
+    step = 10.0 ** -len(frac) if frac else 1.0
+    return value, step, separated
+
+
+def _time_minutes(raw: str) -> float | None:
+    match = _TIME.match(raw.strip())
+    if not match:
+        return None
+    hours, minutes, half = int(match.group(1)), int(match.group(2) or 0), (match.group(3) or "").lower()
+    if half == "p" and hours < 12:
+        hours += 12
+    if half == "a" and hours == 12:
+        hours = 0
+    if hours > 24 or minutes > 59:
+        return None
+    return float(hours * 60 + minutes)
+
+
+@dataclass
+class _Token:
+    kind: str  # word | num | time
+    text: str
+    start: int
+    end: int
+
+
+def _tokens(text: str) -> list[_Token]:
+    return [
+        _Token(m.lastgroup or "word", m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)
+    ]
+
+
+def _quantities(text: str, tokens: list[_Token], lang: Lang) -> tuple[list[Quantity], set[int]]:
+    """Numbers in ``tokens``; returns them and the indexes of the tokens they consumed."""
+    out: list[Quantity] = []
+    used: set[int] = set()
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        low = tok.text.lower()
+        if tok.kind == "time":
+            minutes = _time_minutes(low)
+            if minutes is not None:
+                out.append(Quantity(minutes, "time"))
+                used.add(i)
+            i += 1
+            continue
+        value: float | None = None
+        step, separated, j = 1.0, False, i + 1
+        if tok.kind == "num":
+            parsed = _parse_number(tok.text, lang)
+            if parsed is None:  # e.g. "2021-02-07" pieces or "4-5": take the digit runs
+                for piece in re.findall(r"\d+", tok.text):
+                    out.append(_plain(float(piece), piece))
+                used.add(i)
+                i += 1
+                continue
+            value, step, separated = parsed
+        elif low in _UNITS:
+            value = float(_UNITS[low])
+            while j < len(tokens) and tokens[j].text.lower() in _UNITS and _UNITS[tokens[j].text.lower()] < 10:
+                value += _UNITS[tokens[j].text.lower()]  # "twenty five"
+                j += 1
+        elif low in ("a", "one", "un", "uno", "una") and j < len(tokens) and tokens[j].text.lower() in _SCALES:
+            if tokens[j].text.lower() not in ("k", "m"):
+                value = 1.0
+        if value is None:
+            i += 1
+            continue
+        # scale words: "1.3 million", "two hundred", "5k"
+        while j < len(tokens) and tokens[j].kind == "word" and tokens[j].text.lower() in _SCALES:
+            gap = text[tokens[j - 1].end : tokens[j].start]
+            if gap.strip(" -") or (tokens[j].text.lower() in ("k", "m", "mn", "bn") and gap.strip()):
+                break
+            scale = _SCALES[tokens[j].text.lower()]
+            value, step = value * scale, step * scale
+            j += 1
+        tail = text[tokens[j - 1].end :]
+        percent = _PERCENT_AFTER.match(tail)
+        if percent:
+            out.append(Quantity(value, "percent", step))
+            if percent.group(1) != "%":
+                j += len(percent.group(1).split())
+        elif tok.kind == "num" and not separated and step == 1.0 and 1800 <= value <= 2100 and len(tok.text) == 4:
+            out.append(Quantity(value, "year"))
+        else:
+            out.append(Quantity(value, "num", step))
+        used.update(range(i, j))
+        i = j
+    return out, used
+
+
+def _plain(value: float, raw: str) -> Quantity:
+    if len(raw) == 4 and 1800 <= value <= 2100:
+        return Quantity(value, "year")
+    return Quantity(value, "num")
+
+
+def _sentence_starts(text: str) -> set[int]:
+    """Character offsets where a sentence or list item starts (their first word is not an entity)."""
+    starts = {0}
+    for m in re.finditer(r"(?:[.!?:;]\s+|\n\s*(?:[-*•]|\d+[.)])?\s*|^\s*(?:[-*•]|\d+[.)])\s*)[\"'(]?", text):
+        starts.add(m.end())
+    return starts
+
+
+@functools.lru_cache(maxsize=50_000)
+def facts(text: str, lang: Lang = "en") -> Facts:
+    """Extract the checkable content of ``text``.
+
+    Args:
+        text: a claim, a sentence or a chunk, any length.
+        lang: "en" or "it" (stems, thousands separators).
+
+    Returns:
+        :class:`Facts`: content stems (stop words of English and Italian removed, Snowball stems), numbers
+        ("1,000" = "1000" = "one thousand"; "$2 million" = 2e6; "50%" = "50 percent"; "9 pm" = "21:00"),
+        months, entities, and which stems are inside a negation scope (a cue such as "not", "no", "never",
+        "without", "non", "senza", then up to two content words, stopping at punctuation or "but").
+
+    Source: negation cues and scope after NegEx (Chapman et al. 2001, doi:10.1006/jbin.2001.1029).
+    """
+    text = fold(text)
+    tokens = _tokens(text)
+    numbers, used = _quantities(text, tokens, lang)
+    starts = _sentence_starts(text)
+    terms: list[str] = []
+    months: set[int] = set()
+    entities: set[str] = set()
+    negated: set[str] = set()
+    positive: set[str] = set()
+    scope = 0
+    for i, tok in enumerate(tokens):
+        if tok.kind != "word" or i in used:
+            continue
+        gap = text[tokens[i - 1].end : tok.start] if i else ""
+        if scope and re.search(r"[.,;:!?()]", gap):
+            scope = 0
+        low = tok.text.lower()
+        if low.endswith("n't") or low in NEGATION_CUES:
+            nxt = tokens[i + 1].text.lower() if i + 1 < len(tokens) else ""
+            scope = 0 if nxt in ("only", "just", "solo", "soltanto") else 2
+            continue
+        if low in ("but", "ma", "however", "although", "though", "while"):
+            scope = 0
+        month = _MONTHS.get(low.rstrip("."))
+        if month and (low not in _AMBIGUOUS_MONTHS or tok.text[0].isupper()):
+            months.add(month)
+            continue
+        if low.endswith("'s"):
+            low = low[:-2]
+        if low in STOP_WORDS or len(low) < 2:
+            continue
+        term = stem(low, lang)
+        terms.append(term)
+        if scope:
+            negated.add(term)
+            scope -= 1
+        else:
+            positive.add(term)
+        if tok.start not in starts and (tok.text[0].isupper() or tok.text.isupper()) and len(low) > 1:
+            entities.add(term)
+    return Facts(
+        terms=tuple(terms),
+        numbers=tuple(numbers),
+        months=frozenset(months),
+        entities=frozenset(entities),
+        negated=frozenset(negated),
+        positive=frozenset(positive),
+    )
+
+
+def analyzer(text: str, lang: Lang = "en") -> list[str]:
+    """The TF-IDF features of ``text``: content stems, plus "#<value>" for each number and "@<n>" per month.
+
+    This is the ``analyzer`` given to scikit-learn's ``TfidfVectorizer`` by the lexical judge.
+    """
+    found = facts(text, lang)
+    return [
+        *found.terms,
+        *(f"#{q.value:g}" for q in found.numbers),
+        *(f"@{m}" for m in sorted(found.months)),
+    ]

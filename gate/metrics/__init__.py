@@ -1,0 +1,294 @@
+"""The metric registry (DESIGN §3): canonical names, direction, kind, default margin, and per-case scoring.
+
+Every metric is a pure per-case function returning a float in its range or NaN ("not applicable"). The
+registry maps its canonical name (``"hit_rate@k"``, ``"mrr"``) to a :class:`MetricSpec`; :func:`resolve` turns
+a name from a config (``"hit_rate@5"``) into a :class:`Metric`; :func:`score_case` scores one case with it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from gate.metrics.generation import (
+    DEFAULT_REFUSAL_PHRASES,
+    answer_f1,
+    exact_match,
+    is_refusal,
+    normalize_answer,
+)
+from gate.metrics.retrieval import hit_rate_at_k, ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
+from gate.models import GoldenCase, Prediction
+
+Direction = Literal["higher", "lower"]
+Kind = Literal["binary", "graded", "ratio"]
+"""binary: 0/1 per case (McNemar); graded: in [0, 1] (sign-flip / bootstrap); ratio: positive and heavy-tailed
+(latency, cost), compared as log-ratios."""
+
+
+@dataclass(frozen=True)
+class ScoreContext:
+    """Everything a per-case metric function may read."""
+
+    case: GoldenCase
+    """The golden case."""
+    prediction: Prediction
+    """The pipeline's prediction for the case (one repeat)."""
+    k: int | None
+    """The cut-off of a ``@k`` metric, else None."""
+    refused: bool
+    """Whether the answer is a refusal (see :func:`gate.metrics.generation.is_refusal`)."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A registry entry: one metric family, e.g. ``ndcg@k`` for every k."""
+
+    name: str
+    """Canonical registry key, e.g. ``"hit_rate@k"``, ``"mrr"``."""
+    label: str
+    """Display template, formatted with ``k``, e.g. ``"nDCG@{k}"``."""
+    direction: Direction
+    """Whether a higher or a lower value is better."""
+    kind: Kind
+    """binary, graded or ratio: chooses the statistical test (STATISTICS.md §6)."""
+    default_margin: float
+    """Non-inferiority margin: absolute for binary/graded metrics, relative for ratio ones (0.10 = +10 %)."""
+    description: str
+    """One-line description for reports and the README."""
+    needs_k: bool = False
+    """True when the name takes a cut-off (``@k``)."""
+    judged: bool = False
+    """True for metrics computed from a judge's Judgment by the scoring module (``fn`` is None)."""
+    fn: Callable[[ScoreContext], float] | None = None
+    """Per-case function; its docstring is that of the pure metric function (with its ``Source:``)."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A resolved metric instance, e.g. ``resolve("hit_rate@5")``."""
+
+    spec: MetricSpec
+    """The registry entry."""
+    k: int | None
+    """The cut-off for ``@k`` metrics, else None."""
+
+    @property
+    def name(self) -> str:
+        """Concrete name, e.g. ``"hit_rate@5"``."""
+        return self.spec.name.replace("@k", f"@{self.k}") if self.spec.needs_k else self.spec.name
+
+    @property
+    def label(self) -> str:
+        """Display label, e.g. ``"Hit rate@5"``."""
+        return self.spec.label.format(k=self.k)
+
+
+def _retrieval(fn: Callable[..., float], *, uses_k: bool = True) -> Callable[[ScoreContext], float]:
+    """Adapt a pure retrieval metric to a :class:`ScoreContext` (NaN on out-of-domain cases)."""
+
+    @functools.wraps(fn)
+    def per_case(ctx: ScoreContext) -> float:
+        if ctx.case.out_of_domain:
+            return math.nan
+        args = (ctx.prediction.retrieved_ids, ctx.case.expected_doc_ids)
+        return fn(*args, ctx.k) if uses_k else fn(*args)
+
+    return per_case
+
+
+def _answer(fn: Callable[[str, tuple[str, ...]], float]) -> Callable[[ScoreContext], float]:
+    """Adapt a pure answer metric: NaN on out-of-domain cases, 0 for an in-domain refusal."""
+
+    @functools.wraps(fn)
+    def per_case(ctx: ScoreContext) -> float:
+        if ctx.case.out_of_domain:
+            return math.nan
+        value = fn(ctx.prediction.answer, ctx.case.reference_answers)
+        return 0.0 if ctx.refused and not math.isnan(value) else value
+
+    return per_case
+
+
+def refusal(ctx: ScoreContext) -> float:
+    """Score refusal on an out-of-domain case: 1 when the system refused (the correct behaviour), else 0.
+
+    Returns:
+        0.0 or 1.0; NaN on in-domain cases.
+
+    Source: negative rejection rate in RGB (Chen et al., AAAI 2024, doi:10.1609/aaai.v38i16.29728); SQuAD 2.0
+        abstention on unanswerable questions (Rajpurkar, Jia & Liang, ACL 2018, doi:10.18653/v1/P18-2124).
+
+    """
+    return float(ctx.refused) if ctx.case.out_of_domain else math.nan
+
+
+def false_refusal(ctx: ScoreContext) -> float:
+    """Score a false refusal on an in-domain case: 1 when the system refused an answerable question (bad).
+
+    Returns:
+        0.0 or 1.0; NaN on out-of-domain cases.
+
+    Source: over-refusal / false refusal rate (Röttger et al., "XSTest", NAACL 2024,
+        doi:10.18653/v1/2024.naacl-long.301); SQuAD 2.0 answerable questions (Rajpurkar, Jia & Liang,
+        ACL 2018).
+
+    """
+    return math.nan if ctx.case.out_of_domain else float(ctx.refused)
+
+
+def latency_ms(ctx: ScoreContext) -> float:
+    """Wall-clock latency of the case in milliseconds (≥ 0), as recorded in the prediction.
+
+    Returns:
+        Milliseconds; NaN when unknown.
+
+    Source: the prediction contract (DESIGN §2, ``latency_ms``), measured by the pipeline adapter.
+
+    """
+    value = ctx.prediction.latency_ms
+    return math.nan if value is None else float(value)
+
+
+def cost_usd(ctx: ScoreContext) -> float:
+    """Cost of the case in US dollars (≥ 0), as reported by the pipeline.
+
+    Returns:
+        US dollars; NaN when unknown.
+
+    Source: the prediction contract (DESIGN §2, ``cost_usd``), reported by the pipeline.
+
+    """
+    value = ctx.prediction.cost_usd
+    return math.nan if value is None else float(value)
+
+
+METRICS: dict[str, MetricSpec] = {
+    spec.name: spec
+    for spec in (
+        MetricSpec("hit_rate@k", "Hit rate@{k}", "higher", "binary", 0.03,
+                   "Share of questions with an expected document in the top k.",
+                   needs_k=True, fn=_retrieval(hit_rate_at_k)),
+        MetricSpec("recall@k", "Recall@{k}", "higher", "graded", 0.03,
+                   "Share of the expected documents found in the top k.",
+                   needs_k=True, fn=_retrieval(recall_at_k)),
+        MetricSpec("precision@k", "Precision@{k}", "higher", "graded", 0.03,
+                   "Expected documents in the top k, divided by k.",
+                   needs_k=True, fn=_retrieval(precision_at_k)),
+        MetricSpec("mrr", "MRR", "higher", "graded", 0.03,
+                   "Reciprocal rank of the first expected document (whole list).",
+                   fn=_retrieval(reciprocal_rank, uses_k=False)),
+        MetricSpec("ndcg@k", "nDCG@{k}", "higher", "graded", 0.03,
+                   "Normalised discounted cumulative gain at k (binary relevance, linear gain).",
+                   needs_k=True, fn=_retrieval(ndcg_at_k)),
+        MetricSpec("faithfulness", "Faithfulness", "higher", "graded", 0.03,
+                   "Share of the answer's claims supported by the retrieved chunks.", judged=True),
+        MetricSpec("contradiction_rate", "Contradiction rate", "lower", "graded", 0.03,
+                   "Share of the answer's claims contradicted by the retrieved chunks.", judged=True),
+        MetricSpec("answer_f1", "Answer F1", "higher", "graded", 0.03,
+                   "SQuAD token F1 against the best reference answer.", fn=_answer(answer_f1)),
+        MetricSpec("exact_match", "Exact match", "higher", "binary", 0.03,
+                   "SQuAD exact match against any reference answer.", fn=_answer(exact_match)),
+        MetricSpec("refusal", "Refusal (out-of-domain)", "higher", "binary", 0.03,
+                   "Share of out-of-domain questions the system refused.", fn=refusal),
+        MetricSpec("false_refusal", "False refusal", "lower", "binary", 0.03,
+                   "Share of answerable questions the system refused.", fn=false_refusal),
+        MetricSpec("latency_ms", "Latency (ms)", "lower", "ratio", 0.10,
+                   "Wall-clock milliseconds per case.", fn=latency_ms),
+        MetricSpec("cost_usd", "Cost (USD)", "lower", "ratio", 0.05,
+                   "US dollars per case.", fn=cost_usd),
+    )
+}  # fmt: skip
+
+DEFAULT_METRICS: tuple[str, ...] = (
+    "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "faithfulness", "contradiction_rate",
+    "answer_f1", "exact_match", "refusal", "false_refusal", "latency_ms", "cost_usd",
+)  # fmt: skip
+
+_NAME = re.compile(r"^(?P<base>[a-z_0-9]+)(?:@(?P<k>[^@]*))?$")
+
+
+def resolve(name: str) -> Metric:
+    """Resolve a metric name from a config, e.g. ``"ndcg@10"`` → spec ``ndcg@k`` with k = 10.
+
+    Args:
+        name: A registry key, with ``@k`` replaced by an integer ≥ 1 for cut-off metrics.
+
+    Returns:
+        The resolved :class:`Metric`.
+
+    Raises:
+        ValueError: For an unknown name (the message lists ``sorted(METRICS)``), a cut-off metric without
+            ``@k`` or with k that is not an integer ≥ 1, or ``@k`` on a metric that takes none.
+
+    """
+    match = _NAME.match(name.strip())
+    base = match.group("base") if match else None
+    spec = METRICS.get(f"{base}@k") or METRICS.get(base or "")
+    if spec is None:
+        raise ValueError(f"unknown metric {name!r}; known metrics: {', '.join(sorted(METRICS))}")
+    raw_k = match.group("k") if match else None
+    if not spec.needs_k:
+        if raw_k is not None:
+            raise ValueError(f"metric {spec.name!r} takes no cut-off, got {name!r}")
+        return Metric(spec, None)
+    if raw_k is None:
+        raise ValueError(f"metric {spec.name!r} needs a cut-off, e.g. {base}@5; got {name!r}")
+    if not raw_k.isdigit() or int(raw_k) < 1:
+        raise ValueError(f"metric {name!r}: k must be an integer >= 1, got {raw_k!r}")
+    return Metric(spec, int(raw_k))
+
+
+def score_case(metric: Metric, case: GoldenCase, prediction: Prediction, refused: bool) -> float:
+    """Score one case with one (non-judged) metric.
+
+    Not-applicable rules: retrieval metrics, ``answer_f1`` and ``exact_match`` are NaN on out-of-domain
+    cases; ``answer_f1``/``exact_match`` are NaN without reference answers and 0 for an in-domain refusal;
+    ``refusal`` applies to out-of-domain cases only (1 = refused = correct) and ``false_refusal`` to in-domain
+    ones only (1 = refused = bad); ``latency_ms`` and ``cost_usd`` are NaN when unknown. A prediction with
+    ``error`` is scored like any other: the scoring module decides how failures count.
+
+    Args:
+        metric: A resolved metric (see :func:`resolve`).
+        case: The golden case.
+        prediction: The pipeline's prediction for the case.
+        refused: Whether the answer is a refusal (see :func:`is_refusal`).
+
+    Returns:
+        The value in the metric's range, or NaN when the metric does not apply.
+
+    Raises:
+        ValueError: For a judged metric (faithfulness, contradiction_rate): the scoring module computes those
+            from the judge's Judgment.
+
+    """
+    if metric.spec.judged or metric.spec.fn is None:
+        raise ValueError(f"metric {metric.name!r} is judged: compute it from the judge's Judgment")
+    return metric.spec.fn(ScoreContext(case=case, prediction=prediction, k=metric.k, refused=refused))
+
+
+__all__ = [
+    "DEFAULT_METRICS",
+    "DEFAULT_REFUSAL_PHRASES",
+    "METRICS",
+    "Direction",
+    "Kind",
+    "Metric",
+    "MetricSpec",
+    "ScoreContext",
+    "answer_f1",
+    "exact_match",
+    "hit_rate_at_k",
+    "is_refusal",
+    "ndcg_at_k",
+    "normalize_answer",
+    "precision_at_k",
+    "recall_at_k",
+    "reciprocal_rank",
+    "resolve",
+    "score_case",
+]

@@ -1,0 +1,129 @@
+"""Render the report object as a markdown PR comment (Jinja2), safely and within GitHub's size limit.
+
+Every value a template prints is escaped by default (Jinja ``finalize``): markdown and HTML metacharacters,
+table pipes, backticks and ``@mentions`` in questions, answers and chunks cannot break the layout or ping anyone.
+Trusted markup built here is wrapped in :class:`markupsafe.Markup` and printed as is.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+MARKER = "<!-- rag-gate -->"
+"""Hidden marker that identifies the sticky comment."""
+GITHUB_COMMENT_LIMIT = 65_536
+"""GitHub's maximum comment body length, in characters."""
+DEFAULT_MAX_CHARS = 60_000
+"""Default cap: below GitHub's limit, with room for the marker and a footer."""
+CELL_LIMIT = 300
+"""Characters of untrusted text kept in one table cell or list item."""
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]|~])")
+_MENTION = re.compile(r"(?<!\w)@(?=[\w-])")
+_VERDICT_ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
+_STATUS_ICON = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive"}
+
+
+def escape_markdown(text: Any, limit: int = CELL_LIMIT) -> str:
+    """Make untrusted text inert in a GitHub markdown table cell or list item.
+
+    Collapses whitespace (newlines would end a table row), truncates to ``limit`` characters, HTML-escapes
+    ``& < >`` (no tags, no comments), backslash-escapes markdown metacharacters (including ``|`` and backticks),
+    and puts a word joiner (U+2060) after an ``@`` that starts a word, so that ``@user`` and ``@org/team``
+    mention nobody (``rate@5`` is left alone: GitHub mentions need a non-word character before the ``@``).
+    """
+    text = " ".join(str(text).split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return _MENTION.sub("@\u2060", text)
+
+
+def _finalize(value: Any) -> Any:
+    if isinstance(value, Markup):
+        return value
+    if value is None:
+        return "–"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return escape_markdown(value)
+
+
+def fmt(value: Any, digits: int = 3, signed: bool = False) -> Markup:
+    """Format a number for the table (``–`` for None/NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return Markup("–")
+    return Markup(f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}")
+
+
+def fmt_p(value: Any) -> Markup:
+    """Format a p-value: three significant digits, ``<0.001`` below."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return Markup("–")
+    return Markup("<0.001" if value < 0.001 else f"{value:.3f}")
+
+
+def _environment(template_dir: Path | None) -> jinja2.Environment:
+    loaders: list[jinja2.BaseLoader] = [jinja2.PackageLoader("gate", "templates")]
+    if template_dir is not None:
+        loaders.insert(0, jinja2.FileSystemLoader(str(template_dir)))
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        autoescape=False,
+        finalize=_finalize,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(num=fmt, p=fmt_p, raw=Markup)
+    env.globals.update(verdict_icon=_VERDICT_ICON, status_icon=_STATUS_ICON, marker=Markup(MARKER))
+    return env
+
+
+def render_comment(
+    report: dict[str, Any],
+    *,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    template_dir: Path | None = None,
+    details_url: str | None = None,
+) -> str:
+    """Render the markdown comment from a report object, at most ``max_chars`` characters.
+
+    When the full comment is too long, the per-case lists are cut (fewer and fewer items, down to none) and each
+    cut list ends with a line saying how many cases were left out and where the full list is.
+
+    Args:
+        report: the object of ``report.json`` (see ``gate.compare.build_report``).
+        max_chars: hard cap on the result (GitHub allows 65,536).
+        template_dir: a directory with a ``comment.md.j2`` overriding the shipped template.
+        details_url: where the full report is (an artifact or run URL), mentioned in truncation notes.
+
+    Raises:
+        ValueError: when even the comment without case lists exceeds ``max_chars``.
+    """
+    template = _environment(template_dir).get_template("comment.md.j2")
+    limit: int | None = None
+    while True:
+        text = template.render(report=report, limit=limit, details_url=details_url)
+        if len(text) <= max_chars:
+            return text
+        longest = max(
+            len(report.get(key, []))
+            for key in ("regressed_cases", "suspected_cases", "ood_failures", "improved_cases", "flaky_cases", "errors")
+        )
+        if limit == 0:
+            raise ValueError(f"the comment is {len(text)} characters even without case lists (cap {max_chars})")
+        limit = min(longest, limit if limit is not None else longest) // 2
+
+
+def render_summary(report: dict[str, Any], template_dir: Path | None = None) -> str:
+    """The full report as markdown for the job summary (no per-list truncation; GitHub allows 1 MiB there)."""
+    return render_comment(report, max_chars=1_000_000, template_dir=template_dir)

@@ -1,0 +1,175 @@
+"""Per-case verdicts: regressed, suspected, improved, flaky (STATISTICS.md §4, §6 item 6)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from gate.stats.inputs import MetricInput, oriented_repeats, ratio_scale
+from gate.stats.tests import benjamini_hochberg, boschloo_per_case, moderated_welch
+
+CaseStatus = Literal["regressed", "suspected", "improved", "unchanged", "flaky", "not_applicable"]
+DEFAULT_TAU = {"binary": 0.5, "graded": 0.2, "ratio": 0.5}
+"""Default per-case effect threshold τ: pass-rate for binary, score for graded, relative (50 %) for ratio."""
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The verdict on one case for one metric."""
+
+    index: int
+    """Row of the case in the metric's input arrays (0-based)."""
+    metric: str
+    """Metric name."""
+    base_mean: float
+    """Mean over the case's valid base repeats (metric units); NaN if none."""
+    head_mean: float
+    """Mean over the case's valid head repeats; NaN if none."""
+    effect: float
+    """Oriented head − base (negative = worse); for ratio metrics the oriented log-ratio of the means."""
+    p_value: float
+    """One-sided p for "head worse" (Boschloo or moderated Welch); NaN with a single observation per side."""
+    p_adjusted: float
+    """Benjamini–Hochberg adjusted p across the metric's cases; NaN when ``p_value`` is."""
+    status: CaseStatus
+    """regressed > suspected > improved > flaky > unchanged (first that applies); not_applicable if unpaired."""
+    flaky_base: bool
+    """The case varies across base repeats (mixed pass/fail, or within-case SD > τ/2)."""
+    flaky_head: bool
+    """The same on head."""
+    n_base: int
+    """Valid base repeats."""
+    n_head: int
+    """Valid head repeats."""
+    single_observation: bool
+    """True when a side has fewer than 2 valid repeats: no per-case test, "regressed" is impossible."""
+
+
+def _flaky(x: np.ndarray, binary: bool, tau: float) -> np.ndarray:
+    """Per row: mixed outcomes (binary) or within-case SD > τ/2 (graded/ratio), over ≥ 2 valid repeats."""
+    rows = np.sum(~np.isnan(x), axis=1) >= 2
+    out = np.zeros(x.shape[0], dtype=bool)
+    if binary:
+        out[rows] = np.nanmax(x[rows], axis=1) > np.nanmin(x[rows], axis=1)
+    else:
+        out[rows] = np.nanstd(x[rows], axis=1, ddof=1) > tau / 2
+    return out
+
+
+def _p_values(base: np.ndarray, head: np.ndarray, binary: bool, testable: np.ndarray) -> np.ndarray:
+    p = np.full(base.shape[0], np.nan)
+    if not testable.any():
+        return p
+    if binary:
+        cache: dict[tuple[int, int, int, int], float] = {}
+        for i in np.flatnonzero(testable):
+            a, b = base[i][~np.isnan(base[i])], head[i][~np.isnan(head[i])]
+            key = (int(a.sum()), int(b.sum()), a.size, b.size)
+            if key not in cache:
+                cache[key] = boschloo_per_case(*key).p_value
+            p[i] = cache[key]
+        return p
+    results = moderated_welch(base[testable], head[testable], alternative="less")
+    p[testable] = [r.p_value for r in results]
+    return p
+
+
+def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10) -> list[CaseResult]:
+    """Classify every case of one metric as regressed, suspected, improved, flaky, unchanged or not applicable.
+
+    Per case, over its valid repeats (NaN and failed scores excluded): effect = oriented head − base mean
+    (log-ratio for ratio metrics). With ≥ 2 valid repeats on both sides a one-sided "head worse" p-value
+    comes from Boschloo's exact test (binary) or the EB-moderated Welch t fitted across the metric's cases
+    (graded; ratio metrics on log values); p-values are BH-adjusted across the tested cases.
+    Status, first that applies: ``regressed`` (effect ≤ −τ and BH-adjusted p ≤ q), ``suspected``
+    (effect ≤ −τ, not significant or a single observation: with R = 1 a flip is reported, never proven),
+    ``improved`` (effect ≥ τ), ``flaky`` (a side varies across repeats: mixed pass/fail or SD > τ/2),
+    ``unchanged``. Cases without a valid score on a side are ``not_applicable``. Results are in case order;
+    sort by ``effect`` for display.
+
+    Args:
+        inp: the metric's scores (see :class:`MetricInput`).
+        tau: effect threshold τ > 0 in the margin's units (absolute; relative for ratio metrics); default
+            :data:`DEFAULT_TAU` of the kind.
+        q: BH false discovery rate in (0, 1).
+
+    Returns:
+        One :class:`CaseResult` per row of ``inp.base``.
+
+    Raises:
+        ValueError: tau ≤ 0 (or ≥ 1 for ratio metrics that are higher-is-better), q outside (0, 1).
+
+    Source: Boschloo (1970); Smyth (2004), doi:10.2202/1544-6115.1027; Benjamini & Hochberg (1995),
+    doi:10.1111/j.2517-6161.1995.tb02031.x; STATISTICS.md §4.
+    """
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+    tau = DEFAULT_TAU[inp.kind] if tau is None else tau
+    if tau <= 0:
+        raise ValueError(f"tau must be > 0, got {tau}")
+    binary = inp.kind == "binary"
+    base, head = oriented_repeats(inp)
+    n_base, n_head = np.sum(~np.isnan(base), axis=1), np.sum(~np.isnan(head), axis=1)
+    paired = (n_base > 0) & (n_head > 0)
+    tau_eff = ratio_scale(tau, inp.direction) if inp.kind == "ratio" else tau
+    p = _p_values(base, head, binary, paired & (n_base >= 2) & (n_head >= 2))
+    p_adj = benjamini_hochberg(p)
+    flaky_base, flaky_head = _flaky(base, binary, tau_eff), _flaky(head, binary, tau_eff)
+    raw_base, raw_head = _raw_means(inp)
+    out = []
+    for i in range(base.shape[0]):
+        effect = _effect(base[i], head[i], inp) if paired[i] else float("nan")
+        if not paired[i]:
+            status: CaseStatus = "not_applicable"
+        elif effect <= -tau_eff and p_adj[i] <= q:
+            status = "regressed"
+        elif effect <= -tau_eff:
+            status = "suspected"
+        elif effect >= tau_eff:
+            status = "improved"
+        elif flaky_base[i] or flaky_head[i]:
+            status = "flaky"
+        else:
+            status = "unchanged"
+        out.append(
+            CaseResult(
+                index=i,
+                metric=inp.name,
+                base_mean=raw_base[i],
+                head_mean=raw_head[i],
+                effect=effect,
+                p_value=float(p[i]),
+                p_adjusted=float(p_adj[i]),
+                status=status,
+                flaky_base=bool(flaky_base[i]),
+                flaky_head=bool(flaky_head[i]),
+                n_base=int(n_base[i]),
+                n_head=int(n_head[i]),
+                single_observation=bool(paired[i] and min(n_base[i], n_head[i]) < 2),
+            )
+        )
+    return out
+
+
+def _raw_means(inp: MetricInput) -> tuple[list[float], list[float]]:
+    out = []
+    for values, failed in ((inp.base, inp.failed_base), (inp.head, inp.failed_head)):
+        x = np.where(failed, np.nan, np.asarray(values, dtype=float))
+        n = np.sum(~np.isnan(x), axis=1)
+        sums = np.nansum(x, axis=1)
+        out.append([float(s / k) if k else float("nan") for s, k in zip(sums, n, strict=True)])
+    return out[0], out[1]
+
+
+def _effect(base_row: np.ndarray, head_row: np.ndarray, inp: MetricInput) -> float:
+    """Oriented effect of one case; for ratio metrics the oriented log-ratio of the arithmetic means."""
+    if inp.kind != "ratio":
+        return float(np.nanmean(head_row) - np.nanmean(base_row))
+    sign = 1.0 if inp.direction == "higher" else -1.0
+    # oriented_repeats holds sign·log(value); undo it to average on the original scale
+    mean_b = np.nanmean(np.exp(sign * base_row))
+    mean_h = np.nanmean(np.exp(sign * head_row))
+    return float(sign * (math.log(mean_h) - math.log(mean_b)))

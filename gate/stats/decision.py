@@ -1,0 +1,406 @@
+"""Per-metric paired analysis and the three-outcome gate decision (STATISTICS.md §3, §6; issue 4)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import stats
+
+from gate.stats.inputs import MetricInput, oriented_repeats, ratio_scale
+from gate.stats.intervals import bootstrap_ci, clustered_se, n_units, paired_se
+from gate.stats.power import recommendation, variance_decomposition
+from gate.stats.tests import holm, mcnemar_exact, sign_flip_test
+
+Status = Literal["pass", "fail", "inconclusive"]
+ZERO_MARGIN_ALPHA = 0.01
+"""One-sided level used for a metric whose margin is 0 (STATISTICS.md §6 item 3)."""
+POWER = 0.8
+"""Power at which the minimum detectable effect is reported."""
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """Everything the comment and ``report.json`` show for one metric.
+
+    ``delta``, ``se``, ``ci_*`` and ``mde`` are on the oriented scale (negative = worse): metric units for
+    binary/graded metrics, natural-log ratio units for ratio metrics (see ``ratio*`` for the readable form).
+    """
+
+    name: str
+    """Metric name."""
+    kind: str
+    """binary, graded or ratio."""
+    direction: str
+    """higher or lower (is better)."""
+    margin: float
+    """Configured margin (absolute; relative for ratio metrics)."""
+    gated: bool
+    """Whether the metric takes part in the verdict."""
+    n_cases: int
+    """Rows in the input (golden cases)."""
+    n_pairs: int
+    """Cases with a valid score on both sides (the analysed pairs)."""
+    n_failed_base: int
+    """Cases with at least one failed (errored) score on base."""
+    n_failed_head: int
+    """Cases with at least one failed score on head."""
+    n_clusters: int | None
+    """Distinct clusters among the pairs, or None without clusters."""
+    r_base: int
+    """Repeats per case on base (columns)."""
+    r_head: int
+    """Repeats per case on head."""
+    base_mean: float
+    """Mean over the pairs of per-case base means (metric units)."""
+    head_mean: float
+    """Mean over the pairs of per-case head means (metric units)."""
+    delta: float
+    """Δ̂, mean oriented per-case difference (log-ratio for ratio metrics); negative = head worse."""
+    se: float
+    """Miller's paired SE of Δ̂ (Eq. 7), clustered (Eq. 8) when clusters are given."""
+    ci_low: float
+    """L, lower end of the two-sided ``confidence`` interval of Δ (one-sided α′ bound)."""
+    ci_high: float
+    """U, upper end of that interval."""
+    ci_method: str
+    """bca, t or none."""
+    confidence: float
+    """Two-sided coverage of the interval, 1 − 2α′ with α′ the Holm level of this metric."""
+    alpha: float
+    """The metric's family level α (0.01 when margin is 0)."""
+    p_value: float
+    """One-sided p-value for "head worse" (NaN with fewer than 2 pairs)."""
+    p_adjusted: float
+    """Holm-adjusted p across gated metrics (raw p for ungated metrics)."""
+    test_method: str
+    """The test that produced ``p_value``."""
+    ratio: float | None
+    """Ratio metrics: geometric-mean ratio head/base of the per-case means (1.10 = head 10 % higher)."""
+    ratio_ci_low: float | None
+    """Ratio metrics: lower end of the ratio's interval."""
+    ratio_ci_high: float | None
+    """Ratio metrics: upper end of the ratio's interval."""
+    mde: float
+    """Minimum detectable drop at 80 % power, one-sided level α′: (z_{1−α′} + z_{0.8})·SE (Miller Eq. 10)."""
+    omega2: float
+    """ω̂², variance of the per-case true differences (Var̂(d) when R = 1)."""
+    sigma2_base: float
+    """σ̂_A², mean within-case variance on base (NaN with R = 1)."""
+    sigma2_head: float
+    """σ̂_B², the same on head."""
+    icc: float
+    """Share of score variance that is between cases (NaN with R = 1)."""
+    recommendation: str | None
+    """Advice when the MDE exceeds the margin, e.g. "use R = 5 to detect drops of 0.03"."""
+    status: Status
+    """fail (U < 0, Δ̂ ≤ −m, Holm p ≤ α), pass (L > −m), else inconclusive (fail in strict mode)."""
+    reason: str
+    """One sentence explaining ``status``."""
+
+
+@dataclass(frozen=True)
+class _Paired:
+    d: np.ndarray
+    base_means: np.ndarray
+    head_means: np.ndarray
+    base_rep: np.ndarray
+    head_rep: np.ndarray
+    clusters: np.ndarray | None
+    n_failed_base: int
+    n_failed_head: int
+
+
+def _pair(inp: MetricInput) -> _Paired:
+    """Per-case means over valid repeats, the oriented differences d_i, restricted to cases valid on both sides."""
+    base_rep, head_rep = oriented_repeats(inp)
+    ok = (~np.isnan(base_rep)).any(axis=1) & (~np.isnan(head_rep)).any(axis=1)
+    base_rep, head_rep = base_rep[ok], head_rep[ok]
+    sign = 1.0 if inp.direction == "higher" else -1.0
+    if inp.kind == "ratio":
+        base_means = np.nanmean(np.exp(sign * base_rep), axis=1)
+        head_means = np.nanmean(np.exp(sign * head_rep), axis=1)
+        d = sign * (np.log(head_means) - np.log(base_means))
+    else:
+        base_means = np.nanmean(base_rep, axis=1)
+        head_means = np.nanmean(head_rep, axis=1)
+        d = head_means - base_means
+        if sign < 0:
+            base_means, head_means = 1.0 - base_means, 1.0 - head_means
+    clusters = None if inp.clusters is None else np.asarray(inp.clusters)[ok]
+    return _Paired(
+        d=d,
+        base_means=base_means,
+        head_means=head_means,
+        base_rep=base_rep,
+        head_rep=head_rep,
+        clusters=clusters,
+        n_failed_base=int(np.asarray(inp.failed_base, dtype=bool).any(axis=1).sum()),
+        n_failed_head=int(np.asarray(inp.failed_head, dtype=bool).any(axis=1).sum()),
+    )
+
+
+def _metric_rngs(seed: int, name: str) -> tuple[np.random.Generator, np.random.Generator]:
+    """Two generators (test, bootstrap) derived from the seed and the metric name only."""
+    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
+    test_ss, boot_ss = np.random.SeedSequence([seed, key]).spawn(2)
+    return np.random.default_rng(test_ss), np.random.default_rng(boot_ss)
+
+
+def _test(inp: MetricInput, pair: _Paired, rng: np.random.Generator, n_resamples: int) -> tuple[float, str]:
+    """One-sided "head worse" p-value: exact McNemar for binary R = 1 without clusters, else sign-flip."""
+    if pair.d.size < 2:
+        return float("nan"), "none (fewer than 2 pairs)"
+    if inp.kind == "binary" and pair.base_rep.shape[1] == 1 and pair.head_rep.shape[1] == 1 and inp.clusters is None:
+        res = mcnemar_exact(pair.base_rep[:, 0], pair.head_rep[:, 0], alternative="less")
+    else:
+        res = sign_flip_test(pair.d, rng=rng, n_resamples=n_resamples, clusters=pair.clusters, alternative="less")
+    return res.p_value, res.method
+
+
+def _holm_levels(p: np.ndarray, alphas: np.ndarray, gated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Holm-adjusted p over the gated metrics with a finite p, and each metric's one-sided CI level α′.
+
+    α′ = α_k/(M − j_k + 1) for the metric of Holm rank j_k among M; ungated metrics keep p and α_k.
+    """
+    family = gated & ~np.isnan(p)
+    p_adj, levels = p.copy(), alphas.copy()
+    p_adj[family] = holm(p[family])
+    idx = np.flatnonzero(family)
+    order = idx[np.argsort(p[idx], kind="stable")]
+    levels[order] = alphas[order] / (order.size - np.arange(order.size))
+    return p_adj, levels
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """How a metric's effect, interval and margin read in a reason (ratios for ratio metrics)."""
+
+    effect: str
+    interval: str
+    margin: str
+
+
+def _shown(inp: MetricInput, delta: float, low: float, high: float) -> _Shown:
+    if inp.kind != "ratio":
+        return _Shown(f"Δ = {_fmt(delta)}", f"[{_fmt(low)}, {_fmt(high)}]", _fmt(inp.margin))
+    sign = 1.0 if inp.direction == "higher" else -1.0
+    r_low, r_high = sorted((math.exp(sign * low), math.exp(sign * high)))
+    return _Shown(
+        f"ratio head/base = {_fmt(math.exp(sign * delta))}", f"[{_fmt(r_low)}, {_fmt(r_high)}]", f"{inp.margin:.0%}"
+    )
+
+
+def _decide(
+    delta: float,
+    low: float,
+    high: float,
+    margin: float,
+    p_adj: float,
+    alpha: float,
+    n_pairs: int,
+    shown: _Shown,
+) -> tuple[Status, str]:
+    """Apply the three-outcome rule on the oriented scale (``margin`` already on that scale)."""
+    if n_pairs < 2:
+        return "inconclusive", f"only {n_pairs} paired case(s)"
+    if high < 0 and delta <= -margin and p_adj <= alpha:
+        return "fail", (
+            f"significant drop beyond the margin of {shown.margin}: {shown.effect}, CI {shown.interval}, "
+            f"p (Holm) = {_fmt(p_adj)} ≤ {_fmt(alpha)}"
+        )
+    if low > -margin:
+        minor = " (minor regression within tolerance)" if high < 0 else ""
+        return "pass", f"non-inferior{minor}: {shown.effect}, CI {shown.interval} excludes a drop of {shown.margin}"
+    return "inconclusive", (
+        f"{shown.effect}, CI {shown.interval} neither excludes a drop of {shown.margin} "
+        f"nor shows a significant drop beyond it"
+    )
+
+
+def analyze_metrics(
+    inputs: Sequence[MetricInput],
+    *,
+    alpha: float = 0.05,
+    seed: int = 0,
+    n_resamples: int = 10_000,
+    strict: bool = False,
+) -> list[MetricResult]:
+    """Paired, variance-aware comparison of head against base for every metric, with the per-metric verdict.
+
+    Per metric: per-case means over valid repeats, paired over the cases valid on both sides; oriented
+    differences d_i (log-ratios of the per-case means for ratio metrics); Δ̂ = d̄; Miller's paired SE
+    (clustered when clusters are given); a one-sided "head worse" p-value (exact McNemar for binary
+    metrics with R = 1 and no clusters, else the sign-flip test, exact for ≤ 20 units, Monte Carlo
+    (1 + b)/(1 + B) above, flipping whole clusters when given); Holm across gated metrics; a BCa
+    (t fallback) interval at two-sided level 1 − 2α′ with α′ the metric's Holm level; then
+    FAIL iff U < 0, Δ̂ ≤ −m and p_Holm ≤ α_k; PASS iff L > −m; else INCONCLUSIVE (FAIL if ``strict``).
+    α_k = α, or 0.01 for a metric whose margin is 0. Requiring the Holm p as well as U < 0 makes the
+    family-wise false-fail rate rest on the exact/randomization test rather than on bootstrap coverage.
+    Each metric draws from its own generator, derived from ``seed`` and its name, so adding a metric
+    does not change another's result; the same inputs and seed give identical results.
+
+    Args:
+        inputs: one :class:`MetricInput` per metric; names must be unique.
+        alpha: one-sided family-wise level in (0, 0.5).
+        seed: non-negative integer seed.
+        n_resamples: B for the Monte Carlo sign-flip test and the bootstrap.
+        strict: turn inconclusive metrics into failures (release branches, safety metrics).
+
+    Returns:
+        One :class:`MetricResult` per input, in input order.
+
+    Raises:
+        ValueError: duplicate metric names, alpha outside (0, 0.5) or a negative seed.
+
+    Source: Miller (2024), arXiv:2411.00640 (Eq. 7, 8, 10); Smucker et al. (2007),
+    doi:10.1145/1321440.1321528; Holm (1979); Efron (1987), doi:10.1080/01621459.1987.10478410;
+    STATISTICS.md §3 and §6 (three-outcome non-inferiority rule).
+    """
+    names = [inp.name for inp in inputs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"metric names must be unique, got {names}")
+    if not 0 < alpha < 0.5 or seed < 0:
+        raise ValueError(f"need 0 < alpha < 0.5 and seed ≥ 0, got {alpha}, {seed}")
+    pairs = [_pair(inp) for inp in inputs]
+    rngs = [_metric_rngs(seed, inp.name) for inp in inputs]
+    tested = [_test(inp, pair, rng[0], n_resamples) for inp, pair, rng in zip(inputs, pairs, rngs, strict=True)]
+    p = np.array([t[0] for t in tested], dtype=float)
+    alphas = np.array([ZERO_MARGIN_ALPHA if inp.margin == 0 else alpha for inp in inputs], dtype=float)
+    p_adj, levels = _holm_levels(p, alphas, np.array([inp.gated for inp in inputs], dtype=bool))
+    return [
+        _result(inp, pair, rng[1], n_resamples, float(p[k]), float(p_adj[k]), tested[k][1], alphas[k], levels[k], strict)
+        for k, (inp, pair, rng) in enumerate(zip(inputs, pairs, rngs, strict=True))
+    ]
+
+
+def _result(
+    inp: MetricInput,
+    pair: _Paired,
+    rng: np.random.Generator,
+    n_resamples: int,
+    p: float,
+    p_adj: float,
+    test_method: str,
+    alpha_k: float,
+    level: float,
+    strict: bool,
+) -> MetricResult:
+    d, n = pair.d, pair.d.size
+    margin = ratio_scale(inp.margin, inp.direction) if inp.kind == "ratio" else inp.margin
+    confidence = 1.0 - 2.0 * level
+    if n >= 2:
+        se = paired_se(d) if pair.clusters is None else clustered_se(d, pair.clusters)
+        low, high, ci_method = bootstrap_ci(
+            d, confidence=confidence, rng=rng, n_resamples=n_resamples, clusters=pair.clusters
+        )
+        omega2, s2_a, s2_b, icc = variance_decomposition(pair.base_rep, pair.head_rep)
+    else:
+        se = low = high = omega2 = s2_a = s2_b = icc = float("nan")
+        ci_method = "none"
+    mde = float((stats.norm.ppf(1 - level) + stats.norm.ppf(POWER)) * se)
+    r_base, r_head = inp.base.shape[1], inp.head.shape[1]
+    label = f"{inp.margin:.0%}" if inp.kind == "ratio" else f"{inp.margin:g}"
+    advice = recommendation(
+        n, omega2, s2_a, s2_b, r_base, r_head, margin=margin, margin_label=label, alpha=level, power=POWER
+    )
+    delta = float(np.mean(d)) if n else float("nan")
+    status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, _shown(inp, delta, low, high))
+    if strict and status == "inconclusive":
+        status, reason = "fail", f"strict mode, non-inferiority not shown: {reason}"
+    ratio = ratio_low = ratio_high = None
+    if inp.kind == "ratio" and n:
+        sign = 1.0 if inp.direction == "higher" else -1.0
+        ratio = math.exp(sign * delta)
+        ratio_low, ratio_high = sorted((math.exp(sign * low), math.exp(sign * high)))
+    return MetricResult(
+        name=inp.name,
+        kind=inp.kind,
+        direction=inp.direction,
+        margin=inp.margin,
+        gated=inp.gated,
+        n_cases=int(inp.base.shape[0]),
+        n_pairs=int(n),
+        n_failed_base=pair.n_failed_base,
+        n_failed_head=pair.n_failed_head,
+        n_clusters=None if pair.clusters is None else n_units(d, pair.clusters),
+        r_base=int(r_base),
+        r_head=int(r_head),
+        base_mean=float(np.mean(pair.base_means)) if n else float("nan"),
+        head_mean=float(np.mean(pair.head_means)) if n else float("nan"),
+        delta=delta,
+        se=float(se),
+        ci_low=float(low),
+        ci_high=float(high),
+        ci_method=ci_method,
+        confidence=float(confidence),
+        alpha=float(alpha_k),
+        p_value=p,
+        p_adjusted=p_adj,
+        test_method=test_method,
+        ratio=ratio,
+        ratio_ci_low=ratio_low,
+        ratio_ci_high=ratio_high,
+        mde=mde,
+        omega2=float(omega2),
+        sigma2_base=float(s2_a),
+        sigma2_head=float(s2_b),
+        icc=float(icc),
+        recommendation=advice,
+        status=status,
+        reason=reason,
+    )
+
+
+def gate_decision(
+    results: Sequence[MetricResult],
+    *,
+    new_ood_failures: int,
+    error_rate: float,
+    error_budget: float = 0.05,
+    strict: bool = False,
+) -> tuple[Status, list[str]]:
+    """The verdict of the whole gate from the gated metrics, out-of-domain failures and the error rate.
+
+    FAIL if any gated metric fails or an out-of-domain question that base refused is now answered;
+    otherwise INCONCLUSIVE if the share of failed evaluations exceeds ``error_budget`` (pairs are then
+    drawn from a possibly biased subset) or any gated metric is inconclusive; otherwise PASS. A shown
+    regression is not excused by errors. ``strict`` turns INCONCLUSIVE into FAIL.
+
+    Args:
+        results: from :func:`analyze_metrics`; ungated ones are ignored.
+        new_ood_failures: out-of-domain cases refused on base and answered on head, ≥ 0.
+        error_rate: failed evaluations / all evaluations over both sides, in [0, 1].
+        error_budget: largest tolerated ``error_rate``, in [0, 1].
+        strict: release mode.
+
+    Returns:
+        (verdict, reasons): one reason per failing, inconclusive or budget-breaking item, or a single
+        reason for a pass.
+
+    Source: STATISTICS.md §3 and §6 (three-outcome rule, strict mode); DESIGN.md §4.
+    """
+    fails, doubts = [], []
+    if new_ood_failures > 0:
+        fails.append(f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head")
+    for res in results:
+        if res.gated and res.status == "fail":
+            fails.append(f"{res.name}: {res.reason}")
+        elif res.gated and res.status == "inconclusive":
+            doubts.append(f"{res.name}: {res.reason}")
+    if error_rate > error_budget:
+        doubts.insert(0, f"error rate {error_rate:.1%} exceeds the budget of {error_budget:.1%}")
+    if fails:
+        return "fail", fails
+    if doubts:
+        return ("fail" if strict else "inconclusive"), doubts
+    n_gated = sum(res.gated for res in results)
+    return "pass", [f"all {n_gated} gated metric(s) non-inferior within their margins"]

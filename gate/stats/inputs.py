@@ -1,0 +1,82 @@
+"""The per-metric input of the statistics (scores of base and head, case × repeat) and its orientation."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+Kind = Literal["binary", "graded", "ratio"]
+Direction = Literal["higher", "lower"]
+
+
+@dataclass(frozen=True)
+class MetricInput:
+    """Scores of one metric on base and head, paired by row (case), with one column per repeat."""
+
+    name: str
+    """Metric name, e.g. ``"hit_rate@5"``."""
+    kind: Kind
+    """binary (0/1), graded (any bounded score) or ratio (positive, e.g. latency/cost: paired log-ratios)."""
+    direction: Direction
+    """Whether higher or lower values are better."""
+    margin: float
+    """Tolerated drop ≥ 0: absolute for binary/graded, relative for ratio (0.10 = 10 % worse); 0 → α = 0.01."""
+    gated: bool
+    """Whether the metric decides the verdict (ungated metrics are reported only)."""
+    base: np.ndarray
+    """shape (N, R_base) float; NaN = not applicable or failed; row i = case i."""
+    head: np.ndarray
+    """shape (N, R_head) float, same row order as ``base``."""
+    failed_base: np.ndarray
+    """shape (N, R_base) bool: True where the score is a failure (error), not merely not applicable."""
+    failed_head: np.ndarray
+    """shape (N, R_head) bool."""
+    clusters: np.ndarray | None = None
+    """shape (N,) cluster labels (cases in a cluster are dependent), or None."""
+
+    def __post_init__(self) -> None:
+        """Validate shapes, kind, direction and margin (ValueError)."""
+        if self.kind not in ("binary", "graded", "ratio") or self.direction not in ("higher", "lower"):
+            raise ValueError(f"{self.name}: bad kind {self.kind!r} or direction {self.direction!r}")
+        if not self.margin >= 0 or (self.kind == "ratio" and self.direction == "higher" and self.margin >= 1):
+            raise ValueError(f"{self.name}: margin must be ≥ 0 (and < 1 for a higher-is-better ratio)")
+        base, head = np.asarray(self.base), np.asarray(self.head)
+        if base.ndim != 2 or head.ndim != 2 or base.shape[0] != head.shape[0]:
+            raise ValueError(f"{self.name}: base and head must be (N, R) with equal N")
+        if np.shape(self.failed_base) != base.shape or np.shape(self.failed_head) != head.shape:
+            raise ValueError(f"{self.name}: failed masks must have the shapes of base and head")
+        if self.clusters is not None and np.shape(self.clusters) != (base.shape[0],):
+            raise ValueError(f"{self.name}: clusters must have shape ({base.shape[0]},)")
+
+
+def ratio_scale(relative: float, direction: Direction) -> float:
+    """A relative worsening (0.10 = 10 % worse) as a distance on the oriented log scale, > 0.
+
+    Lower-is-better (latency): head/base = 1 + r → log(1 + r); higher-is-better: head/base = 1 − r → −log(1 − r).
+    """
+    return math.log1p(relative) if direction == "lower" else -math.log1p(-relative)
+
+
+def oriented_repeats(inp: MetricInput) -> tuple[np.ndarray, np.ndarray]:
+    """Per-repeat scores with failures set to NaN, oriented so higher = better.
+
+    binary/graded lower-is-better: 1 − x (0/1 stays 0/1, differences change sign); ratio: ±log(x), with
+    x ≤ 0 set to NaN (not applicable).
+
+    Returns:
+        (base, head), shapes (N, R_base) and (N, R_head), float.
+    """
+    out = []
+    for values, failed in ((inp.base, inp.failed_base), (inp.head, inp.failed_head)):
+        x = np.where(np.asarray(failed, dtype=bool), np.nan, np.asarray(values, dtype=float))
+        if inp.kind == "ratio":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                x = np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), np.nan)
+            x = x if inp.direction == "higher" else -x
+        elif inp.direction == "lower":
+            x = 1.0 - x
+        out.append(x)
+    return out[0], out[1]

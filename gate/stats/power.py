@@ -1,0 +1,209 @@
+"""Power analysis and the variance split between and within cases (Miller 2024 §3, §5; STATISTICS.md §1)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from scipy import stats
+
+
+def _z_sum(alpha: float, power: float, two_sided: bool) -> float:
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"alpha and power must be in (0, 1), got {alpha}, {power}")
+    return float(stats.norm.ppf(1 - (alpha / 2 if two_sided else alpha)) + stats.norm.ppf(power))
+
+
+def _noise_variance(omega2: float, sigma2_base: float, sigma2_head: float, r_base: float, r_head: float) -> float:
+    if r_base < 1 or r_head < 1:
+        raise ValueError(f"repeats must be ≥ 1, got {r_base}, {r_head}")
+    return omega2 + sigma2_base / r_base + sigma2_head / r_head
+
+
+def mde(
+    n: int,
+    omega2: float,
+    sigma2_base: float = 0.0,
+    sigma2_head: float = 0.0,
+    r_base: float = 1,
+    r_head: float = 1,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    two_sided: bool = False,
+) -> float:
+    """Minimum detectable effect of a paired comparison, δ = (z_α + z_β)·sqrt((ω² + σ_A²/K_A + σ_B²/K_B)/n).
+
+    The gate is one-sided, so z_α = Φ⁻¹(1 − α) by default; ``two_sided`` uses Φ⁻¹(1 − α/2) as in the paper.
+
+    Args:
+        n: number of paired cases, ≥ 1.
+        omega2: ω², variance of the per-case true differences (≥ 0), in squared metric units.
+        sigma2_base: σ_A², mean within-case variance of one base run (≥ 0).
+        sigma2_head: σ_B², the same on head.
+        r_base: K_A, repeats per case on base, ≥ 1.
+        r_head: K_B, repeats per case on head, ≥ 1.
+        alpha: significance level in (0, 1).
+        power: 1 − β in (0, 1).
+        two_sided: use z_{α/2}.
+
+    Returns:
+        δ ≥ 0 in metric units.
+
+    Raises:
+        ValueError: n < 1, repeats < 1, or alpha/power outside (0, 1).
+
+    Source: Miller (2024), "Adding Error Bars to Evals", arXiv:2411.00640, Eq. 10.
+    """
+    if n < 1:
+        raise ValueError(f"n must be ≥ 1, got {n}")
+    var = _noise_variance(omega2, sigma2_base, sigma2_head, r_base, r_head)
+    return _z_sum(alpha, power, two_sided) * math.sqrt(var / n)
+
+
+def sample_size(
+    delta: float,
+    omega2: float,
+    sigma2_base: float = 0.0,
+    sigma2_head: float = 0.0,
+    r_base: float = 1,
+    r_head: float = 1,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    two_sided: bool = False,
+) -> float:
+    """Cases needed to detect a difference δ, n = (z_α + z_β)²·(ω² + σ_A²/K_A + σ_B²/K_B)/δ².
+
+    Args:
+        delta: effect to detect, > 0, in metric units.
+        omega2: ω² as in :func:`mde`.
+        sigma2_base: σ_A² as in :func:`mde`.
+        sigma2_head: σ_B² as in :func:`mde`.
+        r_base: K_A ≥ 1.
+        r_head: K_B ≥ 1.
+        alpha: significance level in (0, 1).
+        power: 1 − β in (0, 1).
+        two_sided: use z_{α/2}.
+
+    Returns:
+        n as a float (round up to use it).
+
+    Raises:
+        ValueError: delta ≤ 0, repeats < 1, or alpha/power outside (0, 1).
+
+    Source: Miller (2024), arXiv:2411.00640, Eq. 9.
+    """
+    if delta <= 0:
+        raise ValueError(f"delta must be > 0, got {delta}")
+    var = _noise_variance(omega2, sigma2_base, sigma2_head, r_base, r_head)
+    return _z_sum(alpha, power, two_sided) ** 2 * var / delta**2
+
+
+def _side_split(x: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Per-case means, mean within-case variance σ̂² (ddof=1; NaN if no case has 2 repeats), E[1/n_i]."""
+    n = np.sum(~np.isnan(x), axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        means = np.nanmean(x, axis=1)
+        within = np.nanvar(x[n >= 2], axis=1, ddof=1)
+    sigma2 = float(within.mean()) if within.size else float("nan")
+    return means, sigma2, float(np.mean(1.0 / n))
+
+
+def variance_decomposition(base: np.ndarray, head: np.ndarray) -> tuple[float, float, float, float]:
+    """Split the variance of paired per-case scores into between-case and within-case parts.
+
+    Per side, σ̂² = mean_i s_i² (within-case sample variance over repeats, ddof=1) and
+    Var̂(x) = max(0, Var̂_i(x̄_i) − σ̂²·mean(1/n_i)) (law of total variance). Paired:
+    ω̂² = max(0, Var̂_i(d_i) − σ̂_A²·mean(1/n_A,i) − σ̂_B²·mean(1/n_B,i)) with d_i = x̄_B,i − x̄_A,i.
+    ICC = (Var̂(x_A) + Var̂(x_B))/(Var̂(x_A) + Var̂(x_B) + σ̂_A² + σ̂_B²), the share of score variance that is
+    between cases (a stability index of the golden set and judge). With one repeat per case σ² is not
+    identifiable: σ̂² and ICC are NaN and ω̂² = Var̂(d_i) (noise included).
+
+    Args:
+        base: shape (N, R_A), per-repeat scores of the cases valid on both sides; NaN = missing repeat.
+        head: shape (N, R_B), same cases and order. Every row needs at least one valid value per side.
+
+    Returns:
+        (ω², σ_A², σ_B², ICC): variances in squared metric units, ICC in [0, 1]; NaN when N < 2.
+
+    Raises:
+        ValueError: shapes that are not (N, ·) with equal N, or a row without a valid value.
+
+    Source: Miller (2024), arXiv:2411.00640, §3 and App. B (variance decomposition, Eq. 9/10 terms);
+    Shrout & Fleiss (1979), Psychol. Bull. 86(2):420-428, doi:10.1037/0033-2909.86.2.420 (ICC).
+    """
+    base, head = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
+    if base.ndim != 2 or head.ndim != 2 or base.shape[0] != head.shape[0]:
+        raise ValueError(f"base and head must be (N, R) with equal N, got {base.shape} and {head.shape}")
+    if (np.isnan(base).all(axis=1) | np.isnan(head).all(axis=1)).any():
+        raise ValueError("every case needs at least one valid repeat on each side")
+    nan = float("nan")
+    if base.shape[0] < 2:
+        return nan, nan, nan, nan
+    means_a, s2_a, inv_a = _side_split(base)
+    means_b, s2_b, inv_b = _side_split(head)
+    var_d = float(np.var(means_b - means_a, ddof=1))
+    if np.isnan(s2_a) or np.isnan(s2_b):
+        return var_d, s2_a, s2_b, nan
+    omega2 = max(0.0, var_d - s2_a * inv_a - s2_b * inv_b)
+    between = max(0.0, float(np.var(means_a, ddof=1)) - s2_a * inv_a)
+    between += max(0.0, float(np.var(means_b, ddof=1)) - s2_b * inv_b)
+    total = between + s2_a + s2_b
+    return omega2, s2_a, s2_b, (between / total if total > 0 else nan)
+
+
+def recommendation(
+    n: int,
+    omega2: float,
+    sigma2_base: float,
+    sigma2_head: float,
+    r_base: int,
+    r_head: int,
+    *,
+    margin: float,
+    margin_label: str,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    max_repeats: int = 20,
+) -> str | None:
+    """Advice on the repeats R (or cases N) that make the one-sided MDE at most the margin; None if it already is.
+
+    Tries R = max(r_base, r_head) + 1, …, ``max_repeats`` on both sides (Miller §3: repeats only shrink the
+    within-case part); when no R suffices, gives N from :func:`sample_size` at the current repeats. With
+    unknown σ² (R = 1) the whole Var(d) is treated as between-case and only N is advised.
+
+    Args:
+        n: paired cases, ≥ 1.
+        omega2: ω² from :func:`variance_decomposition`.
+        sigma2_base: σ_A² (NaN when unknown).
+        sigma2_head: σ_B² (NaN when unknown).
+        r_base: current repeats on base, ≥ 1.
+        r_head: current repeats on head, ≥ 1.
+        margin: the margin to detect, > 0, in the units of the variances' square root.
+        margin_label: how to print the margin, e.g. ``"0.03"`` or ``"10 %"``.
+        alpha: one-sided level.
+        power: target power.
+        max_repeats: largest R to suggest.
+
+    Returns:
+        e.g. ``"use R = 5 to detect drops of 0.03"``, or None when the MDE is already ≤ margin or the
+        inputs are not finite.
+
+    Source: Miller (2024), arXiv:2411.00640, Eq. 9-10 and §3 (resampling reduces within-question variance).
+    """
+    if margin <= 0 or n < 2 or not np.isfinite(omega2):
+        return None
+    s_a = 0.0 if np.isnan(sigma2_base) else sigma2_base
+    s_b = 0.0 if np.isnan(sigma2_head) else sigma2_head
+    args = dict(alpha=alpha, power=power)
+    if mde(n, omega2, s_a, s_b, r_base, r_head, **args) <= margin:
+        return None
+    if not (np.isnan(sigma2_base) or np.isnan(sigma2_head)):
+        for r in range(max(r_base, r_head) + 1, max_repeats + 1):
+            if mde(n, omega2, s_a, s_b, r, r, **args) <= margin:
+                return f"use R = {r} to detect drops of {margin_label}"
+    need = math.ceil(sample_size(margin, omega2, s_a, s_b, r_base, r_head, **args))
+    return f"grow the golden set to N = {need} (at R = {max(r_base, r_head)}) to detect drops of {margin_label}"

@@ -1,0 +1,428 @@
+"""Paired hypothesis tests and multiplicity corrections (STATISTICS.md §2, §4).
+
+Every test is a small pure function returning a :class:`TestResult`; randomized ones take an explicit
+``np.random.Generator`` and report a +1-corrected Monte Carlo p-value. Orientation: ``alternative="less"``
+always means "head is worse than base" once the caller has oriented the scores (higher = better).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import special, stats
+
+Alternative = Literal["two-sided", "less", "greater"]
+_ALTERNATIVES = ("two-sided", "less", "greater")
+_MC_CHUNK_CELLS = 1 << 22
+"""Sign matrices are drawn in chunks of at most this many cells (32 MiB as float64)."""
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """The outcome of one hypothesis test (STYLE §4)."""
+
+    __test__ = False  # not a pytest test class
+
+    statistic: float
+    """The test statistic (documented per test)."""
+    p_value: float
+    """p-value in [0, 1]; NaN when the test is undefined for the data."""
+    method: str
+    """Human-readable name of the test and its variant, e.g. ``"sign-flip randomization (exact, 2^9)"``."""
+    n: int
+    """Number of paired observations (cases) the test used."""
+
+
+def _check_alternative(alternative: str) -> None:
+    if alternative not in _ALTERNATIVES:
+        raise ValueError(f"alternative must be one of {_ALTERNATIVES}, got {alternative!r}")
+
+
+def _alt_label(alternative: str) -> str:
+    return {"two-sided": "two-sided", "less": "one-sided, head worse", "greater": "one-sided, head better"}[alternative]
+
+
+def _as_binary(x: np.ndarray, name: str) -> np.ndarray:
+    arr = np.asarray(x, dtype=float)
+    if arr.ndim != 1 or not np.isin(arr, (0.0, 1.0)).all():
+        raise ValueError(f"{name} must be a 1-D array of 0/1 values")
+    return arr.astype(bool)
+
+
+def mcnemar_exact(base: np.ndarray, head: np.ndarray, alternative: Alternative = "two-sided") -> TestResult:
+    """Exact McNemar test for paired binary outcomes (the binomial test on the discordant pairs).
+
+    With b = #(base 1, head 0) and c = #(base 0, head 1), under H0 P(1→0) = P(0→1) so
+    c ~ Binomial(b + c, 1/2). Two-sided p = min(1, 2·BinomCDF(min(b, c); b + c, ½)); ``"less"`` (head worse,
+    H1: P(0→1) < P(1→0)) p = BinomCDF(c; b + c, ½); ``"greater"`` p = 1 − BinomCDF(c − 1; b + c, ½).
+    No discordant pair gives p = 1.
+
+    Args:
+        base: shape (N,), 0/1 outcome of each case on base (1 = pass, already oriented so 1 is good).
+        head: shape (N,), 0/1 outcome of the same cases on head, same order.
+        alternative: ``"two-sided"``, ``"less"`` (head worse) or ``"greater"`` (head better).
+
+    Returns:
+        statistic = min(b, c) for two-sided (as statsmodels), c for one-sided; n = N pairs.
+
+    Raises:
+        ValueError: arrays of different length, values other than 0/1, or an unknown alternative.
+
+    Source: McNemar (1947), Psychometrika 12(2):153-157, doi:10.1007/BF02295996; exact form as
+    ``statsmodels.stats.contingency_tables.mcnemar(exact=True)`` via ``scipy.stats.binomtest``.
+    """
+    _check_alternative(alternative)
+    a, h = _as_binary(base, "base"), _as_binary(head, "head")
+    if a.shape != h.shape:
+        raise ValueError(f"base and head differ in length: {a.size} != {h.size}")
+    b = int(np.sum(a & ~h))
+    c = int(np.sum(~a & h))
+    p = 1.0 if b + c == 0 else float(stats.binomtest(c, b + c, 0.5, alternative=alternative).pvalue)
+    statistic = float(min(b, c) if alternative == "two-sided" else c)
+    return TestResult(statistic, min(1.0, p), f"McNemar exact ({_alt_label(alternative)})", int(a.size))
+
+
+def _signed_sums(units: np.ndarray) -> np.ndarray:
+    """All 2^k sums Σ s_j·u_j over s ∈ {−1, +1}^k, shape (2^k,)."""
+    k = units.size
+    bits = (np.arange(1 << k)[:, None] >> np.arange(k)) & 1
+    return (2.0 * bits - 1.0) @ units
+
+
+def _exact_counts(units: np.ndarray, observed: float, tol: float) -> tuple[int, int]:
+    """Counts of sign vectors with Σ s·u ≤ observed + tol and ≥ observed − tol (meet in the middle)."""
+    half = units.size // 2
+    left = _signed_sums(units[:half])
+    right = np.sort(_signed_sums(units[half:]))
+    n_right = right.size
+    le = np.searchsorted(right, observed + tol - left, side="right").sum()
+    ge = n_right * left.size - np.searchsorted(right, observed - tol - left, side="left").sum()
+    return int(le), int(ge)
+
+
+def _cluster_sums(d: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
+    if clusters is None:
+        return d
+    labels = np.asarray(clusters)
+    if labels.shape != d.shape:
+        raise ValueError(f"clusters must have shape {d.shape}, got {labels.shape}")
+    _, inverse = np.unique(labels, return_inverse=True)
+    return np.bincount(inverse, weights=d)
+
+
+def _finite_1d(d: np.ndarray, name: str = "d") -> np.ndarray:
+    arr = np.asarray(d, dtype=float)
+    if arr.ndim != 1 or not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be a 1-D array of finite values")
+    return arr
+
+
+def sign_flip_test(
+    d: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    n_resamples: int = 10_000,
+    exact_max_n: int = 20,
+    clusters: np.ndarray | None = None,
+    alternative: Alternative = "two-sided",
+) -> TestResult:
+    """Paired sign-flip (Fisher randomization) test of the mean paired difference.
+
+    H0: each case's difference is symmetric about 0 (the base/head labels are exchangeable within a case);
+    statistic T = d̄. The null distribution flips the sign of each unit: each case, or each cluster's sum of
+    d when ``clusters`` is given (so dependent cases move together). With U ≤ ``exact_max_n`` units all 2^U
+    sign vectors are enumerated (exact p, identity included; computed meet-in-the-middle in O(2^(U/2))).
+    Otherwise p = (1 + b) / (1 + B) over B = ``n_resamples`` random sign vectors (Phipson & Smyth 2010),
+    where b counts |T*| ≥ |T| (two-sided), T* ≤ T (``"less"``, head worse) or T* ≥ T (``"greater"``).
+    Ties are counted with a relative tolerance of 1e-10·Σ|u|. The exact two-sided p equals scipy's
+    ``permutation_test(..., permutation_type="samples")`` since the null distribution is symmetric.
+
+    Args:
+        d: shape (N,), paired differences head − base, oriented so positive = better; finite.
+        rng: the generator for the Monte Carlo path (untouched on the exact path).
+        n_resamples: B, number of random sign vectors when not exact, ≥ 1.
+        exact_max_n: enumerate exactly when the number of units is at most this (≤ 40).
+        clusters: shape (N,) cluster labels, or None for independent cases.
+        alternative: ``"two-sided"``, ``"less"`` (head worse) or ``"greater"`` (head better).
+
+    Returns:
+        statistic = d̄ (mean over cases), p in (0, 1], n = N.
+
+    Raises:
+        ValueError: non-finite or non-1-D ``d``, mismatched ``clusters``, bad ``alternative`` or sizes.
+
+    Source: Fisher (1935) The Design of Experiments §21; Smucker, Allan & Carterette (2007), CIKM,
+    doi:10.1145/1321440.1321528; Phipson & Smyth (2010), SAGMB 9(1), doi:10.2202/1544-6115.1585.
+    """
+    _check_alternative(alternative)
+    d = _finite_1d(d)
+    if n_resamples < 1 or not 0 <= exact_max_n <= 40:
+        raise ValueError("n_resamples must be ≥ 1 and exact_max_n in [0, 40]")
+    if d.size == 0:
+        return TestResult(float("nan"), float("nan"), "sign-flip randomization (no data)", 0)
+    units = _cluster_sums(d, clusters)
+    observed = float(units.sum())
+    tol = 1e-10 * float(np.abs(units).sum())
+    unit_name = "clusters" if clusters is not None else "cases"
+    if units.size <= exact_max_n:
+        total = 1 << units.size
+        le, ge = _exact_counts(units, observed, tol)
+        if alternative == "less":
+            p = le / total
+        elif alternative == "greater":
+            p = ge / total
+        elif abs(observed) <= tol:
+            p = 1.0
+        else:
+            le_neg, _ = _exact_counts(units, -abs(observed), tol)
+            _, ge_pos = _exact_counts(units, abs(observed), tol)
+            p = (le_neg + ge_pos) / total
+        method = f"sign-flip randomization ({_alt_label(alternative)}, exact 2^{units.size} over {unit_name})"
+    else:
+        hits = 0
+        chunk = max(1, _MC_CHUNK_CELLS // units.size)
+        for start in range(0, n_resamples, chunk):
+            size = min(chunk, n_resamples - start)
+            signs = rng.integers(0, 2, size=(size, units.size), dtype=np.int8) * 2 - 1
+            null = signs @ units
+            if alternative == "less":
+                hits += int(np.sum(null <= observed + tol))
+            elif alternative == "greater":
+                hits += int(np.sum(null >= observed - tol))
+            else:
+                hits += int(np.sum(np.abs(null) >= abs(observed) - tol))
+        p = (1 + hits) / (1 + n_resamples)
+        method = f"sign-flip randomization ({_alt_label(alternative)}, Monte Carlo B={n_resamples} over {unit_name})"
+    return TestResult(observed / d.size, min(1.0, float(p)), method, int(d.size))
+
+
+def boschloo_per_case(k_base: int, k_head: int, r_base: int, r_head: int) -> TestResult:
+    """Boschloo's exact unconditional test that one case's pass rate is lower on head than on base.
+
+    Table [[k_base, r_base − k_base], [k_head, r_head − k_head]]; H0: p_head ≥ p_base, H1: p_head < p_base
+    (scipy ``alternative="greater"`` on this table). Uniformly more powerful than Fisher's exact test.
+    A table whose passes or failures are all zero (both sides all-pass or all-fail) gives p = 1.
+
+    Args:
+        k_base: passes on base, 0 ≤ k_base ≤ r_base.
+        k_head: passes on head, 0 ≤ k_head ≤ r_head.
+        r_base: repeats on base, ≥ 1.
+        r_head: repeats on head, ≥ 1.
+
+    Returns:
+        statistic = Fisher's one-sided p (Boschloo's ordering statistic), p_value = Boschloo's p,
+        n = r_base + r_head.
+
+    Raises:
+        ValueError: counts outside [0, r] or repeats < 1.
+
+    Source: Boschloo (1970), Statistica Neerlandica 24(1):1-9, doi:10.1111/j.1467-9574.1970.tb00104.x;
+    ``scipy.stats.boschloo_exact``.
+    """
+    if r_base < 1 or r_head < 1 or not (0 <= k_base <= r_base and 0 <= k_head <= r_head):
+        raise ValueError(f"need 0 ≤ k ≤ r and r ≥ 1, got {k_base}/{r_base} and {k_head}/{r_head}")
+    n = int(r_base + r_head)
+    if k_base + k_head in (0, n):
+        return TestResult(1.0, 1.0, "Boschloo exact (head lower)", n)
+    res = stats.boschloo_exact([[k_base, r_base - k_base], [k_head, r_head - k_head]], alternative="greater")
+    return TestResult(float(res.statistic), min(1.0, float(res.pvalue)), "Boschloo exact (head lower)", n)
+
+
+def trigamma_inverse(x: np.ndarray | float) -> np.ndarray:
+    """Solve trigamma(y) = x for y > 0 by Newton's method (limma's ``trigammaInverse``).
+
+    Args:
+        x: value(s) > 0.
+
+    Returns:
+        y with ``polygamma(1, y) == x`` to relative 1e-8, same shape as ``x``.
+
+    Source: Smyth (2004), SAGMB 3(1) Art. 3, doi:10.2202/1544-6115.1027, Appendix; limma ``trigammaInverse``.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.where(x > 1e7, 1.0 / np.sqrt(x), np.where(x < 1e-6, 1.0 / x, 0.5 + 1.0 / x))
+    todo = (x >= 1e-6) & (x <= 1e7)
+    for _ in range(50):
+        if not todo.any():
+            break
+        tri = special.polygamma(1, y)
+        dif = tri * (1.0 - tri / x) / special.polygamma(2, y)
+        y = np.where(todo, y + dif, y)
+        todo = todo & (-dif / y > 1e-8)
+    return y
+
+
+def fit_variance_prior(s2: np.ndarray, df: np.ndarray) -> tuple[float, float]:
+    """Fit the scaled inverse-χ² prior (s0², d0) to sample variances by moments of log s² (Smyth 2004 §6.2).
+
+    With e_i = log s_i² − ψ(d_i/2) + log(d_i/2): ψ'(d0/2) = Var̂(e) − mean ψ'(d_i/2) and
+    s0² = exp(ē + ψ(d0/2) − log(d0/2)). When the right-hand side is ≤ 0 the variances are no more spread
+    than sampling alone explains: d0 = ∞ and s0² = exp(ē).
+
+    Args:
+        s2: shape (G,), within-case sample variances > 0 (zeros must be removed by the caller).
+        df: shape (G,), their degrees of freedom > 0.
+
+    Returns:
+        (s0², d0); (NaN, 0.0) when fewer than 2 variances are given (no moderation).
+
+    Raises:
+        ValueError: non-positive variances or degrees of freedom, or shapes that differ.
+
+    Source: Smyth (2004), SAGMB 3(1) Art. 3, doi:10.2202/1544-6115.1027, §6.2; limma ``fitFDist``.
+    """
+    s2, df = np.asarray(s2, dtype=float), np.asarray(df, dtype=float)
+    if s2.shape != df.shape or (s2 <= 0).any() or (df <= 0).any():
+        raise ValueError("s2 and df must have the same shape and be > 0")
+    if s2.size < 2:
+        return float("nan"), 0.0
+    e = np.log(s2) - special.digamma(df / 2) + np.log(df / 2)
+    e_mean = float(e.mean())
+    excess = float(e.var(ddof=1) - special.polygamma(1, df / 2).mean())
+    if excess <= 0:
+        return float(np.exp(e_mean)), float("inf")
+    d0 = 2.0 * float(trigamma_inverse(excess))
+    return float(np.exp(e_mean + special.digamma(d0 / 2) - np.log(d0 / 2))), d0
+
+
+def _side_moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row count, mean and variance (ddof=1, NaN when count < 2) over the non-NaN entries."""
+    n = np.sum(~np.isnan(x), axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(x, axis=1)
+        var = np.where(n >= 2, np.nanvar(x, axis=1, ddof=1), np.nan)
+    return n, mean, var
+
+
+def moderated_welch(
+    base: np.ndarray,
+    head: np.ndarray,
+    *,
+    alternative: Alternative = "less",
+    prior: tuple[float, float] | None = None,
+) -> list[TestResult]:
+    """Per-case Welch t-tests with empirical-Bayes moderated variances (head vs base repeats of each case).
+
+    Each side's within-case variance is shrunk towards a prior fitted across all cases and both sides:
+    s̃² = (d0·s0² + (n − 1)·s²)/(d0 + n − 1), then t_i = (x̄_head − x̄_base)/sqrt(s̃_A²/n_A + s̃_B²/n_B) on
+    Welch–Satterthwaite df built from the moderated df d0 + n − 1 of each side (d0 = ∞ → normal). With
+    d0 = 0 this is exactly ``scipy.stats.ttest_ind(head, base, equal_var=False)``. H0: equal case means;
+    ``"less"`` H1: head mean lower (worse). Zero variances are left out of the prior fit; with no usable
+    prior a zero-variance case gets p = 0 for a change in the tested direction and 1 otherwise.
+
+    Args:
+        base: shape (N, R_base), per-repeat scores (oriented, higher = better), NaN = missing.
+        head: shape (N, R_head), same case order.
+        alternative: ``"less"`` (head worse, default), ``"greater"`` or ``"two-sided"``.
+        prior: (s0², d0) to use instead of fitting one with :func:`fit_variance_prior`.
+
+    Returns:
+        One TestResult per case: statistic = moderated t, n = n_base + n_head; p NaN when a side has
+        no valid repeat, or fewer than 2 on both sides and no prior.
+
+    Raises:
+        ValueError: shapes that are not (N, ·) with equal N, or a bad ``alternative``.
+
+    Source: Smyth (2004), SAGMB 3(1) Art. 3, doi:10.2202/1544-6115.1027 (moderated t); Welch (1947),
+    Biometrika 34:28-35, doi:10.1093/biomet/34.1-2.28.
+    """
+    _check_alternative(alternative)
+    base, head = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
+    if base.ndim != 2 or head.ndim != 2 or base.shape[0] != head.shape[0]:
+        raise ValueError(f"base and head must be (N, R) with equal N, got {base.shape} and {head.shape}")
+    n_a, m_a, v_a = _side_moments(base)
+    n_b, m_b, v_b = _side_moments(head)
+    if prior is None:
+        s2 = np.concatenate([v_a, v_b])
+        dfs = np.concatenate([n_a, n_b]) - 1.0
+        ok = np.isfinite(s2) & (s2 > 1e-12)
+        prior = fit_variance_prior(s2[ok], dfs[ok])
+    s0_2, d0 = prior
+    use_prior = d0 > 0 and np.isfinite(s0_2)
+    label = f"moderated Welch t (d0={d0:.3g}, s0²={s0_2:.3g})" if use_prior else "Welch t"
+    results = []
+    for i in range(base.shape[0]):
+        sides = []
+        for n, v in ((n_a[i], v_a[i]), (n_b[i], v_b[i])):
+            own = 0.0 if n < 2 else float(v)
+            df_own = max(float(n) - 1.0, 0.0)
+            if not use_prior:
+                sides.append((own / n if n >= 2 else np.nan, df_own))
+            elif np.isinf(d0):
+                sides.append((s0_2 / n, np.inf))
+            else:
+                sides.append(((d0 * s0_2 + df_own * own) / (d0 + df_own) / n, d0 + df_own))
+        results.append(_welch_from_parts(m_b[i] - m_a[i], sides, alternative, label, int(n_a[i] + n_b[i])))
+    return results
+
+
+def _welch_from_parts(
+    effect: float, sides: list[tuple[float, float]], alternative: str, label: str, n: int
+) -> TestResult:
+    (va, dfa), (vb, dfb) = sides
+    if not np.isfinite(effect) or dfa <= 0 and dfb <= 0 or not np.isfinite(va + vb):
+        return TestResult(float("nan"), float("nan"), label, n)
+    var = va + vb
+    if var <= 0:
+        direction = {"less": effect < 0, "greater": effect > 0, "two-sided": effect != 0}[alternative]
+        return TestResult(float(np.sign(effect) * np.inf) if effect else 0.0, 0.0 if direction else 1.0, label, n)
+    t = effect / np.sqrt(var)
+    denom = sum(v * v / df for v, df in ((va, dfa), (vb, dfb)) if v > 0 and np.isfinite(df))
+    df = var * var / denom if denom > 0 else np.inf
+    dist = stats.norm if np.isinf(df) else stats.t(df)
+    if alternative == "less":
+        p = dist.cdf(t)
+    elif alternative == "greater":
+        p = dist.sf(t)
+    else:
+        p = 2 * dist.sf(abs(t))
+    return TestResult(float(t), min(1.0, float(p)), label, n)
+
+
+def holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm–Bonferroni step-down adjusted p-values (family-wise error rate under any dependence).
+
+    Sorted p_(1) ≤ … ≤ p_(M): p̃_(j) = max_{k≤j} min(1, (M − k + 1)·p_(k)); reject H_(j) iff p̃_(j) ≤ α.
+    NaN entries are left out of the family and stay NaN.
+
+    Args:
+        p_values: shape (M,), raw p-values in [0, 1] or NaN.
+
+    Returns:
+        shape (M,), adjusted p-values in the input order.
+
+    Source: Holm (1979), Scand. J. Statist. 6(2):65-70, https://www.jstor.org/stable/4615733.
+    """
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(~np.isnan(p))
+    order = idx[np.argsort(p[idx], kind="stable")]
+    m = order.size
+    out[order] = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
+    return out
+
+
+def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
+    """Benjamini–Hochberg adjusted p-values (false discovery rate, independence or PRDS).
+
+    p̃_(j) = min_{k≥j} min(1, M·p_(k)/k); rejecting p̃ ≤ q controls the FDR at q. Delegates to
+    ``scipy.stats.false_discovery_control(method="bh")``. NaN entries are left out and stay NaN.
+
+    Args:
+        p_values: shape (M,), raw p-values in [0, 1] or NaN.
+
+    Returns:
+        shape (M,), adjusted p-values in the input order.
+
+    Source: Benjamini & Hochberg (1995), JRSS-B 57(1):289-300, doi:10.1111/j.2517-6161.1995.tb02031.x.
+    """
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    if ok.any():
+        out[ok] = stats.false_discovery_control(p[ok], method="bh")
+    return out

@@ -1,0 +1,187 @@
+"""A local OpenAI-compatible chat-completions server on 127.0.0.1 for the LLM-backed judge tests.
+
+It answers ``POST /v1/chat/completions`` with scripted replies: valid JSON, broken JSON, HTTP 429 with
+``Retry-After``, HTTP 500, slow answers, truncated answers (``finish_reason: "length"``). Replies are taken
+from a queue in order; when the queue is empty, ``responder(body) -> Reply`` answers. Every request is
+recorded (path, headers, parsed body) so tests can assert what a judge sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer of the fake server."""
+
+    content: str = ""
+    finish_reason: str = "stop"
+    status: int = 200
+    headers: tuple[tuple[str, str], ...] = ()
+    delay_s: float = 0.0
+
+    @classmethod
+    def json(cls, obj: Any, **kw: Any) -> Reply:
+        """A completion whose message content is ``obj`` as JSON."""
+        return cls(content=json.dumps(obj), **kw)
+
+    @classmethod
+    def text(cls, text: str, **kw: Any) -> Reply:
+        """A completion whose message content is ``text`` verbatim (broken JSON, fenced JSON, prose)."""
+        return cls(content=text, **kw)
+
+    @classmethod
+    def truncated(cls, text: str) -> Reply:
+        """A completion cut by the token limit (``finish_reason: "length"``)."""
+        return cls(content=text, finish_reason="length")
+
+    @classmethod
+    def error(cls, status: int, retry_after: float | None = None) -> Reply:
+        """An HTTP error (429, 500, ...), optionally with a ``Retry-After`` header in seconds."""
+        headers = (("Retry-After", f"{retry_after:g}"),) if retry_after is not None else ()
+        return cls(status=status, headers=headers)
+
+    @classmethod
+    def slow(cls, delay_s: float, then: Reply) -> Reply:
+        """``then``, sent after sleeping ``delay_s`` seconds."""
+        return cls(then.content, then.finish_reason, then.status, then.headers, delay_s)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request the server received."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    at: float
+    """``time.monotonic()`` when it arrived."""
+
+    @property
+    def prompt(self) -> str:
+        """All message contents joined (to tell prompts apart)."""
+        return "\n".join(str(m.get("content", "")) for m in self.body.get("messages", []))
+
+
+class FakeOpenAI:
+    """An OpenAI-compatible server in a background thread; use as a context manager.
+
+    Example:
+        with FakeOpenAI() as fake:
+            fake.script(Reply.error(429, retry_after=0.2), Reply.json({"ok": 1}))
+            client = OpenAI(base_url=fake.base_url, api_key="x")
+    """
+
+    def __init__(self, responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+        self.responder = responder or (lambda body: Reply.error(500))
+        self.requests: list[Request] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """Most chat requests being answered at once (to check a client's concurrency bound)."""
+        self._queue: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The ``base_url`` to give an OpenAI client (ends in ``/v1``)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        """Queue ``replies``, answered in order before falling back to the responder."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    def _next(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+        return self.responder(body)
+
+    def _record(self, request: Request) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _enter(self, step: int) -> None:
+        with self._lock:
+            self.in_flight += step
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    body = {"_raw": raw.decode("utf-8", "replace")}
+                fake._record(Request(self.path, dict(self.headers), body, time.monotonic()))
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                reply = fake._next(body)
+                fake._enter(+1)
+                try:
+                    if reply.delay_s:
+                        time.sleep(reply.delay_s)
+                finally:
+                    fake._enter(-1)
+                if reply.status != 200:
+                    message = {"error": {"message": f"fake error {reply.status}", "type": "server_error"}}
+                    return self._send(reply.status, message, reply.headers)
+                completion = {
+                    "id": f"chatcmpl-{len(fake.requests)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "fake"),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": reply.content},
+                            "finish_reason": reply.finish_reason,
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                }
+                self._send(200, completion, reply.headers)
+
+            def _send(self, status: int, payload: dict[str, Any], headers: tuple = ()) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for name, value in headers:
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+                    pass
+
+        return Handler
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

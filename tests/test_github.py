@@ -1,0 +1,198 @@
+"""gate.github against a fake GitHub REST server on 127.0.0.1 (PyGithub for real, nothing mocked)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import requests
+from fake_github import FakeGithub
+from github import GithubException, RateLimitExceededException
+
+from gate import github as gh
+from gate.errors import InputError
+
+FAST = gh.RetryPolicy(total=2, backoff_factor=0.01, backoff_max=0.05, max_wait=2.0, timeout=5)
+
+
+@pytest.fixture
+def fake():
+    server = FakeGithub().start()
+    yield server
+    server.stop()
+
+
+def client(fake: FakeGithub, policy: gh.RetryPolicy = FAST):
+    return gh.make_client(fake.token, fake.api_url, policy)
+
+
+def write_event(tmp_path, name="pull_request", fork=False):
+    event = {
+        "number": 7,
+        "pull_request": {
+            "number": 7,
+            "base": {"sha": "a" * 40, "ref": "main", "repo": {"full_name": "octo/rag"}},
+            "head": {"sha": "b" * 40, "ref": "feature", "repo": {"full_name": "evil/rag" if fork else "octo/rag"}},
+        },
+    }
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    return {
+        "GITHUB_EVENT_NAME": name,
+        "GITHUB_EVENT_PATH": str(path),
+        "GITHUB_REPOSITORY": "octo/rag",
+        "GITHUB_API_URL": "http://127.0.0.1:9/api/v3/",
+        "GITHUB_RUN_ID": "42",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+    }
+
+
+# ------------------------------------------------------------------------------------------ context
+
+
+def test_context_reads_pull_request_event(tmp_path):
+    ctx = gh.github_context(write_event(tmp_path))
+    assert (ctx.event_name, ctx.repository, ctx.pr_number) == ("pull_request", "octo/rag", 7)
+    assert (ctx.base_sha, ctx.head_sha, ctx.base_ref) == ("a" * 40, "b" * 40, "main")
+    assert ctx.api_url == "http://127.0.0.1:9/api/v3"
+    assert ctx.step_summary == tmp_path / "summary.md" and ctx.output is None
+    assert ctx.in_actions and not ctx.is_fork
+    assert ctx.run_url == "https://github.com/octo/rag/actions/runs/42"
+
+
+def test_context_detects_fork_and_local_run(tmp_path):
+    assert gh.github_context(write_event(tmp_path, fork=True)).is_fork
+    local = gh.github_context({})
+    assert local.pr_number is None and local.api_url == gh.DEFAULT_API_URL and not local.in_actions
+
+
+def test_context_push_event_has_no_pr(tmp_path):
+    path = tmp_path / "push.json"
+    path.write_text(json.dumps({"ref": "refs/heads/main", "number": 3}))
+    ctx = gh.github_context({"GITHUB_EVENT_NAME": "push", "GITHUB_EVENT_PATH": str(path)})
+    assert ctx.pr_number is None
+
+
+def test_context_bad_event_file_is_input_error(tmp_path):
+    path = tmp_path / "event.json"
+    path.write_text("{not json")
+    with pytest.raises(InputError, match=r"event.json:1: event file is not JSON"):
+        gh.github_context({"GITHUB_EVENT_PATH": str(path)})
+
+
+# ------------------------------------------------------------------------------------ sticky comment
+
+
+def test_first_run_creates_second_run_edits(fake):
+    first = gh.upsert_comment(client(fake), "octo/rag", 7, "report v1")
+    second = gh.upsert_comment(client(fake), "octo/rag", 7, "report v2")
+    assert first.action == "created" and second.action == "updated" and first.id == second.id
+    assert len(fake.comments) == 1
+    assert fake.comments[0]["body"] == f"{gh.MARKER}\nreport v2"
+    assert len(fake.calls("POST", "/comments$")) == 1 and len(fake.calls("PATCH")) == 1
+    assert all(r.authorization == "token t0ken" for r in fake.requests)
+
+
+def test_marker_found_on_second_page_of_35_comments(fake):
+    for i in range(32):
+        fake.add_comment(f"chatter {i}, mentions {gh.MARKER} in the middle")
+    target = fake.add_comment(f"{gh.MARKER}\nold report", login="github-actions[bot]")
+    for i in range(2):
+        fake.add_comment(f"late chatter {i}")
+    result = gh.upsert_comment(client(fake), "octo/rag", 7, "new report")
+    assert result.action == "updated" and result.id == target["id"]
+    assert len(fake.comments) == 35 and target["body"].endswith("new report")
+    pages = [r.query.get("page", ["1"])[0] for r in fake.calls("GET", "/issues/7/comments$")]
+    assert pages == ["1", "2"]
+
+
+def test_502_then_success_is_retried(fake):
+    fake.fail("POST", "/issues/7/comments$", 502, times=1)
+    result = gh.upsert_comment(client(fake), "octo/rag", 7, "report")
+    assert result.action == "created" and len(fake.comments) == 1
+    assert [r.status for r in fake.calls("POST")] == [502, 201]
+
+
+def test_persistent_5xx_raises_after_bounded_retries(fake):
+    fake.fail("GET", "/issues/7$", 503, times=100)
+    started = time.monotonic()
+    with pytest.raises(requests.exceptions.RetryError):
+        gh.upsert_comment(client(fake), "octo/rag", 7, "report")
+    assert time.monotonic() - started < 5
+    assert len(fake.calls("GET", "/issues/7$")) == FAST.total + 1
+
+
+def test_403_for_fork_token_is_not_retried_and_explained(fake, tmp_path):
+    body = {"message": "Resource not accessible by integration"}
+    fake.fail("POST", "/comments$", 403, body=body, times=100)
+    with pytest.raises(GithubException) as info:
+        gh.upsert_comment(client(fake), "octo/rag", 7, "report")
+    assert info.value.status == 403 and len(fake.calls("POST")) == 1
+    fork = gh.github_context(write_event(tmp_path, fork=True))
+    assert "fork" in gh.explain_failure(info.value, fork) and "workflow_run" in gh.explain_failure(info.value, fork)
+    same = gh.github_context(write_event(tmp_path))
+    assert "pull-requests: write" in gh.explain_failure(info.value, same)
+
+
+def test_secondary_rate_limit_retry_after_is_honoured(fake):
+    limit = {"message": "You have exceeded a secondary rate limit."}
+    fake.fail("POST", "/comments$", 403, body=limit, headers={"Retry-After": "1"}, times=1)
+    started = time.monotonic()
+    result = gh.upsert_comment(client(fake), "octo/rag", 7, "report")
+    assert result.action == "created" and 1.0 <= time.monotonic() - started < 4
+
+
+def test_retry_after_beyond_cap_fails_fast(fake):
+    limit = {"message": "You have exceeded a secondary rate limit."}
+    fake.fail("POST", "/comments$", 403, body=limit, headers={"Retry-After": "120"}, times=100)
+    started = time.monotonic()
+    with pytest.raises(RateLimitExceededException) as info:
+        gh.upsert_comment(client(fake), "octo/rag", 7, "report")
+    assert time.monotonic() - started < 2 and info.value.wait == 120
+    assert "rate limit" in gh.explain_failure(info.value, gh.GithubContext())
+
+
+def test_oversized_comment_is_capped(fake):
+    huge = "\n".join(f"| case {i} | {'x' * 90} |" for i in range(1500))
+    assert len(huge) > 100_000
+    gh.upsert_comment(client(fake), "octo/rag", 7, huge)
+    posted = fake.comments[0]["body"]
+    assert len(posted) < gh.COMMENT_LIMIT and posted.startswith(gh.MARKER)
+    assert "more characters were left out" in posted and "report.json" in posted
+
+
+def test_empty_token_is_input_error():
+    with pytest.raises(InputError, match="empty token"):
+        gh.make_client("", "http://127.0.0.1:9")
+
+
+# ------------------------------------------------------------------------ outputs, summary, commands
+
+
+def test_outputs_single_and_multiline(tmp_path):
+    path = tmp_path / "out"
+    gh.write_outputs(path, {"verdict": "fail", "regressed-count": 3})
+    gh.write_outputs(path, {"note": "two\nlines"})
+    lines = path.read_text().splitlines()
+    assert lines[:2] == ["verdict=fail", "regressed-count=3"]
+    delimiter = lines[2].split("<<")[1]
+    assert lines[2] == f"note<<{delimiter}" and lines[3:] == ["two", "lines", delimiter]
+
+
+def test_summary_is_appended_and_capped(tmp_path):
+    path = tmp_path / "summary.md"
+    path.write_text("previous step\n")
+    gh.append_summary(path, "# rag-gate")
+    gh.append_summary(path, "y\n" * 600_000)
+    text = path.read_text()
+    assert text.startswith("previous step\n# rag-gate\n")
+    assert len(text) < 15 + 11 + gh.SUMMARY_LIMIT + 2 and "left out" in text
+
+
+def test_annotation_escapes_newlines_and_properties():
+    line = gh.annotation("error", "50% drop\nsecond line", title="case a,b: x", file="eval/g.jsonl", line=7)
+    assert line == "::error file=eval/g.jsonl,line=7,title=case a%2Cb%3A x::50%25 drop%0Asecond line"
+    assert gh.annotation("warning", "plain") == "::warning::plain"
+    assert gh.add_mask("s3cr%t") == "::add-mask::s3cr%25t"

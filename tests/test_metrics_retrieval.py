@@ -1,0 +1,249 @@
+"""Retrieval metrics against pytrec_eval and ranx on a real TF-IDF run over SQuAD 2.0, plus hand cases."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from gate.metrics import (
+    DEFAULT_METRICS,
+    METRICS,
+    Metric,
+    hit_rate_at_k,
+    ndcg_at_k,
+    precision_at_k,
+    recall_at_k,
+    reciprocal_rank,
+    resolve,
+    score_case,
+)
+from gate.models import Chunk, GoldenCase, Prediction
+
+# The team's full SQuAD 2.0 golden set (4,597 questions) when present, else the bundled example (same corpus).
+DATA = Path("/work/shared/data/squad2-rag")
+if not (DATA / "golden.jsonl").exists():
+    DATA = Path(__file__).resolve().parents[1] / "examples" / "squad"
+N_QUERIES = 300
+DEPTH = 10
+CUTOFFS = (1, 3, 5, 10)
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def tfidf_run() -> tuple[dict[str, list[str]], dict[str, set[str]], dict[str, set[str]]]:
+    """A real run: TF-IDF top 10 for up to 300 in-domain golden questions (evenly spaced, for article spread).
+
+    Returns the run (query id → ranked doc ids), paragraph-level qrels (the one source paragraph) and
+    article-level qrels (every paragraph of the question's article: many relevant documents per query).
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    corpus = _read_jsonl(DATA / "corpus.jsonl")
+    in_domain = [c for c in _read_jsonl(DATA / "golden.jsonl") if not c["out_of_domain"]]
+    golden = in_domain[:: max(1, len(in_domain) // N_QUERIES)][:N_QUERIES]
+    vectorizer = TfidfVectorizer(sublinear_tf=True, stop_words="english")
+    matrix = vectorizer.fit_transform([d["text"] for d in corpus])
+    sims = (vectorizer.transform([c["question"] for c in golden]) @ matrix.T).toarray()
+    ids = [d["id"] for d in corpus]
+    by_title: dict[str, set[str]] = {}
+    for d in corpus:
+        by_title.setdefault(d["title"], set()).add(d["id"])
+    run, qrels_paragraph, qrels_article = {}, {}, {}
+    for row, case in zip(sims, golden, strict=True):
+        order = sorted(range(len(ids)), key=lambda j: (-row[j], ids[j]))[:DEPTH]
+        run[case["id"]] = [ids[j] for j in order]
+        qrels_paragraph[case["id"]] = set(case["expected_doc_ids"])
+        qrels_article[case["id"]] = by_title[case["tags"][0]]
+    return run, qrels_paragraph, qrels_article
+
+
+def _ours(run: dict[str, list[str]], qrels: dict[str, set[str]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for qid, ranked in run.items():
+        rel = qrels[qid]
+        row = {"mrr": reciprocal_rank(ranked, rel)}
+        for k in CUTOFFS:
+            row[f"hit_rate@{k}"] = hit_rate_at_k(ranked, rel, k)
+            row[f"recall@{k}"] = recall_at_k(ranked, rel, k)
+            row[f"precision@{k}"] = precision_at_k(ranked, rel, k)
+            row[f"ndcg@{k}"] = ndcg_at_k(ranked, rel, k)
+        out[qid] = row
+    return out
+
+
+def _rank_scores(run: dict[str, list[str]]) -> dict[str, dict[str, float]]:
+    """Scores DEPTH, DEPTH-1, ... so that both oracles see exactly our order (no ties to break)."""
+    return {q: {d: float(DEPTH - i) for i, d in enumerate(ranked)} for q, ranked in run.items()}
+
+
+@pytest.mark.parametrize("qrels_name", ["paragraph", "article"])
+def test_matches_pytrec_eval_per_query(tfidf_run, qrels_name):
+    import pytrec_eval
+
+    run, qrels_paragraph, qrels_article = tfidf_run
+    qrels = qrels_paragraph if qrels_name == "paragraph" else qrels_article
+    cut = ",".join(map(str, CUTOFFS))
+    names = {f"P_{k}": f"precision@{k}" for k in CUTOFFS}
+    names |= {f"recall_{k}": f"recall@{k}" for k in CUTOFFS}
+    names |= {f"ndcg_cut_{k}": f"ndcg@{k}" for k in CUTOFFS}
+    names |= {f"success_{k}": f"hit_rate@{k}" for k in CUTOFFS}
+    names["recip_rank"] = "mrr"
+    evaluator = pytrec_eval.RelevanceEvaluator(
+        {q: {d: 1 for d in rel} for q, rel in qrels.items()},
+        {f"P.{cut}", f"recall.{cut}", f"ndcg_cut.{cut}", f"success.{cut}", "recip_rank"},
+    )
+    theirs = evaluator.evaluate(_rank_scores(run))
+    ours = _ours(run, qrels)
+    assert set(theirs) == set(ours) and len(ours) >= 90
+    for qid, row in theirs.items():
+        for trec_name, our_name in names.items():
+            assert ours[qid][our_name] == pytest.approx(row[trec_name], abs=1e-9), (qid, our_name)
+    # The run is not trivial: both hits and misses occur at every cut-off.
+    hits5 = [r["hit_rate@5"] for r in ours.values()]
+    assert 0 < sum(hits5) < len(hits5)
+
+
+@pytest.mark.parametrize("qrels_name", ["paragraph", "article"])
+def test_matches_ranx_per_query(tfidf_run, qrels_name):
+    from ranx import Qrels, Run, evaluate
+
+    run, qrels_paragraph, qrels_article = tfidf_run
+    qrels = qrels_paragraph if qrels_name == "paragraph" else qrels_article
+    metrics = ["mrr"] + [f"{m}@{k}" for m in ("hit_rate", "recall", "precision", "ndcg") for k in CUTOFFS]
+    ranx_run = Run(_rank_scores(run))
+    evaluate(
+        Qrels({q: {d: 1 for d in rel} for q, rel in qrels.items()}),
+        ranx_run,
+        metrics,
+        save_results_in_run=True,
+    )
+    ours = _ours(run, qrels)
+    for metric in metrics:
+        for qid, value in ranx_run.scores[metric].items():
+            assert ours[qid][metric] == pytest.approx(value, abs=1e-9), (qid, metric)
+
+
+# Hand-computed values. retrieved = [d1, d2, d3, d4, d5], expected = {d1, d3, d6}.
+RANKED = ["d1", "d2", "d3", "d4", "d5"]
+EXPECTED = {"d1", "d3", "d6"}
+
+
+def test_hand_computed_values():
+    assert hit_rate_at_k(RANKED, EXPECTED, 1) == 1.0
+    assert hit_rate_at_k(["x", "d3"], EXPECTED, 1) == 0.0
+    assert recall_at_k(RANKED, EXPECTED, 5) == pytest.approx(2 / 3)
+    assert precision_at_k(RANKED, EXPECTED, 5) == pytest.approx(2 / 5)
+    assert precision_at_k(RANKED, EXPECTED, 10) == pytest.approx(2 / 10)  # trec_eval P_k divides by k
+    assert reciprocal_rank(["d2", "d4", "d3"], EXPECTED) == pytest.approx(1 / 3)
+    assert reciprocal_rank(["d2"], EXPECTED) == 0.0
+    # DCG@5 = 1/log2(2) + 1/log2(4) = 1.5; IDCG@5 over min(3, 5) = 3 ranks = 1 + 1/log2(3) + 1/2.
+    assert ndcg_at_k(RANKED, EXPECTED, 5) == pytest.approx(1.5 / (1.5 + 1 / math.log2(3)), abs=1e-12)
+    assert ndcg_at_k(RANKED, EXPECTED, 5) == pytest.approx(0.703918, abs=1e-6)
+    # k = 2: IDCG over min(3, 2) = 2 ranks; DCG@2 = 1.
+    assert ndcg_at_k(RANKED, EXPECTED, 2) == pytest.approx(1 / (1 + 1 / math.log2(3)), abs=1e-12)
+    # Järvelin & Kekäläinen's discount: a single relevant document at rank 3 of 3 has nDCG = 1/log2(4) = 0.5.
+    assert ndcg_at_k(["a", "b", "c"], {"c"}, 3) == pytest.approx(0.5)
+
+
+def test_k_beyond_the_list_uses_the_whole_list():
+    assert recall_at_k(["d3"], EXPECTED, 100) == pytest.approx(1 / 3)
+    assert hit_rate_at_k([], EXPECTED, 5) == 0.0
+    assert ndcg_at_k([], EXPECTED, 5) == 0.0
+
+
+def test_duplicates_count_once_at_their_first_rank():
+    ranked = ["a", "a", "b"]
+    assert hit_rate_at_k(ranked, {"a", "b"}, 2) == 1.0
+    assert recall_at_k(ranked, {"a", "b"}, 2) == pytest.approx(0.5)
+    assert precision_at_k(ranked, {"a", "b"}, 2) == pytest.approx(0.5)  # the repeat uses up a slot
+    assert precision_at_k(["a", "a", "a"], {"a"}, 3) == pytest.approx(1 / 3)
+    assert recall_at_k(["a", "a"], {"a"}, 2) == 1.0  # never above 1
+    assert ndcg_at_k(["a", "a"], {"a"}, 2) == pytest.approx(1.0)
+    assert ndcg_at_k(ranked, {"a", "b"}, 3) == pytest.approx((1 + 0.5) / (1 + 1 / math.log2(3)))
+    assert recall_at_k(["a"], ["a", "a"], 1) == 1.0  # repeated expected ids count once too
+
+
+@pytest.mark.parametrize("fn", [hit_rate_at_k, recall_at_k, precision_at_k, ndcg_at_k])
+def test_no_expected_documents_is_nan_and_bad_k_raises(fn):
+    assert math.isnan(fn(["a"], [], 5))
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="k must be an integer >= 1"):
+            fn(["a"], ["a"], bad)
+
+
+def test_reciprocal_rank_no_expected_is_nan():
+    assert math.isnan(reciprocal_rank(["a"], []))
+
+
+# --- registry ----------------------------------------------------------------------------------------------
+
+
+def test_resolve_names_and_labels():
+    m = resolve("hit_rate@5")
+    assert (m.name, m.label, m.k, m.spec.name) == ("hit_rate@5", "Hit rate@5", 5, "hit_rate@k")
+    assert resolve("ndcg@10").label == "nDCG@10"
+    assert resolve("mrr") == Metric(METRICS["mrr"], None)
+    assert resolve("mrr").label == "MRR"
+    assert [resolve(n).name for n in DEFAULT_METRICS] == list(DEFAULT_METRICS)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("hit_rate", "needs a cut-off"),
+        ("ndcg@0", "k must be an integer >= 1"),
+        ("recall@k", "k must be an integer >= 1"),
+        ("recall@-2", "k must be an integer >= 1"),
+        ("mrr@10", "takes no cut-off"),
+        ("bleu", "unknown metric 'bleu'; known metrics: " + ", ".join(sorted(METRICS))),
+    ],
+)
+def test_resolve_errors(name, message):
+    with pytest.raises(ValueError) as info:
+        resolve(name)
+    assert message in str(info.value)
+
+
+def test_registry_drift():
+    assert len(METRICS) == 13
+    for key, spec in METRICS.items():
+        assert key == spec.name
+        assert spec.label and spec.description
+        assert spec.direction in ("higher", "lower") and spec.kind in ("binary", "graded", "ratio")
+        assert spec.needs_k == key.endswith("@k")
+        assert spec.default_margin > 0
+        if spec.judged:
+            assert spec.fn is None
+        else:
+            assert "Source:" in (inspect.getdoc(spec.fn) or ""), key
+    assert {k for k, s in METRICS.items() if s.kind == "ratio"} == {"latency_ms", "cost_usd"}
+    assert (METRICS["latency_ms"].default_margin, METRICS["cost_usd"].default_margin) == (0.10, 0.05)
+    assert {k for k, s in METRICS.items() if s.direction == "lower"} == {
+        "contradiction_rate",
+        "false_refusal",
+        "latency_ms",
+        "cost_usd",
+    }
+
+
+def _case(ood: bool = False, **kw) -> GoldenCase:
+    return GoldenCase(
+        id="c1", question="q?", expected_doc_ids=() if ood else ("d1",), out_of_domain=ood, **kw
+    )
+
+
+def test_score_case_retrieval_in_and_out_of_domain():
+    pred = Prediction(id="c1", retrieved=(Chunk("d2"), Chunk("d1")))
+    assert score_case(resolve("hit_rate@1"), _case(), pred, refused=False) == 0.0
+    assert score_case(resolve("hit_rate@2"), _case(), pred, refused=False) == 1.0
+    assert score_case(resolve("mrr"), _case(), pred, refused=False) == 0.5
+    assert score_case(resolve("ndcg@2"), _case(), pred, refused=False) == pytest.approx(1 / math.log2(3))
+    for name in ("hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5"):
+        assert math.isnan(score_case(resolve(name), _case(ood=True), pred, refused=True))

@@ -1,0 +1,42 @@
+import pytest
+
+from conftest import write_jsonl
+from gate.errors import InputError
+from gate.golden import load_golden
+from gate.predictions import MISSING, align, load_predictions
+
+
+def pred(i, repeat=0, **kw):
+    return {"id": i, "repeat": repeat, "answer": "a", "retrieved": [{"id": "d1", "text": "t"}], "latency_ms": 5, **kw}
+
+
+def test_align_fills_missing_rows_with_errors(tmp_path, tiny_golden):
+    path = write_jsonl(tmp_path / "p.jsonl", [pred("q1"), pred("q2"), pred("q1", 1)])
+    table = align(load_golden(tiny_golden), load_predictions(path), path)
+    assert len(table) == 8  # 4 cases × 2 repeats
+    assert table[("q1", 1)].error is None
+    assert table[("q3", 0)].error == MISSING and table[("q2", 1)].error == MISSING
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([pred("q1"), pred("q1")], "p.jsonl:2: id: duplicate prediction for id 'q1' repeat 0 (first on line 1)"),
+        ([{"id": "q1", "retrieved": []}], "p.jsonl:1: answer: required field is missing"),
+        ([pred("q1", retrieved=[{"text": "x"}])], "p.jsonl:1: retrieved.0.id: required field is missing"),
+        ([pred("q1", latency_ms="fast")], "p.jsonl:1: latency_ms: must be a number or null, got str"),
+        ([pred("q1", latency_ms=-1)], "p.jsonl:1: latency_ms: -1 is less than the minimum of 0"),
+        ([pred("zz")], "p.jsonl:1: id: 'zz' is not in the golden set"),
+    ],
+)
+def test_bad_predictions(tmp_path, tiny_golden, rows, message):
+    path = write_jsonl(tmp_path / "p.jsonl", rows)
+    with pytest.raises(InputError) as info:
+        align(load_golden(tiny_golden), load_predictions(path), path)
+    assert str(info.value) == str(tmp_path / message)
+
+
+def test_error_rows_need_no_answer(tmp_path, tiny_golden):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"id": "q1", "error": "timeout"}])
+    (p,) = load_predictions(path)
+    assert p.error == "timeout" and p.answer == "" and p.latency_ms is None
