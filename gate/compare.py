@@ -4,8 +4,9 @@ failures, and the gate decision — assembled into the ``report.json`` object th
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -56,7 +57,8 @@ def cluster_labels(cases: Sequence[GoldenCase], cluster_by: str | None) -> np.nd
 
 def _aggregate(values: np.ndarray) -> dict[str, float | int | None]:
     """Seed-method views of one side: mean, SD, 10th percentile and share below 0.5 of per-case means."""
-    with np.errstate(all="ignore"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows (N/A cases) give NaN, dropped below
         per_case = np.nanmean(values, axis=1) if values.size else values
     per_case = per_case[~np.isnan(per_case)]
     if per_case.size == 0:
@@ -148,11 +150,14 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
         aggregates[name] = {"base": _aggregate(b), "head": _aggregate(h)}
     results = analyze_metrics(inputs, alpha=evaluation.alpha, seed=evaluation.seed, strict=evaluation.strict)
 
-    # Per-case classification over the gated binary/graded metrics.
+    # Per-case classification over the gated binary/graded metrics. With a single observation per side (R = 1)
+    # no per-case test exists: a flip beyond τ is listed as regressed, and the comment says it is one observation.
     per_case: dict[int, list[Any]] = {}
     for inp in inputs:
         if inp.gated and inp.kind != "ratio":
             for result in analyze_cases(inp):
+                if result.status == "suspected" and result.single_observation:
+                    result = replace(result, status="regressed")
                 per_case.setdefault(result.index, []).append(result)
 
     k_docs = max((resolve(n).k or 0 for n in evaluation.metrics), default=0) or 5
@@ -168,6 +173,7 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
                     "name": r.metric, "base": _num(r.base_mean), "head": _num(r.head_mean),
                     "effect": _num(r.effect), "p_value": _num(r.p_value), "p_adjusted": _num(r.p_adjusted),
                     "status": r.status,
+                    "evidence": "single observation" if r.single_observation else "tested",
                 }
                 for r in per_case.get(i, []) if r.status in statuses
             ],
@@ -211,7 +217,8 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
     for side in (base, head):
         for (case_id, repeat), prediction in sorted(side.table.items()):
             if prediction.error is not None and case_id in head_ids | base_ids:
-                errors.append({"side": side.label, "id": case_id, "repeat": repeat, "message": _clip(prediction.error, 300)})
+                errors.append({"side": side.label, "id": case_id, "repeat": repeat, "metric": None,
+                               "message": _clip(prediction.error, 300)})
         for score in side.scores:
             if score.error is not None and score.error.startswith("judge"):
                 errors.append({"side": side.label, "id": score.id, "repeat": score.repeat, "metric": score.metric,

@@ -492,7 +492,7 @@ _MONTH_NAMES = "January February March April May June July August September Octo
 
 def _words(key: str) -> str:
     """"RestaurantsTakeOut" → "restaurants takeout", "good_for_kids" → "good for kids"."""
-    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key).replace("_", " ")
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z][a-z]{2,})", " ", key).replace("_", " ")
     return re.sub(r"\btake out\b", "takeout", spaced.lower())
 
 

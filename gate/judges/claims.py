@@ -13,7 +13,7 @@ _ABBREVIATIONS = frozenset(
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•·]+|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9À-Ý])")
 _SEGMENT = re.compile(
-    r"\s*;\s*|,\s*(?:and|or|but|as well as|e|o|ma)\s+|,\s+(?!\d{4}\b)|\s+(?:and|or|but|as well as|e|o|ma)\s+",
+    r"(\s*;\s*|,\s*(?:and|or|but|as well as|e|o|ma)\s+|,\s+(?!\d{4}\b)|\s+(?:and|or|but|as well as|e|o|ma)\s+)",
     re.IGNORECASE,
 )
 _REFUSAL = re.compile(
@@ -79,12 +79,15 @@ def split_clauses(sentence: str, lang: Lang = "en") -> list[str]:
     apposition and stays with its clause ("Houston, Texas"); a short piece before any clause stays attached
     to what follows ("Danielle and Adam welcomed ...").
     """
-    segments = [s.strip(" ,;") for s in _SEGMENT.split(sentence)]
+    parts = _SEGMENT.split(sentence)
     groups: list[tuple[str, list[str]]] = []  # (clause, list items that share its head)
     pending = ""
-    for segment in (s for s in segments if s):
+    for k in range(0, len(parts), 2):
+        segment = parts[k].strip(" ,;")
+        if not segment:
+            continue
         if pending:
-            segment, pending = f"{pending} and {segment}", ""
+            segment, pending = f"{pending}{parts[k - 1]}{segment}", ""
         words = segment.split()
         if len(words) >= 3 and _units(segment, lang) >= 2:
             groups.append((segment, []))

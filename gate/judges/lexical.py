@@ -75,40 +75,38 @@ def tfidf_similarities(claims: Sequence[str], sentences: Sequence[str], lang: La
 class LexicalJudge:
     """Claim-level verification by word overlap, numbers, dates, entities and negation.
 
-    Per claim and chunk, the *region* is the chunk's ``region_sentences`` sentences most similar to the claim
-    (TF-IDF cosine). *Coverage* is the share of the claim's content stems found in the region (stems that
-    only come from the question and are in no chunk are not required).
+    Per claim and chunk: *coverage* is the share of the claim's content stems found in the chunk (stems that
+    come only from the question and are in no chunk are not required); the *closest sentence* is the chunk
+    sentence with the highest TF-IDF cosine to the claim.
 
     - supported: some chunk has coverage ≥ ``support``, contains every number, month and entity of the
-      claim, and has no conflict;
-    - contradicted: otherwise, when a chunk with coverage ≥ ``cover`` conflicts with the claim: a number of
-      the claim is missing while the region states another number of the same kind (year, percent, time,
-      quantity), a month differs, an entity is missing while the best sentence names another one, or a
-      content word is negated on one side only;
+      claim (numbers compared as values, after rounding), and has no conflict;
+    - contradicted: otherwise, when a chunk's closest sentence states the same thing (it holds ≥ ``cover``
+      of the claim's other content words) but disagrees: a number of the claim is not in the chunk while the
+      sentence states another number of the same kind (year, percent, time, quantity), a month differs, an
+      entity is not in the chunk while the sentence names another one, or a content word is negated on one
+      side only;
     - unverifiable: otherwise.
 
-    The contradiction level is NONE, SOMETIMES or ALL according to how many of the covering chunks conflict.
-    Deterministic and thread-safe (no mutable state).
+    The contradiction level is NONE, SOMETIMES or ALL according to how many of the chunks that cover the
+    claim (coverage ≥ ``cover``) conflict with it. Deterministic and thread-safe (no mutable state).
 
-    Source: claim-level faithfulness as in RAGAS (Es et al. 2024, arXiv:2309.15217); the verdict set and
-    contradiction levels follow RAGTruth's conflict / baseless distinction (Niu et al. 2024, ACL).
+    Source: claim-level faithfulness as in RAGAS (Es et al. 2024, arXiv:2309.15217); supported /
+    contradicted / unverifiable after RAGTruth's conflict vs baseless spans (Niu et al. 2024, ACL).
     """
 
-    cover: float = 0.5
-    """Coverage in [0, 1] from which a chunk is about the claim (a conflict there is a contradiction)."""
+    cover: float = 0.6
+    """Share in [0, 1] of the claim's content words a sentence must hold for a disagreement to count as a
+    contradiction (and a chunk for its conflict to count in the contradiction level)."""
     support: float = 0.75
     """Coverage in [0, 1] from which a chunk supports the claim (if it also agrees on every fact)."""
-    region_sentences: int = 3
-    """Number of most similar sentences of a chunk that form its region (≥ 1)."""
 
     id: ClassVar[str] = "lexical"
     version: ClassVar[str] = "1"
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.cover <= self.support <= 1.0:
-            raise ValueError(f"lexical judge: need 0 <= cover <= support <= 1, got {self.cover}, {self.support}")
-        if self.region_sentences < 1:
-            raise ValueError(f"lexical judge: region_sentences must be >= 1, got {self.region_sentences}")
+        if not (0.0 <= self.cover <= 1.0 and 0.0 <= self.support <= 1.0):
+            raise ValueError(f"lexical judge: need 0 <= cover, support <= 1, got {self.cover}, {self.support}")
 
     def judge(self, question: str, answer: str, chunks: Sequence[Chunk]) -> Judgment:
         """Judge ``answer`` against ``chunks`` claim by claim.
@@ -139,42 +137,45 @@ class LexicalJudge:
         return Judgment(claims=tuple(verdicts), extra={"language": lang})
 
     def _check(self, claim: Facts, given: frozenset[str], index: int, ev: _Evidence, sims: np.ndarray) -> _Check:
-        order = np.argsort(-sims, kind="stable")[: self.region_sentences]
-        region = [ev.facts[i] for i in order]
-        stems = frozenset().union(*(f.content for f in region))
+        best_sentence = int(np.argmax(sims)) if len(sims) else 0
+        best = ev.facts[best_sentence]
         required = claim.content - given or claim.content
-        coverage = len(required & stems) / len(required) if required else 1.0
-        region_numbers = [q for f in region for q in f.numbers]
-        missing: list[str] = []
+        coverage = len(required & ev.stems) / len(required) if required else 1.0
+        absent_numbers = [q for q in claim.numbers if not any(q.matches(o) for o in ev.numbers)]
+        absent_months = sorted(claim.months - ev.months)
+        absent_entities = sorted(e for e in claim.entities if not _known(e, ev.stems))
+        missing = (
+            [f"number {q.value:g}" for q in absent_numbers]
+            + [f"month {m}" for m in absent_months]
+            + ([f"entity {', '.join(absent_entities)}"] if absent_entities else [])
+        )
+        # A conflict counts only when the closest sentence states the same thing otherwise: it holds at least
+        # `cover` of the claim's other content words.
+        rest = required - set(absent_entities)
+        same_statement = (len(rest & best.content) / len(rest) if rest else 1.0) >= self.cover
         conflicts: list[str] = []
-        for q in claim.numbers:
-            if not any(q.matches(other) for other in ev.numbers):
-                missing.append(f"number {q.value:g}")
-                same_kind = sorted({f"{o.value:g}" for o in region_numbers if o.kind == q.kind})
-                if same_kind:
-                    conflicts.append(f"number {q.value:g} not in chunk; chunk says {', '.join(same_kind[:3])}")
-        region_months = frozenset().union(*(f.months for f in region))
-        for month in sorted(claim.months - ev.months):
-            missing.append(f"month {month}")
-            if region_months:
-                conflicts.append(f"month {month} not in chunk; chunk says {sorted(region_months)}")
-        best = region[0] if region else None
-        absent = sorted(claim.entities - ev.stems)
-        if absent:
-            missing.append(f"entity {', '.join(absent)}")
-            others = sorted(best.entities - claim.content) if best else []
-            if others:
-                conflicts.append(f"entity {', '.join(absent)} not in chunk; chunk names {', '.join(others[:3])}")
-        negated = frozenset().union(*(f.negated for f in region))
-        positive = frozenset().union(*(f.positive for f in region))
-        flipped = sorted(((claim.positive & negated) - positive) | ((claim.negated & positive) - negated))
-        if flipped:
-            conflicts.append(f"negation differs on {', '.join(flipped)}")
+        if same_statement:
+            for q in absent_numbers:
+                said = sorted({f"{o.value:g}" for o in best.numbers if o.kind == q.kind})
+                if said:
+                    conflicts.append(f"number {q.value:g} not in chunk; chunk says {', '.join(said[:3])}")
+            if absent_months and best.months:
+                conflicts.append(f"month {absent_months} not in chunk; chunk says {sorted(best.months)}")
+            others = sorted(e for e in best.entities - claim.content if not _known(e, claim.content))
+            if absent_entities and others:
+                conflicts.append(
+                    f"entity {', '.join(absent_entities)} not in chunk; chunk names {', '.join(others[:3])}"
+                )
+            flipped = sorted(
+                ((claim.positive & best.negated) - best.positive) | ((claim.negated & best.positive) - best.negated)
+            )
+            if flipped:
+                conflicts.append(f"negation differs on {', '.join(flipped)}")
         return _Check(
             index=index,
             coverage=coverage,
-            similarity=float(sims.max()) if len(sims) else 0.0,
-            best_sentence=int(order[0]) if len(order) else 0,
+            similarity=float(sims[best_sentence]) if len(sims) else 0.0,
+            best_sentence=best_sentence,
             conflicts=tuple(conflicts),
             missing=tuple(missing),
         )
@@ -213,6 +214,11 @@ class LexicalJudge:
             contradiction_level=level,
             reason=reason,
         )
+
+
+def _known(stem: str, stems: frozenset[str]) -> bool:
+    """True when ``stem`` or a word of the same family ("singapor" / "singaporean") is in ``stems``."""
+    return stem in stems or (len(stem) >= 4 and any(s.startswith(stem) or stem.startswith(s) for s in stems if len(s) >= 4))
 
 
 def _evidence(chunk: Chunk, lang: Lang) -> _Evidence:

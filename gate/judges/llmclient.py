@@ -207,7 +207,9 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return "request timed out"
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {_one_line(exc.message)}"
+        body = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
+        detail = body.get("message") if isinstance(body, dict) else None
+        return f"HTTP {exc.status_code}: {_one_line(detail if isinstance(detail, str) else exc.message)}"
     return f"{type(exc).__name__}: {_one_line(str(exc))}"
 
 

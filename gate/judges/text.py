@@ -20,8 +20,8 @@ Lang = str
 
 NEGATION_CUES = frozenset(
     {
-        "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "lack",
-        "lacks", "lacking", "non", "mai", "nessun", "nessuno", "nessuna", "niente", "nulla", "senza", "né",
+        "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "without", "cannot", "non",
+        "mai", "nessun", "nessuno", "nessuna", "niente", "nulla", "senza", "né",
     }
 )  # fmt: skip
 """Words that negate the content words that follow them (English and Italian)."""
@@ -79,6 +79,7 @@ _TOKEN = re.compile(
 )
 _SCALE_AFTER = re.compile(r"\s*(?:-\s*)?([a-z]+)", re.IGNORECASE)
 _PERCENT_AFTER = re.compile(r"\s*(%|percent\b|per\s+cent\b|per\s+cento\b)", re.IGNORECASE)
+_OUT_OF = re.compile(r"\bout of\s*$|\bsu\s*$", re.IGNORECASE)
 _TIME = re.compile(r"(\d{1,2})(?::(\d{2}))?\s*([ap])?", re.IGNORECASE)
 
 
@@ -266,6 +267,10 @@ def _quantities(text: str, tokens: list[_Token], lang: Lang) -> tuple[list[Quant
             scale = _SCALES[tokens[j].text.lower()]
             value, step = value * scale, step * scale
             j += 1
+        if _OUT_OF.search(text[max(0, tok.start - 12) : tok.start]):  # "4.5 out of 5": the 5 is a scale, not a fact
+            used.update(range(i, j))
+            i = j
+            continue
         tail = text[tokens[j - 1].end :]
         percent = _PERCENT_AFTER.match(tail)
         if percent:

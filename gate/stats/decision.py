@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from gate.stats.inputs import MetricInput, oriented_repeats, ratio_scale
 from gate.stats.intervals import bootstrap_ci, clustered_se, n_units, paired_se
@@ -306,7 +306,7 @@ def _result(
     else:
         se = low = high = omega2 = s2_a = s2_b = icc = float("nan")
         ci_method = "none"
-    mde = float((stats.norm.ppf(1 - level) + stats.norm.ppf(POWER)) * se)
+    mde = float((special.ndtri(1 - level) + special.ndtri(POWER)) * se)
     r_base, r_head = inp.base.shape[1], inp.head.shape[1]
     label = f"{inp.margin:.0%}" if inp.kind == "ratio" else f"{inp.margin:g}"
     advice = recommendation(

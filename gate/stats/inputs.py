@@ -48,6 +48,11 @@ class MetricInput:
             raise ValueError(f"{self.name}: base and head must be (N, R) with equal N")
         if np.shape(self.failed_base) != base.shape or np.shape(self.failed_head) != head.shape:
             raise ValueError(f"{self.name}: failed masks must have the shapes of base and head")
+        if self.kind == "binary":
+            for x in (base, head):
+                values = np.asarray(x, dtype=float)
+                if not np.isin(values[~np.isnan(values)], (0.0, 1.0)).all():
+                    raise ValueError(f"{self.name}: a binary metric takes 0/1 values (or NaN)")
         if self.clusters is not None and np.shape(self.clusters) != (base.shape[0],):
             raise ValueError(f"{self.name}: clusters must have shape ({base.shape[0]},)")
 

@@ -6,13 +6,13 @@ import math
 import warnings
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 
 def _z_sum(alpha: float, power: float, two_sided: bool) -> float:
     if not (0 < alpha < 1 and 0 < power < 1):
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha}, {power}")
-    return float(stats.norm.ppf(1 - (alpha / 2 if two_sided else alpha)) + stats.norm.ppf(power))
+    return float(special.ndtri(1 - (alpha / 2 if two_sided else alpha)) + special.ndtri(power))
 
 
 def _noise_variance(omega2: float, sigma2_base: float, sigma2_head: float, r_base: float, r_head: float) -> float:
@@ -171,8 +171,8 @@ def recommendation(
 ) -> str | None:
     """Advice on the repeats R (or cases N) that make the one-sided MDE at most the margin; None if it already is.
 
-    Tries R = max(r_base, r_head) + 1, …, ``max_repeats`` on both sides (Miller §3: repeats only shrink the
-    within-case part); when no R suffices, gives N from :func:`sample_size` at the current repeats. With
+    Solves Eq. 10 for the smallest R (same on both sides) with MDE ≤ margin, if one ≤ ``max_repeats`` exists
+    (Miller §3: repeats only shrink the within-case part); when no R suffices, gives N from :func:`sample_size` at the current repeats. With
     unknown σ² (R = 1) the whole Var(d) is treated as between-case and only N is advised.
 
     Args:
@@ -202,8 +202,11 @@ def recommendation(
     if mde(n, omega2, s_a, s_b, r_base, r_head, **args) <= margin:
         return None
     if not (np.isnan(sigma2_base) or np.isnan(sigma2_head)):
-        for r in range(max(r_base, r_head) + 1, max_repeats + 1):
-            if mde(n, omega2, s_a, s_b, r, r, **args) <= margin:
+        # smallest R with ω² + (σ_A² + σ_B²)/R ≤ n·(m/z)², i.e. MDE(R) ≤ m
+        budget = n * (margin / _z_sum(alpha, power, False)) ** 2 - omega2
+        if budget > 0:
+            r = max(math.ceil((s_a + s_b) / budget), max(r_base, r_head) + 1)
+            if r <= max_repeats:
                 return f"use R = {r} to detect drops of {margin_label}"
     need = math.ceil(sample_size(margin, omega2, s_a, s_b, r_base, r_head, **args))
     return f"grow the golden set to N = {need} (at R = {max(r_base, r_head)}) to detect drops of {margin_label}"

@@ -7,6 +7,7 @@ always means "head is worse than base" once the caller has oriented the scores (
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 from typing import Literal
@@ -224,11 +225,17 @@ def boschloo_per_case(k_base: int, k_head: int, r_base: int, r_head: int) -> Tes
     """
     if r_base < 1 or r_head < 1 or not (0 <= k_base <= r_base and 0 <= k_head <= r_head):
         raise ValueError(f"need 0 ≤ k ≤ r and r ≥ 1, got {k_base}/{r_base} and {k_head}/{r_head}")
-    n = int(r_base + r_head)
-    if k_base + k_head in (0, n):
-        return TestResult(1.0, 1.0, "Boschloo exact (head lower)", n)
+    statistic, p = _boschloo(int(k_base), int(k_head), int(r_base), int(r_head))
+    return TestResult(statistic, p, "Boschloo exact (one-sided, head worse)", int(r_base + r_head))
+
+
+@functools.lru_cache(maxsize=4096)
+def _boschloo(k_base: int, k_head: int, r_base: int, r_head: int) -> tuple[float, float]:
+    """Memoized (statistic, p) of a table: a pure function of four small integers, slow to optimize."""
+    if k_base + k_head in (0, r_base + r_head):
+        return 1.0, 1.0
     res = stats.boschloo_exact([[k_base, r_base - k_base], [k_head, r_head - k_head]], alternative="greater")
-    return TestResult(float(res.statistic), min(1.0, float(res.pvalue)), "Boschloo exact (head lower)", n)
+    return float(res.statistic), min(1.0, float(res.pvalue))
 
 
 def trigamma_inverse(x: np.ndarray | float) -> np.ndarray:

@@ -1,0 +1,166 @@
+"""End-to-end flow on real SQuAD 2.0 data: compare predictions files, check against pytrec_eval; run + resume."""
+
+from __future__ import annotations
+
+import json
+import random
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytrec_eval
+from click.testing import CliRunner
+
+from conftest import SHARED_DATA, write_jsonl
+from gate.cli import main
+from gate.config import load_config
+from gate.flow import run_side
+
+SQUAD = SHARED_DATA / "squad2-rag"
+REFUSAL = "I don't have that information."
+
+
+def _read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def squad_pair(tmp_path_factory):
+    """Golden set of 160 SQuAD questions (120 in-domain, 40 out-of-domain) and two real TF-IDF runs:
+    base ranks the whole corpus; head is a worse retriever (title words removed from the index) and answers
+    12 out-of-domain questions that base refuses."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    rng = random.Random(7)
+    corpus = _read(SQUAD / "corpus.jsonl")
+    golden_all = _read(SQUAD / "golden.jsonl")
+    in_domain = rng.sample([c for c in golden_all if not c["out_of_domain"]], 120)
+    ood = rng.sample([c for c in golden_all if c["out_of_domain"]], 40)
+    golden = in_domain + ood
+    tmp = tmp_path_factory.mktemp("squad")
+    write_jsonl(tmp / "golden.jsonl", golden)
+
+    ids = [d["id"] for d in corpus]
+    texts = {d["id"]: d["text"] for d in corpus}
+
+    def ranking(index_texts):
+        vec = TfidfVectorizer(sublinear_tf=True, stop_words="english")
+        matrix = vec.fit_transform(index_texts)
+        sims = (vec.transform([c["question"] for c in golden]) @ matrix.T).toarray()
+        return [sorted(range(len(ids)), key=lambda j: (-row[j], ids[j]))[:10] for row in sims]
+
+    base_rank = ranking([d["text"] for d in corpus])
+    head_rank = ranking([" ".join(d["text"].split()[::2]) for d in corpus])  # every other word: a lossy chunker
+    answered_ood = {c["id"] for c in ood[:12]}
+
+    def predictions(ranks, answer_ood):
+        rows = []
+        for case, order in zip(golden, ranks, strict=True):
+            top = [ids[j] for j in order]
+            answer = texts[top[0]].split(". ")[0]
+            if case["out_of_domain"] and case["id"] not in answer_ood:
+                answer = REFUSAL
+            rows.append({"id": case["id"], "answer": answer, "latency_ms": 10.0,
+                         "retrieved": [{"id": d, "text": texts[d]} for d in top]})
+        return rows
+
+    write_jsonl(tmp / "base.jsonl", predictions(base_rank, set()))
+    write_jsonl(tmp / "head.jsonl", predictions(head_rank, answered_ood))
+    return tmp, golden, base_rank, head_rank, ids, answered_ood
+
+
+def _trec_means(golden, ranks, ids):
+    qrels = {c["id"]: {d: 1 for d in c["expected_doc_ids"]} for c in golden if not c["out_of_domain"]}
+    run = {c["id"]: {ids[j]: 10.0 - r for r, j in enumerate(order)}
+           for c, order in zip(golden, ranks, strict=True) if not c["out_of_domain"]}
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "P_5", "ndcg_cut_5", "success_5", "recall_5"})
+    per_query = evaluator.evaluate(run)
+    return {m: np.mean([v[m] for v in per_query.values()]) for m in ("recip_rank", "P_5", "ndcg_cut_5", "success_5", "recall_5")}
+
+
+def test_compare_predictions_files_matches_pytrec_eval(squad_pair):
+    tmp, golden, base_rank, head_rank, ids, answered_ood = squad_pair
+    result = CliRunner().invoke(main, [
+        "compare", "--golden", str(tmp / "golden.jsonl"), str(tmp / "base.jsonl"), str(tmp / "head.jsonl"),
+        "--out", str(tmp / "report"), "--format", "json",
+    ])
+    assert result.exit_code == 1, result.output
+    report = json.loads((tmp / "report" / "report.json").read_text())
+    assert report["verdict"] == "fail" and report["schema_version"] == 1
+    assert json.loads(result.stdout) == report
+    metrics = {m["name"]: m for m in report["metrics"]}
+    pairs = {"mrr": "recip_rank", "precision@5": "P_5", "ndcg@5": "ndcg_cut_5", "hit_rate@5": "success_5",
+             "recall@5": "recall_5"}
+    for side, ranks in (("base_mean", base_rank), ("head_mean", head_rank)):
+        oracle = _trec_means(golden, ranks, ids)
+        for ours, theirs in pairs.items():
+            assert metrics[ours][side] == pytest.approx(oracle[theirs], abs=1e-9), (ours, side)
+    assert {f["id"] for f in report["ood_failures"]} == answered_ood
+    assert all(f["new"] for f in report["ood_failures"]) and report["new_ood_failures"] == 12
+    assert report["regressed_cases"], "flipped hit-rate cases must be listed"
+    assert (tmp / "report" / "comment.md").read_text().startswith("<!-- rag-gate -->")
+
+
+def test_identical_sides_pass(squad_pair):
+    tmp = squad_pair[0]
+    result = CliRunner().invoke(main, [
+        "compare", "--golden", str(tmp / "golden.jsonl"), str(tmp / "base.jsonl"), str(tmp / "base.jsonl"),
+        "--out", str(tmp / "same"),
+    ])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp / "same" / "report.json").read_text())
+    assert report["verdict"] == "pass" and report["regressed_cases"] == [] and report["ood_failures"] == []
+
+
+def test_same_inputs_same_report_bytes(squad_pair):
+    tmp = squad_pair[0]
+    outs = []
+    for name in ("r1", "r2"):
+        CliRunner().invoke(main, ["compare", "--golden", str(tmp / "golden.jsonl"), str(tmp / "base.jsonl"),
+                                  str(tmp / "head.jsonl"), "--out", str(tmp / name)])
+        outs.append((tmp / name / "report.json").read_bytes())
+    assert outs[0] == outs[1]
+
+
+def test_missing_predictions_are_error_rows(squad_pair):
+    tmp, golden = squad_pair[0], squad_pair[1]
+    rows = _read(tmp / "head.jsonl")
+    write_jsonl(tmp / "partial.jsonl", rows[3:])
+    CliRunner().invoke(main, ["compare", "--golden", str(tmp / "golden.jsonl"), str(tmp / "base.jsonl"),
+                              str(tmp / "partial.jsonl"), "--out", str(tmp / "partial")])
+    report = json.loads((tmp / "partial" / "report.json").read_text())
+    missing = {e["id"] for e in report["errors"] if e["side"] == "head"}
+    assert missing == {c["id"] for c in golden[:3]}
+    assert report["head"]["n_prediction_errors"] == 3
+
+
+PIPELINE = '''
+from pathlib import Path
+
+def answer(case):
+    with Path("calls.log").open("a") as f:
+        f.write(case["id"] + "\\n")
+    return {"answer": "Paris is in France.", "retrieved": [{"id": "d1", "text": "Paris is the capital of France."}]}
+'''
+
+
+def test_run_writes_run_dir_and_resumes(tmp_path, tiny_golden):
+    (tmp_path / "rag.py").write_text(PIPELINE)
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer', concurrency: 1}\nrepeats: 2\n")
+    config = load_config(tmp_path / "rag-gate.yml")
+    out = run_side(config, tmp_path / "run")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["repeats"] == 2 and manifest["n_cases"] == 4
+    assert manifest["counts"] == {"predictions": 8, "prediction_errors": 0, "scores": 8 * 13, "judge_failures": 0}
+    assert len(_read(out / "predictions.jsonl")) == 8
+    scores = _read(out / "scores.jsonl")
+    faith = [s for s in scores if s["metric"] == "faithfulness" and s["id"] == "q1"]
+    assert len(faith) == 2 and faith[0]["value"] == 1.0 and faith[0]["detail"]["claims"][0]["verdict"] == "supported"
+    # Simulate a kill: keep 3 rows and half a line; the resumed run only calls the 5 missing (case, repeat) pairs.
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    (out / "predictions.jsonl").write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])
+    (tmp_path / "calls.log").unlink()
+    run_side(config, out)
+    assert len((tmp_path / "calls.log").read_text().split()) == 5
+    assert len(_read(out / "predictions.jsonl")) == 8

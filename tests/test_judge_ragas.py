@@ -1,0 +1,191 @@
+"""The ragas judge (ragas 0.4 Faithfulness) against a local OpenAI-compatible server (tests/fake_openai.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+
+import pytest
+
+os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+pytest.importorskip("ragas")
+
+from fake_openai import FakeOpenAI, Reply  # noqa: E402
+
+from gate.judges.ragas_judge import RagasJudge  # noqa: E402
+from gate.models import Chunk  # noqa: E402
+
+CHUNKS = (Chunk("doc-7", "The Eiffel Tower is 330 metres tall."), Chunk("doc-2", "It opened in 1889."))
+QUESTION = "How tall is the Eiffel Tower?"
+ANSWER = "The Eiffel Tower is 330 metres tall and painted blue."
+STATEMENTS = ["The Eiffel Tower is 330 metres tall.", "The Eiffel Tower is painted blue."]
+
+
+def is_extraction(body) -> bool:
+    return "Break down each sentence" in "\n".join(m["content"] for m in body["messages"])
+
+
+def extraction(statements=STATEMENTS) -> Reply:
+    return Reply.json({"statements": statements})
+
+
+def verdicts(*pairs) -> Reply:
+    return Reply.json({"statements": [{"statement": s, "reason": f"because {v}", "verdict": v} for s, v in pairs]})
+
+
+def honest(body) -> Reply:
+    """Statement extraction, then verdict 1 for statements that appear word for word in the context."""
+    user = body["messages"][-1]["content"]
+    if is_extraction(body):
+        answer = json.loads(user.rsplit("input:", 1)[1].rsplit("Output:", 1)[0])["answer"]
+        return extraction([s.strip() + "." for s in answer.split(".") if s.strip()])
+    given = json.loads(user.rsplit("input:", 1)[1].rsplit("Output:", 1)[0])
+    return verdicts(*[(s, int(s in given["context"])) for s in given["statements"]])
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def make_judge(fake, tmp_path):
+    def make(**options):
+        defaults = dict(
+            model="judge-r", base_url=fake.base_url, cache_dir=tmp_path / "cache", timeout_s=2.0,
+            max_retries=2, backoff_s=0.01, max_wait_s=0.5, environ={},
+        )  # fmt: skip
+        return RagasJudge(**{**defaults, **options})
+
+    return make
+
+
+def test_statements_map_to_claims_and_score_is_the_metric_value(fake, make_judge):
+    fake.script(extraction(), verdicts((STATEMENTS[0], 1), (STATEMENTS[1], 0)))
+    judgment = make_judge(temperature=0.2, max_tokens=900).judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error is None
+    assert [(c.claim, c.verdict, c.reason) for c in judgment.claims] == [
+        (STATEMENTS[0], "supported", "because 1"),
+        (STATEMENTS[1], "unverifiable", "because 0"),
+    ]
+    assert judgment.score == 0.5 and judgment.faithfulness == 0.5 and judgment.contradiction_rate == 0.0
+    first, second = fake.requests
+    assert is_extraction(first.body) and not is_extraction(second.body)
+    for request in (first, second):
+        body = request.body
+        assert (body["model"], body["temperature"], body["max_tokens"]) == ("judge-r", 0.2, 900)
+        assert body["response_format"] == {"type": "json_object"}
+    assert '"answer": "The Eiffel Tower is 330 metres tall and painted blue."' in first.prompt
+    assert json.dumps("The Eiffel Tower is 330 metres tall.\nIt opened in 1889.") in second.prompt
+
+
+def test_scores_follow_the_verdicts(fake, make_judge):
+    fake.responder = honest
+    judge = make_judge(cache_dir=False)
+    answer = "The Eiffel Tower is 330 metres tall. It opened in 1889. It is blue. It is in Rome."
+    judgment = judge.judge(QUESTION, answer, CHUNKS)
+    assert [c.verdict for c in judgment.claims] == ["supported", "supported", "unverifiable", "unverifiable"]
+    assert judgment.score == 2 / 4
+
+
+def test_no_statement_gives_nan_not_error(fake, make_judge):
+    fake.script(extraction([]))
+    judgment = make_judge().judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error is None and judgment.claims == () and judgment.score is None
+    assert math.isnan(judgment.faithfulness)
+    assert len(fake.requests) == 1
+
+
+def test_no_chunks_is_judged_against_an_empty_context(fake, make_judge):
+    fake.responder = honest
+    judgment = make_judge().judge(QUESTION, "Paris is in France.", ())
+    assert judgment.score == 0.0 and [c.verdict for c in judgment.claims] == ["unverifiable"]
+    assert '"context": ""' in fake.requests[1].prompt
+
+
+def test_broken_json_is_a_failure_not_a_score(fake, make_judge):
+    fake.responder = lambda body: Reply.text('{"statements": ["unterminated')
+    judge = make_judge()
+    judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error is not None and judgment.error.startswith("ragas:judge-r@t0: InstructorRetryException")
+    assert math.isnan(judgment.faithfulness) and judgment.claims == ()
+    assert judge.stats.failures == 1
+
+
+def test_429_retry_after_then_success(fake, make_judge):
+    fake.script(Reply.error(429, retry_after=0.3), extraction(), verdicts((STATEMENTS[0], 1), (STATEMENTS[1], 1)))
+    judge = make_judge()
+    judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.score == 1.0
+    first, second, _ = fake.requests
+    assert 0.3 <= second.at - first.at < 0.9
+    assert (judge.stats.requests, judge.stats.retries) == (3, 1)
+
+
+def test_persistent_500_is_a_failure(fake, make_judge):
+    judge = make_judge(max_retries=1)
+    judgment = judge.judge(QUESTION, ANSWER, CHUNKS)  # the default responder answers 500
+    assert judgment.error == "ragas:judge-r@t0: HTTP 500: fake error 500"
+    assert len(fake.requests) == 2 and judge.stats.retries == 1
+
+
+def test_slow_answer_beyond_timeout_is_a_failure(fake, make_judge):
+    fake.responder = lambda body: Reply.slow(1.0, extraction())
+    judgment = make_judge(timeout_s=0.2, max_retries=0).judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error == "ragas:judge-r@t0: request timed out"
+    assert len(fake.requests) == 1
+
+
+def test_truncated_answer_is_a_failure(fake, make_judge):
+    fake.script(Reply.truncated('{"statements": ["The Eiffel'))
+    judgment = make_judge().judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error is not None and "IncompleteOutputException" in judgment.error
+    assert math.isnan(judgment.faithfulness)
+
+
+def test_cache_hit_makes_no_request(fake, make_judge):
+    fake.script(extraction(), verdicts((STATEMENTS[0], 1), (STATEMENTS[1], 0)))
+    first = make_judge().judge(QUESTION, ANSWER, CHUNKS)
+    judge = make_judge()
+    assert judge.judge(QUESTION, ANSWER, CHUNKS) == first
+    assert len(fake.requests) == 2 and judge.stats.cache_hits == 2 and judge.stats.requests == 0
+    fake.responder = honest
+    judge.judge(QUESTION, ANSWER, CHUNKS, repeat=1)  # another repeat is sampled again
+    assert len(fake.requests) == 4
+
+
+def test_threads_share_the_concurrency_bound(fake, make_judge):
+    fake.responder = lambda body: Reply.slow(0.1, honest(body))
+    judge = make_judge(concurrency=2, cache_dir=False)
+    results = {}
+
+    def work(i):
+        answer = "The Eiffel Tower is 330 metres tall." if i % 2 else f"It has {i} lifts."
+        results[i] = judge.judge(QUESTION, answer, CHUNKS).score
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {0: 0.0, 1: 1.0, 2: 0.0, 3: 1.0}
+    assert fake.max_in_flight == 2 and len(fake.requests) == 8
+
+
+def test_id_version_and_options(make_judge, fake):
+    judge = make_judge(temperature=0.5)
+    assert judge.id == "ragas:judge-r@t0.5" and judge.version.startswith("ragas-0.4")
+    assert "model=judge-r" in judge.describe() and "temperature=0.5" in judge.describe()
+    assert os.environ["RAGAS_DO_NOT_TRACK"] == "true"
+    with pytest.raises(ValueError, match="option 'max_tokens' must be an integer"):
+        make_judge(max_tokens=-5)
+    with pytest.raises(ValueError, match="environment variable OPENAI_API_KEY is not set"):
+        RagasJudge(model="m", environ={})
+
+
+def test_empty_answer_is_not_judged(fake, make_judge):
+    judgment = make_judge().judge(QUESTION, "", CHUNKS)
+    assert judgment.error is None and math.isnan(judgment.faithfulness) and fake.requests == []
