@@ -150,11 +150,12 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
         aggregates[name] = {"base": _aggregate(b), "head": _aggregate(h)}
     results = analyze_metrics(inputs, alpha=evaluation.alpha, seed=evaluation.seed, strict=evaluation.strict)
 
-    # Per-case classification over the gated binary/graded metrics. With a single observation per side (R = 1)
-    # no per-case test exists: a flip beyond τ is listed as regressed, and the comment says it is one observation.
+    # Per-case classification over the gated binary/graded metrics (refusal is listed as out-of-domain failures).
+    # With a single observation per side (R = 1) no per-case test exists: a flip beyond τ is listed as regressed,
+    # and the comment says it is one observation.
     per_case: dict[int, list[Any]] = {}
     for inp in inputs:
-        if inp.gated and inp.kind != "ratio":
+        if inp.gated and inp.kind != "ratio" and inp.name != "refusal":
             for result in analyze_cases(inp):
                 if result.status == "suspected" and result.single_observation:
                     result = replace(result, status="regressed")

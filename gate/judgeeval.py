@@ -382,11 +382,23 @@ def _field(row: Mapping[str, Any], name: str, path: str | Path, line: int) -> An
     return row[name]
 
 
+RAGTRUTH_INSTRUCTIONS = {
+    "Summary": "Summarize the following news.",
+    "Data2txt": (
+        "Write an objective overview about the following local business based only on the provided structured "
+        "data in the JSON format. You should include details and cover the information mentioned in the "
+        "customers' review. Don't make up information."
+    ),
+}
+"""RAGTruth's task instructions (from its prompts), used as the question of Summary and Data2txt cases."""
+
+
 def load_ragtruth(path: str | Path) -> list[LabeledCase]:
     """Load the RAGTruth subset (``cases.jsonl``: id, context, question, response, label, source_model, ...).
 
     QA contexts (a list of passages) become one chunk per passage; a summary's article is one chunk; a
-    Data2txt business record (JSON) is linearised by :func:`yelp_chunks`.
+    Data2txt business record (JSON) is linearised by :func:`yelp_chunks`. Summary and Data2txt cases, which
+    have no question, get RAGTruth's task instruction as question (:data:`RAGTRUTH_INSTRUCTIONS`).
 
     Args:
         path: the JSONL file or the directory that holds ``cases.jsonl``.
@@ -408,7 +420,7 @@ def load_ragtruth(path: str | Path) -> list[LabeledCase]:
             chunks = tuple(Chunk(id=f"{case_id}/p{i + 1}", text=text) for i, text in enumerate(context))
         else:
             chunks = (Chunk(id=f"{case_id}/source", text=str(context)),)
-        cases.append(_labeled(row, path, line, chunks))
+        cases.append(_labeled(row, path, line, chunks, RAGTRUTH_INSTRUCTIONS.get(task, "")))
     return cases
 
 
@@ -426,13 +438,15 @@ def load_faithbench(path: str | Path) -> list[LabeledCase]:
     return cases
 
 
-def _labeled(row: Mapping[str, Any], path: str | Path, line: int, chunks: tuple[Chunk, ...]) -> LabeledCase:
+def _labeled(
+    row: Mapping[str, Any], path: str | Path, line: int, chunks: tuple[Chunk, ...], instruction: str = ""
+) -> LabeledCase:
     label = _field(row, "label", path, line)
     if label not in ("hallucinated", "faithful"):
         raise InputError(located(path, line, "label", f"must be 'hallucinated' or 'faithful', got {label!r}"))
     return LabeledCase(
         id=str(row["id"]),
-        question=row.get("question") or "",
+        question=row.get("question") or instruction,
         chunks=chunks,
         response=str(_field(row, "response", path, line)),
         hallucinated=label == "hallucinated",

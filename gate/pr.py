@@ -184,10 +184,14 @@ def _relative(path: Path, root: Path | None) -> str:
 
 
 def _case_annotations(report: Mapping[str, Any], golden: Path, repo: Path) -> list[str]:
-    """``::error`` lines for regressed cases and new out-of-domain failures, ``::warning`` for old ones."""
+    """``::error`` lines for new out-of-domain failures and regressed cases, ``::warning`` for old OOD failures."""
     lines_by_id = {case.id: case.line for case in load_golden(golden)}
     file = _relative(golden, repo)
     found: list[tuple[str, str, str, str]] = []
+    for case in report.get("ood_failures", []):
+        level = "error" if case.get("new") else "warning"
+        title = f"out-of-domain case {case['id']} {'is now answered' if case.get('new') else 'is not refused'}"
+        found.append((level, case["id"], title, f"{case.get('question', '')}\nanswer: {case.get('answer', '')}"))
     for case in report.get("regressed_cases", []):
         moves = ", ".join(
             f"{m['name']} {m['base']:.3g} → {m['head']:.3g}"
@@ -195,10 +199,7 @@ def _case_annotations(report: Mapping[str, Any], golden: Path, repo: Path) -> li
             if isinstance(m.get("base"), int | float) and isinstance(m.get("head"), int | float)
         )
         found.append(("error", case["id"], f"case {case['id']} regressed", f"{case.get('question', '')}\n{moves}"))
-    for case in report.get("ood_failures", []):
-        level = "error" if case.get("new") else "warning"
-        title = f"out-of-domain case {case['id']} {'is now answered' if case.get('new') else 'is not refused'}"
-        found.append((level, case["id"], title, f"{case.get('question', '')}\nanswer: {case.get('answer', '')}"))
+    found.sort(key=lambda item: item[0] != "error")  # errors (new OOD failures, then regressions) first
     out = [
         gh.annotation(level, message, title=f"rag-gate: {title}", file=file, line=lines_by_id.get(case_id))
         for level, case_id, title, message in found[:MAX_ANNOTATIONS]

@@ -7,7 +7,7 @@ request and can be told to answer the next matching requests with a failure (502
 
 Used in-process by the tests, and as a script by ``.ci/container-test.sh``::
 
-    python tests/fake_github.py --port-file PORT --state STATE.json --repo o/r --pr 7
+    python tests/fake_github.py --port-file PORT --state STATE.json --repo o/r --pr 7 [--forbid-writes]
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ class FakeGithub:
     def _save(self) -> None:
         if self.state_file is not None:
             tmp = self.state_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"comments": self.comments, "requests": len(self.requests)}, indent=1))
+            requests = [[r.method, r.path, r.status] for r in self.requests]
+            tmp.write_text(json.dumps({"comments": self.comments, "requests": requests}, indent=1))
             tmp.replace(self.state_file)
 
     def _repo_json(self) -> dict[str, Any]:
@@ -158,6 +159,7 @@ class FakeGithub:
         with self._lock:
             status, payload, headers = self._route(method, path, query, body, authorization)
             self.requests.append(Recorded(method, path, query, body, status, authorization))
+            self._save()
             return status, payload, headers
 
     def _route(self, method: str, path: str, query: dict, body: Any, authorization: str | None):
@@ -239,8 +241,13 @@ def main() -> None:
     parser.add_argument("--repo", default="octo/rag")
     parser.add_argument("--pr", type=int, default=7)
     parser.add_argument("--token", default="t0ken")
+    parser.add_argument("--forbid-writes", action="store_true", help="answer 403 to comment writes (fork token)")
     args = parser.parse_args()
     fake = FakeGithub(args.repo, args.pr, args.token, state_file=args.state)
+    if args.forbid_writes:
+        for method in ("POST", "PATCH"):
+            fake.fail(method, "/comments", 403, body={"message": "Resource not accessible by integration"},
+                      times=10**9)
     fake._save()
     fake.start()
     args.port_file.write_text(str(fake.port))

@@ -45,7 +45,9 @@ def make_judge(fake, tmp_path):
     return make
 
 
-@pytest.mark.parametrize(("f", "r", "score", "relevance"), [(3, 3, 1.0, 1.0), (2, 1, 0.5, 0.0), (1, 2, 0.0, 0.5)])
+@pytest.mark.parametrize(
+    ("f", "r", "score", "relevance"), [(3, 3, 1.0, 1.0), (2, 1, 0.5, 0.0), (1, 2, 0.0, 0.5)]
+)
 def test_valid_json_maps_grades_to_unit_interval(fake, make_judge, f, r, score, relevance):
     fake.script(grades(f, r, "supported by\n doc-7"))
     judgment = make_judge().judge(QUESTION, ANSWER, CHUNKS)
@@ -74,7 +76,11 @@ def test_request_pins_model_temperature_max_tokens_and_carries_inputs(fake, make
 
 
 def test_fenced_json_after_prose_is_accepted(fake, make_judge):
-    fake.script(Reply.text('Sure! Here is my grade:\n```json\n{"faithfulness": 2, "relevance": 3, "reason": "x"}\n```'))
+    fake.script(
+        Reply.text(
+            'Sure! Here is my grade:\n```json\n{"faithfulness": 2, "relevance": 3, "reason": "x"}\n```'
+        )
+    )
     judgment = make_judge().judge(QUESTION, ANSWER, CHUNKS)
     assert (judgment.error, judgment.score) == (None, 0.5)
 
@@ -201,7 +207,13 @@ def test_id_version_and_describe_pin_the_settings(make_judge, fake):
     assert judge.id == "llm:judge-m@t0.7" and judge.version == PROMPT_VERSION
     assert make_judge().id == "llm:judge-m@t0"
     text = judge.describe()
-    for part in ("model=judge-m", "temperature=0.7", "max_tokens=64", f"base_url={fake.base_url}", "rubric-v1"):
+    for part in (
+        "model=judge-m",
+        "temperature=0.7",
+        "max_tokens=64",
+        f"base_url={fake.base_url}",
+        "rubric-v1",
+    ):
         assert part in text
 
 

@@ -32,7 +32,9 @@ def extraction(statements=STATEMENTS) -> Reply:
 
 
 def verdicts(*pairs) -> Reply:
-    return Reply.json({"statements": [{"statement": s, "reason": f"because {v}", "verdict": v} for s, v in pairs]})
+    return Reply.json(
+        {"statements": [{"statement": s, "reason": f"because {v}", "verdict": v} for s, v in pairs]}
+    )
 
 
 def honest(body) -> Reply:
@@ -110,13 +112,17 @@ def test_broken_json_is_a_failure_not_a_score(fake, make_judge):
     fake.responder = lambda body: Reply.text('{"statements": ["unterminated')
     judge = make_judge()
     judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
-    assert judgment.error is not None and judgment.error.startswith("ragas:judge-r@t0: InstructorRetryException")
+    assert judgment.error is not None and judgment.error.startswith(
+        "ragas:judge-r@t0: InstructorRetryException"
+    )
     assert math.isnan(judgment.faithfulness) and judgment.claims == ()
     assert judge.stats.failures == 1
 
 
 def test_429_retry_after_then_success(fake, make_judge):
-    fake.script(Reply.error(429, retry_after=0.3), extraction(), verdicts((STATEMENTS[0], 1), (STATEMENTS[1], 1)))
+    fake.script(
+        Reply.error(429, retry_after=0.3), extraction(), verdicts((STATEMENTS[0], 1), (STATEMENTS[1], 1))
+    )
     judge = make_judge()
     judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.score == 1.0

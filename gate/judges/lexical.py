@@ -40,6 +40,8 @@ class _Check:
     coverage: float
     similarity: float
     best_sentence: int
+    about: bool
+    """The closest sentence holds ≥ ``cover`` of the claim's content words (other than absent entities)."""
     conflicts: tuple[str, ...]
     missing: tuple[str, ...]
 
@@ -88,8 +90,8 @@ class LexicalJudge:
       side only;
     - unverifiable: otherwise.
 
-    The contradiction level is NONE, SOMETIMES or ALL according to how many of the chunks that cover the
-    claim (coverage ≥ ``cover``) conflict with it. Deterministic and thread-safe (no mutable state).
+    The contradiction level is NONE, SOMETIMES or ALL according to how many of the chunks whose closest
+    sentence states the same thing conflict with it. Deterministic and thread-safe (no mutable state).
 
     Source: claim-level faithfulness as in RAGAS (Es et al. 2024, arXiv:2309.15217); supported /
     contradicted / unverifiable after RAGTruth's conflict vs baseless spans (Niu et al. 2024, ACL).
@@ -97,7 +99,7 @@ class LexicalJudge:
 
     cover: float = 0.6
     """Share in [0, 1] of the claim's content words a sentence must hold for a disagreement to count as a
-    contradiction (and a chunk for its conflict to count in the contradiction level)."""
+    contradiction."""
     support: float = 0.75
     """Coverage in [0, 1] from which a chunk supports the claim (if it also agrees on every fact)."""
 
@@ -176,14 +178,15 @@ class LexicalJudge:
             coverage=coverage,
             similarity=float(sims[best_sentence]) if len(sims) else 0.0,
             best_sentence=best_sentence,
+            about=same_statement,
             conflicts=tuple(conflicts),
             missing=tuple(missing),
         )
 
     def _verdict(self, claim: str, checks: list[_Check], evidence: list[_Evidence]) -> ClaimVerdict:
-        covering = [c for c in checks if c.coverage >= self.cover]
+        covering = [c for c in checks if c.about]
         conflicting = [c for c in covering if c.conflicts]
-        supporting = [c for c in covering if c.coverage >= self.support and not c.conflicts and not c.missing]
+        supporting = [c for c in checks if c.coverage >= self.support and not c.conflicts and not c.missing]
         level: ContradictionLevel = (
             "NONE" if not conflicting else "ALL" if len(conflicting) == len(covering) else "SOMETIMES"
         )

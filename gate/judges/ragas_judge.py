@@ -53,6 +53,7 @@ class RagasJudge:
 
     Source: Es et al. 2024, "RAGAS: Automated Evaluation of Retrieval Augmented Generation",
     arXiv:2309.15217, §3 (faithfulness).
+
     """
 
     backend = "ragas"
@@ -94,7 +95,9 @@ class RagasJudge:
             import ragas
             import ragas.metrics.collections  # noqa: F401 (fails early on a broken install)
         except ImportError as exc:
-            raise ValueError(f"the ragas judge needs the extra: pip install 'rag-gate[ragas]' ({exc})") from exc
+            raise ValueError(
+                f"the ragas judge needs the extra: pip install 'rag-gate[ragas]' ({exc})"
+            ) from exc
         self.id = f"ragas:{model}@t{temperature:g}"
         self.version = f"ragas-{ragas.__version__}-faithfulness"
 
@@ -117,6 +120,7 @@ class RagasJudge:
             One claim per ragas statement (supported or unverifiable, with ragas' reason) and
             ``score = MetricResult.value`` in [0, 1] (None when ragas found no statement); or
             ``Judgment(error=reason)`` when the endpoint fails after retries or its answers are unusable.
+
         """
         if not answer.strip():
             return Judgment(extra={"reason": "empty answer: nothing to judge"})
@@ -136,7 +140,9 @@ class RagasJudge:
         )
         return Judgment(claims=claims, score=None if math.isnan(value) else value)
 
-    async def _score(self, question: str, answer: str, contexts: list[str], repeat: int) -> tuple[float, list]:
+    async def _score(
+        self, question: str, answer: str, contexts: list[str], repeat: int
+    ) -> tuple[float, list]:
         import openai
         from instructor.exceptions import IncompleteOutputException
         from instructor.retry import InstructorRetryException
@@ -194,7 +200,9 @@ class RagasJudge:
                 "prompt": prompt,
                 "response_model": response_model.__name__,
             }
-            key = DiskCache.key(judge=self.backend, prompt_version=self.version, repeat=repeat, request=request)
+            key = DiskCache.key(
+                judge=self.backend, prompt_version=self.version, repeat=repeat, request=request
+            )
             hit = self.cache.get(key) if self.cache is not None else None
             if hit is not None:
                 try:
@@ -205,7 +213,9 @@ class RagasJudge:
                     self.stats.add("cache_hits")
                     outputs.append(result)
                     return result
-            async for attempt in AsyncRetrying(**retry_policy(self.config, lambda: self.stats.add("retries"))):
+            async for attempt in AsyncRetrying(
+                **retry_policy(self.config, lambda: self.stats.add("retries"))
+            ):
                 with attempt:
                     with self._slots:  # one coroutine per thread's loop: blocking here stalls nothing else
                         self.stats.add("requests")

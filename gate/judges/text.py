@@ -312,7 +312,8 @@ def facts(text: str, lang: Lang = "en") -> Facts:
         :class:`Facts`: content stems (stop words of English and Italian removed, Snowball stems), numbers
         ("1,000" = "1000" = "one thousand"; "$2 million" = 2e6; "50%" = "50 percent"; "9 pm" = "21:00"),
         months, entities, and which stems are inside a negation scope (a cue such as "not", "no", "never",
-        "without", "non", "senza", then up to two content words, stopping at punctuation or "but").
+        "without", "rather than", "non", "senza", then the next content word, unless punctuation or "but" comes
+        first).
 
     Source: negation cues and scope after NegEx (Chapman et al. 2001, doi:10.1006/jbin.2001.1029).
     """
@@ -333,9 +334,9 @@ def facts(text: str, lang: Lang = "en") -> Facts:
         if scope and re.search(r"[.,;:!?()]", gap):
             scope = 0
         low = tok.text.lower()
-        if low.endswith("n't") or low in NEGATION_CUES:
-            nxt = tokens[i + 1].text.lower() if i + 1 < len(tokens) else ""
-            scope = 0 if nxt in ("only", "just", "solo", "soltanto") else 2
+        nxt = tokens[i + 1].text.lower() if i + 1 < len(tokens) else ""
+        if low.endswith("n't") or low in NEGATION_CUES or (low, nxt) in (("rather", "than"), ("instead", "of")):
+            scope = 0 if nxt in ("only", "just", "solo", "soltanto") else 1
             continue
         if low in ("but", "ma", "however", "although", "though", "while"):
             scope = 0

@@ -1,0 +1,81 @@
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import write_jsonl
+from gate import __version__
+from gate.cli import main
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_version_and_help_for_every_command():
+    assert invoke("--version").output.strip() == f"rag-gate, version {__version__}"
+    for name, command in main.commands.items():
+        result = invoke(name, "--help")
+        assert result.exit_code == 0 and "Example" in result.output, name
+        assert command.help, name
+
+
+def test_python_dash_m_gate_works():
+    done = subprocess.run([sys.executable, "-m", "gate", "--version"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and __version__ in done.stdout
+
+
+def test_validate_ok(tiny_golden):
+    result = invoke("validate", tiny_golden)
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"{tiny_golden}: 4 cases (1 out-of-domain) — OK"
+
+
+def test_validate_reports_every_problem_and_exits_2(tmp_path):
+    path = write_jsonl(tmp_path / "g.jsonl", [{"id": "a", "question": "x"}, {"id": "a", "question": "y"}, "{bad"])
+    result = invoke("validate", path)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"{path}:2: id: duplicate id 'a' (first on line 1)",
+        f"{path}:3: invalid JSON: Expecting property name enclosed in double quotes (column 2)",
+        f"rag-gate: error: {path}: 2 problem(s)",
+    ]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "config, code, message",
+    [
+        ("golden: golden.jsonl\npipeline: {python: 'rag:answer'}\nrepeat: 2\n", 2, "rag-gate.yml:3: repeat: unknown key"),
+        ("golden: golden.jsonl\npipeline: {python: 'missing_module:answer', retries: 0}\n", 3,
+         "pipeline missing_module:answer: cannot import missing_module:answer"),
+        ("golden: golden.jsonl\npipeline: {python: 'rag:answer'}\njudge: oracle\n", 2, "judge: unknown judge 'oracle'"),
+    ],
+)
+def test_run_errors_are_one_line_with_exit_code(tmp_path, tiny_golden, config, code, message):
+    (tmp_path / "rag-gate.yml").write_text(config)
+    result = invoke("run", "--config", tmp_path / "rag-gate.yml", "--out", tmp_path / "out")
+    assert result.exit_code == code, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_compare_usage_errors_exit_2(tmp_path, tiny_golden):
+    assert invoke("compare", tmp_path / "nope", tmp_path / "nope2").exit_code == 2
+    (tmp_path / "empty").mkdir()
+    result = invoke("compare", tmp_path / "empty", tmp_path / "empty")
+    assert result.exit_code == 2 and "not a run directory (no manifest.json)" in result.stderr
+    preds = write_jsonl(tmp_path / "p.jsonl", [{"id": "q1", "answer": "x"}])
+    result = invoke("compare", preds, preds)
+    assert result.exit_code == 2 and "a predictions file needs --golden" in result.stderr
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "q1", "answer": 3}])
+    result = invoke("compare", "--golden", tiny_golden, bad, preds)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == f"rag-gate: error: {bad}:1: answer: must be a string, got int"
+
+
+def test_shard_option_is_validated(tmp_path, tiny_golden):
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer'}\n")
+    result = invoke("run", "--config", tmp_path / "rag-gate.yml", "--out", tmp_path / "o", "--shard", "x")
+    assert result.exit_code == 2 and "--shard x: expected i/n" in result.stderr

@@ -1,0 +1,162 @@
+"""`rag-gate pr` end to end: a scratch git repo (base + regressing PR), the real flow, a fake GitHub on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from conftest_github import make_scratch_repo, pull_request_event
+from fake_github import FakeGithub
+
+from gate import github as gh
+from gate.cli import main
+from gate.pr import exit_code_for
+
+GITHUB_VARS = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY", "GITHUB_API_URL", "GITHUB_ACTIONS",
+               "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITHUB_WORKSPACE", "GITHUB_TOKEN", "GITHUB_RUN_ID")
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("scratch") / "repo"
+    shas = make_scratch_repo(repo)
+    return repo, shas, tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def fake():
+    server = FakeGithub().start()
+    yield server
+    server.stop()
+
+
+def actions_env(tmp_path, fake, scratch, event_name="pull_request", event=None):
+    repo, shas, _ = scratch
+    event_path = tmp_path / "event.json"
+    event_path.write_text(json.dumps(event or pull_request_event(shas)))
+    env = dict.fromkeys(GITHUB_VARS)
+    env |= {
+        "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_EVENT_PATH": str(event_path),
+        "GITHUB_REPOSITORY": "octo/rag",
+        "GITHUB_API_URL": fake.api_url,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
+        "GITHUB_WORKSPACE": str(repo),
+        "GITHUB_TOKEN": fake.token,
+    }
+    return env
+
+
+def run_pr(tmp_path, scratch, env, *extra, out_dir=None):
+    repo, _, cache = scratch
+    args = ["pr", "--config", "rag-gate.yml", "--working-directory", str(repo), "--cache-dir", str(cache),
+            "--out-dir", out_dir or str(tmp_path / "out"), "--repeats", "", "--setup-command", "", *extra]
+    return CliRunner().invoke(main, args, env=env, catch_exceptions=False)
+
+
+def outputs(tmp_path):
+    return dict(line.split("=", 1) for line in (tmp_path / "output.txt").read_text().splitlines() if "=" in line)
+
+
+def test_first_run_posts_one_comment_second_run_edits_it(tmp_path, fake, scratch):
+    env = actions_env(tmp_path, fake, scratch)
+    first = run_pr(tmp_path, scratch, env, out_dir="rag-gate-out/first")
+    assert first.exit_code == 1, first.output
+    assert len(fake.comments) == 1 and fake.comments[0]["body"].startswith(gh.MARKER)
+    assert "fail" in fake.comments[0]["body"] and len(fake.comments[0]["body"]) < gh.COMMENT_LIMIT
+    out = outputs(tmp_path)
+    assert out["verdict"] == "fail" and out["comment-status"] == "created"
+    assert int(out["regressed-count"]) >= 6 and out["ood-failure-count"] == "4"
+    assert out["report-path"] == "rag-gate-out/first/report.json"  # relative to the workspace
+    report = json.loads((scratch[0] / out["report-path"]).read_text())
+    assert report["verdict"] == "fail" and len(report["regressed_cases"]) == int(out["regressed-count"])
+    summary = (tmp_path / "summary.md").read_text()
+    assert "rag-gate" in summary and "fail" in summary
+    # the token is masked first and never printed otherwise; regressions are annotated on the golden file
+    lines = first.stdout.splitlines()
+    assert lines[0] == f"::add-mask::{fake.token}" and sum(fake.token in line for line in lines) == 1
+    assert any(line.startswith("::error file=golden.jsonl,line=") and "regressed" in line for line in lines)
+    assert any("out-of-domain case ood0 is now answered" in line for line in lines)
+
+    second = run_pr(tmp_path, scratch, env, out_dir="rag-gate-out/first")
+    assert second.exit_code == 1 and "(base from cache)" in second.stderr
+    assert len(fake.comments) == 1 and len(fake.calls("POST")) == 1 and len(fake.calls("PATCH")) == 1
+    assert outputs(tmp_path)["comment-status"] == "updated"
+
+
+def test_pull_request_target_is_refused_before_anything_runs(tmp_path, fake, scratch):
+    env = actions_env(tmp_path, fake, scratch, event_name="pull_request_target")
+    result = run_pr(tmp_path, scratch, env)
+    assert result.exit_code == 2
+    assert "refuses to run on `pull_request_target`" in result.stderr and "workflow_run" in result.stderr
+    assert fake.requests == [] and not (tmp_path / "out").exists()
+    assert "exit 2: bad input or usage" in (tmp_path / "summary.md").read_text()
+    assert outputs(tmp_path)["verdict"] == "error"
+    assert any(line.startswith("::error title=rag-gate%3A bad input") for line in result.stdout.splitlines())
+
+
+def test_403_on_comment_still_writes_summary_and_follows_verdict(tmp_path, fake, scratch):
+    fake.fail("POST", "/comments$", 403, body={"message": "Resource not accessible by integration"}, times=9)
+    env = actions_env(tmp_path, fake, scratch, event=pull_request_event(scratch[1], fork=True))
+    result = run_pr(tmp_path, scratch, env)
+    assert result.exit_code == 1 and fake.comments == []
+    summary = (tmp_path / "summary.md").read_text()
+    assert "fork" in summary and "| metric |" in summary
+    assert any(line.startswith("::warning title=rag-gate%3A comment not posted::") for line in result.stdout.splitlines())
+    assert outputs(tmp_path)["comment-status"] == "failed"
+
+
+def test_persistent_5xx_still_follows_verdict(tmp_path, fake, scratch):
+    fake.fail("GET", "/issues/7$", 502, times=99)
+    env = actions_env(tmp_path, fake, scratch)
+    result = run_pr(tmp_path, scratch, env, "--fail-on", "never")
+    assert result.exit_code == 0 and outputs(tmp_path)["verdict"] == "fail"
+    assert "kept failing after retries" in (tmp_path / "summary.md").read_text()
+
+
+def test_missing_base_commit_asks_for_fetch_depth_0(tmp_path, fake, scratch):
+    shas = {"base": "f" * 40, "head": scratch[1]["head"]}
+    env = actions_env(tmp_path, fake, scratch, event=pull_request_event(shas))
+    result = run_pr(tmp_path, scratch, env)
+    assert result.exit_code == 2 and "fetch-depth: 0" in result.stderr and f"{'f' * 40}" in result.stderr
+    assert fake.requests == []
+
+
+def test_setup_command_failure_is_exit_3(tmp_path, fake, scratch):
+    env = actions_env(tmp_path, fake, scratch)
+    result = run_pr(tmp_path, scratch, env, "--setup-command", "exit 7")
+    assert result.exit_code == 3 and "--setup-command exited with 7" in result.stderr
+    assert "exit 3: the evaluation itself could not run" in (tmp_path / "summary.md").read_text()
+
+
+def test_local_mode_prints_the_comment_and_posts_nothing(tmp_path, scratch):
+    env = dict.fromkeys(GITHUB_VARS)
+    result = run_pr(tmp_path, scratch, env, "--base-ref", "main")
+    assert result.exit_code == 1
+    assert result.stdout.startswith(gh.MARKER) and "::" not in result.stdout.split("\n")[0][len(gh.MARKER):]
+    assert (tmp_path / "out" / "comment.md").read_text() in result.stdout
+    assert "comment: local" in result.stderr
+    repo = scratch[0]
+    assert "rag-gate-base-" not in (repo / ".git" / "worktrees").as_posix() and not any(
+        (repo / ".git" / "worktrees").glob("*")
+    )
+
+
+@pytest.mark.parametrize(
+    ("verdict", "fail_on", "code"),
+    [("fail", "fail", 1), ("inconclusive", "fail", 0), ("pass", "fail", 0),
+     ("fail", "inconclusive", 1), ("inconclusive", "inconclusive", 1), ("pass", "inconclusive", 0),
+     ("fail", "never", 0), ("inconclusive", "never", 0)],
+)
+def test_exit_code_for_fail_on(verdict, fail_on, code):
+    assert exit_code_for(verdict, fail_on) == code
+
+
+def test_bad_flag_values_are_usage_errors(tmp_path, scratch):
+    result = CliRunner().invoke(main, ["pr", "--repeats", "zero"])
+    assert result.exit_code == 2 and "expected a whole number" in result.output
+    result = CliRunner().invoke(main, ["pr", "--comment", "maybe"])
+    assert result.exit_code == 2 and "expected on or off" in result.output
