@@ -91,16 +91,27 @@ def validate(golden: Path) -> None:
 
 
 @main.command()
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="The side's rag-gate.yml.")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The side's rag-gate.yml.",
+)
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Runs per case (overrides the config).")
 @click.option("--shard", "shard_text", metavar="I/N", help="Run only the I-th of N shards of the golden set.")
 @click.option("--git-sha", help="Commit of this side, recorded in the manifest.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
 @handle_errors
-def run(config_path: Path, out: Path, repeats: int | None, shard_text: str | None, git_sha: str | None,
-        progress: bool | None) -> None:
+def run(
+    config_path: Path,
+    out: Path,
+    repeats: int | None,
+    shard_text: str | None,
+    git_sha: str | None,
+    progress: bool | None,
+) -> None:
     """Run the golden set through one side's pipeline and score it.
 
     Writes OUT/predictions.jsonl, OUT/scores.jsonl and OUT/manifest.json, incrementally:
@@ -122,18 +133,37 @@ def run(config_path: Path, out: Path, repeats: int | None, shard_text: str | Non
 @main.command()
 @click.argument("base", type=click.Path(exists=True, path_type=Path))
 @click.argument("head", type=click.Path(exists=True, path_type=Path))
-@click.option("--golden", type=click.Path(dir_okay=False, path_type=Path),
-              help="Golden set (required when BASE/HEAD are predictions files).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Evaluation settings (metrics, margins, judge); default: those of the BASE run.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("rag-gate-report"),
-              show_default=True, help="Where report.json and comment.md go.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True,
-              help="What to print on stdout.")
+@click.option(
+    "--golden",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Golden set (required when BASE/HEAD are predictions files).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Evaluation settings (metrics, margins, judge); default: those of the BASE run.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("rag-gate-report"),
+    show_default=True,
+    help="Where report.json and comment.md go.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["markdown", "json"]),
+    default="markdown",
+    show_default=True,
+    help="What to print on stdout.",
+)
 @click.option("--strict", is_flag=True, help="Treat an inconclusive verdict as fail.")
 @handle_errors
-def compare(base: Path, head: Path, golden: Path | None, config_path: Path | None, out: Path, fmt: str,
-            strict: bool) -> None:
+def compare(
+    base: Path, head: Path, golden: Path | None, config_path: Path | None, out: Path, fmt: str, strict: bool
+) -> None:
     """Compare BASE and HEAD (run directories or predictions JSONL files).
 
     Prints the comment (or the JSON report), writes OUT/report.json and OUT/comment.md,

@@ -1,5 +1,6 @@
 """Compare base and head: per-metric deltas and verdicts, regressed / improved / flaky cases, out-of-domain
-failures, and the gate decision — assembled into the ``report.json`` object that the comment is rendered from."""
+failures, and the gate decision — assembled into the ``report.json`` object that the comment is rendered from.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from gate.config import Evaluation
 from gate.metrics import resolve
-from gate.models import GoldenCase, Prediction, Score
+from gate.models import GoldenCase, Prediction
 from gate.scoring import detect_refusal
 from gate.stats import MetricInput, analyze_cases, analyze_metrics, gate_decision
 
@@ -25,9 +26,7 @@ TEXT_LIMIT = 600
 """Characters of an answer or chunk kept in report.json case lists."""
 
 
-def score_matrix(
-    side: Side, cases: Sequence[GoldenCase], metric: str
-) -> tuple[np.ndarray, np.ndarray]:
+def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Values and failure flags of one metric, shape (N cases, R repeats); NaN where N/A or failed."""
     index = {case.id: i for i, case in enumerate(cases)}
     values = np.full((len(cases), side.repeats), np.nan)
@@ -142,9 +141,16 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
         h, fh = score_matrix(head, cases, name)
         inputs.append(
             MetricInput(
-                name=name, kind=metric.spec.kind, direction=metric.spec.direction,
-                margin=evaluation.margin(name), gated=name in evaluation.gated,
-                base=b, head=h, failed_base=fb, failed_head=fh, clusters=clusters,
+                name=name,
+                kind=metric.spec.kind,
+                direction=metric.spec.direction,
+                margin=evaluation.margin(name),
+                gated=name in evaluation.gated,
+                base=b,
+                head=h,
+                failed_base=fb,
+                failed_head=fh,
+                clusters=clusters,
             )
         )
         aggregates[name] = {"base": _aggregate(b), "head": _aggregate(h)}
@@ -171,12 +177,17 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
             "question": _clip(case.question),
             "metrics": [
                 {
-                    "name": r.metric, "base": _num(r.base_mean), "head": _num(r.head_mean),
-                    "effect": _num(r.effect), "p_value": _num(r.p_value), "p_adjusted": _num(r.p_adjusted),
+                    "name": r.metric,
+                    "base": _num(r.base_mean),
+                    "head": _num(r.head_mean),
+                    "effect": _num(r.effect),
+                    "p_value": _num(r.p_value),
+                    "p_adjusted": _num(r.p_adjusted),
                     "status": r.status,
                     "evidence": "single observation" if r.single_observation else "tested",
                 }
-                for r in per_case.get(i, []) if r.status in statuses
+                for r in per_case.get(i, [])
+                if r.status in statuses
             ],
             "answer_base": _clip(b_pred.answer if b_pred else None),
             "answer_head": _clip(h_pred.answer if h_pred else None),
@@ -192,7 +203,9 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
         worst = {i: min((r.effect for r in per_case[i] if r.status == status), default=0.0) for i in chosen}
         order = sorted(chosen, key=lambda i: (worst[i], cases[i].id))
         if status == "improved":
-            order = sorted(chosen, key=lambda i: (-max(r.effect for r in per_case[i] if r.status == status), cases[i].id))
+            order = sorted(
+                chosen, key=lambda i: (-max(r.effect for r in per_case[i] if r.status == status), cases[i].id)
+            )
         return [case_entry(i, (status,)) for i in order]
 
     regressed = listing("regressed")
@@ -200,17 +213,22 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
     for case in cases:
         if not case.out_of_domain:
             continue
-        head_rate, base_rate = _refusal_rate(head, case.id, evaluation), _refusal_rate(base, case.id, evaluation)
+        head_rate, base_rate = (
+            _refusal_rate(head, case.id, evaluation),
+            _refusal_rate(base, case.id, evaluation),
+        )
         if not math.isnan(head_rate) and head_rate < 0.5:
             prediction = _first_ok(head, case.id)
-            ood_failures.append({
-                "id": case.id,
-                "question": _clip(case.question),
-                "answer": _clip(prediction.answer if prediction else None),
-                "new": bool(base_rate >= 0.5),
-                "base_refusal_rate": _num(base_rate),
-                "head_refusal_rate": head_rate,
-            })
+            ood_failures.append(
+                {
+                    "id": case.id,
+                    "question": _clip(case.question),
+                    "answer": _clip(prediction.answer if prediction else None),
+                    "new": bool(base_rate >= 0.5),
+                    "base_refusal_rate": _num(base_rate),
+                    "head_refusal_rate": head_rate,
+                }
+            )
     ood_failures.sort(key=lambda f: (not f["new"], f["id"]))
     new_ood = sum(f["new"] for f in ood_failures)
 
@@ -218,36 +236,61 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
     for side in (base, head):
         for (case_id, repeat), prediction in sorted(side.table.items()):
             if prediction.error is not None and case_id in head_ids | base_ids:
-                errors.append({"side": side.label, "id": case_id, "repeat": repeat, "metric": None,
-                               "message": _clip(prediction.error, 300)})
+                errors.append(
+                    {
+                        "side": side.label,
+                        "id": case_id,
+                        "repeat": repeat,
+                        "metric": None,
+                        "message": _clip(prediction.error, 300),
+                    }
+                )
         for score in side.scores:
             if score.error is not None and score.error.startswith("judge"):
-                errors.append({"side": side.label, "id": score.id, "repeat": score.repeat, "metric": score.metric,
-                               "message": _clip(score.error, 300)})
+                errors.append(
+                    {
+                        "side": side.label,
+                        "id": score.id,
+                        "repeat": score.repeat,
+                        "metric": score.metric,
+                        "message": _clip(score.error, 300),
+                    }
+                )
     gated_rows = sum(inp.base.size + inp.head.size for inp in inputs if inp.gated)
     gated_failed = sum(int(inp.failed_base.sum() + inp.failed_head.sum()) for inp in inputs if inp.gated)
     error_rate = gated_failed / gated_rows if gated_rows else 0.0
 
     verdict, reasons = gate_decision(
-        results, new_ood_failures=new_ood, error_rate=error_rate,
-        error_budget=evaluation.error_budget, strict=evaluation.strict,
+        results,
+        new_ood_failures=new_ood,
+        error_rate=error_rate,
+        error_budget=evaluation.error_budget,
+        strict=evaluation.strict,
     )
     metrics_out = []
     for result, inp in zip(results, inputs, strict=True):
         metric = resolve(inp.name)
         row = {k: _num(v) for k, v in asdict(result).items()}
         row |= {
-            "label": metric.label, "direction": metric.spec.direction, "kind": metric.spec.kind,
-            "margin": inp.margin, "aggregates": aggregates[inp.name],
+            "label": metric.label,
+            "direction": metric.spec.direction,
+            "kind": metric.spec.kind,
+            "margin": inp.margin,
+            "aggregates": aggregates[inp.name],
         }
         metrics_out.append(row)
 
     def side_info(side: Side) -> dict[str, Any]:
         m = side.manifest
         return {
-            "label": side.label, "git_sha": m.get("git_sha"), "git_ref": m.get("git_ref"),
-            "golden_sha256": m.get("golden_sha256"), "config_sha256": m.get("config_sha256"),
-            "judge": m.get("judge"), "repeats": side.repeats, "n_cases": len(side.golden),
+            "label": side.label,
+            "git_sha": m.get("git_sha"),
+            "git_ref": m.get("git_ref"),
+            "golden_sha256": m.get("golden_sha256"),
+            "config_sha256": m.get("config_sha256"),
+            "judge": m.get("judge"),
+            "repeats": side.repeats,
+            "n_cases": len(side.golden),
             "n_prediction_errors": sum(p.error is not None for p in side.table.values()),
         }
 
@@ -273,6 +316,6 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
         "flaky_cases": listing("flaky"),
         "ood_failures": ood_failures,
         "new_ood_failures": new_ood,
-        "unpaired_cases": sorted((base_ids ^ head_ids)),
+        "unpaired_cases": sorted(base_ids ^ head_ids),
         "errors": errors,
     }

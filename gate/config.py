@@ -167,6 +167,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     Raises:
         InputError: ``file:line: field: message`` for invalid YAML, an unknown key, a mistyped value, an unknown
             metric, or a missing golden set.
+
     """
     path = Path(path)
     try:

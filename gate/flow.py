@@ -40,7 +40,7 @@ from gate.scoring import score_all
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def make_judge(evaluation: Evaluation) -> Judge:
@@ -48,6 +48,7 @@ def make_judge(evaluation: Evaluation) -> Judge:
 
     Raises:
         InputError: for an unknown judge name or invalid judge options.
+
     """
     try:
         return get_judge(evaluation.judge)
@@ -85,6 +86,7 @@ def run_side(
     Raises:
         InputError: bad golden set, config or precomputed predictions.
         EvaluationError: the pipeline cannot run at all (import error, command failure).
+
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -127,8 +129,14 @@ def run_side(
     table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
     (out_dir / SCORES).unlink(missing_ok=True)
     with JsonlAppender(out_dir / SCORES) as sink:
-        scores = score_all(golden, table, n_repeats, evaluation, judge,
-                           on_scores=lambda rows: [sink.write(s.to_dict()) for s in rows])
+        scores = score_all(
+            golden,
+            table,
+            n_repeats,
+            evaluation,
+            judge,
+            on_scores=lambda rows: [sink.write(s.to_dict()) for s in rows],
+        )
     n_errors = sum(p.error is not None for p in table.values())
     manifest |= {
         "status": "complete",
@@ -154,9 +162,11 @@ def _produce(
 ) -> None:
     """Produce the missing predictions with the configured adapter, appending each one as it arrives."""
     spec = config.pipeline
-    with JsonlAppender(predictions_path) as sink, tqdm(
-        total=len(jobs), disable=not progress, file=sys.stderr, desc="cases", unit="case"
-    ) as bar:
+    with (
+        JsonlAppender(predictions_path) as sink,
+        tqdm(total=len(jobs), disable=not progress, file=sys.stderr, desc="cases", unit="case") as bar,
+    ):
+
         def write(prediction: Prediction) -> None:
             sink.write(prediction.to_dict())
             bar.update(1)
@@ -242,8 +252,14 @@ def _load_side(
         side_dir = out_dir / label
         side_dir.mkdir(parents=True, exist_ok=True)
         with JsonlAppender(side_dir / SCORES) as sink:
-            scores = score_all(golden, table, repeats, evaluation, judge,
-                               on_scores=lambda rows: [sink.write(s.to_dict()) for s in rows])
+            scores = score_all(
+                golden,
+                table,
+                repeats,
+                evaluation,
+                judge,
+                on_scores=lambda rows: [sink.write(s.to_dict()) for s in rows],
+            )
     manifest = manifest | {"judge": {"id": judge.id, "version": judge.version}}
     return Side(label, golden, table, repeats, scores, manifest), evaluation
 
@@ -272,6 +288,7 @@ def compare_runs(
 
     Raises:
         InputError: bad inputs (missing golden, malformed files, unknown ids).
+
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

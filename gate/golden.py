@@ -18,6 +18,7 @@ def check_golden(path: Path | str) -> tuple[list[GoldenCase], list[str]]:
 
     Raises:
         InputError: only when the file cannot be read at all (missing, not UTF-8).
+
     """
     path = Path(path)
     cases: list[GoldenCase] = []
@@ -31,7 +32,9 @@ def check_golden(path: Path | str) -> tuple[list[GoldenCase], list[str]]:
             continue
         case_id = record["id"]
         if case_id in first_line:
-            problems.append(located(path, line, "id", f"duplicate id '{case_id}' (first on line {first_line[case_id]})"))
+            problems.append(
+                located(path, line, "id", f"duplicate id '{case_id}' (first on line {first_line[case_id]})")
+            )
             continue
         first_line[case_id] = line
         out_of_domain = record.get("out_of_domain", False)
@@ -62,6 +65,7 @@ def load_golden(path: Path | str) -> list[GoldenCase]:
     Raises:
         InputError: ``file:line: field: message`` for the first problem: malformed JSON, a missing or mistyped
             field, an unknown field, a duplicate id, an out-of-domain case with expected documents, an empty file.
+
     """
     cases, problems = check_golden(path)
     if problems:
@@ -79,6 +83,7 @@ def shard(cases: list[GoldenCase], index: int, count: int) -> list[GoldenCase]:
 
     Raises:
         InputError: when not ``1 ≤ index ≤ count``.
+
     """
     if count < 1 or not 1 <= index <= count:
         raise InputError(f"--shard {index}/{count}: expected i/n with 1 ≤ i ≤ n")

@@ -71,6 +71,7 @@ def validate(record: Any, schema: str, path: Path | str, line: int | None) -> No
 
     Raises:
         InputError: ``file:line: field: message`` for the first problem (the deepest, most specific one).
+
     """
     if not isinstance(record, dict):
         raise InputError(located(path, line, None, f"expected a JSON object, got {_json_type(record)}"))
@@ -89,6 +90,7 @@ def read_jsonl(path: Path | str, problems: list[str] | None = None) -> Iterator[
 
     Raises:
         InputError: when the file is missing, not UTF-8, or (without ``problems``) a line is not valid JSON.
+
     """
     path = Path(path)
     try:

@@ -33,7 +33,7 @@ from gate.errors import InputError, located
 from gate.judges.base import Judge, Judgment
 from gate.models import Chunk
 
-DEFAULT_THRESHOLD = 0.75
+DEFAULT_THRESHOLD = 0.5
 """Default faithfulness threshold of the response-level rule (chosen on the RAGTruth development split)."""
 
 

@@ -131,6 +131,7 @@ def run_python(
 
     Raises:
         EvaluationError: when the module cannot be imported (every call would fail).
+
     """
     workers: queue.Queue[_Worker] = queue.Queue()
     for _ in range(spec.concurrency):
@@ -161,14 +162,13 @@ def run_python(
             workers.get().stop()
 
 
-def run_command(
-    spec: PipelineSpec, golden_path: Path, repeats: Iterable[int], n_cases: int
-) -> Iterator[Prediction]:
+def run_command(spec: PipelineSpec, golden_path: Path, repeats: Iterable[int], n_cases: int) -> Iterator[Prediction]:
     """Run ``spec.command`` once per repeat and yield the predictions it wrote.
 
     Raises:
         EvaluationError: when the command fails, times out, or writes no file.
         InputError: when the file it wrote is malformed.
+
     """
     for repeat in repeats:
         with tempfile.TemporaryDirectory(prefix="rag-gate-") as tmp:
@@ -179,8 +179,12 @@ def run_command(
             start = time.perf_counter()
             try:
                 done = subprocess.run(
-                    command, shell=True, cwd=spec.workdir, env={**os.environ, **spec.env},
-                    timeout=spec.timeout_s * max(n_cases, 1), check=False,
+                    command,
+                    shell=True,
+                    cwd=spec.workdir,
+                    env={**os.environ, **spec.env},
+                    timeout=spec.timeout_s * max(n_cases, 1),
+                    check=False,
                 )
             except subprocess.TimeoutExpired:
                 raise EvaluationError(f"pipeline command timed out (repeat {repeat}): {command}") from None

@@ -35,6 +35,7 @@ def load_predictions(path: Path | str) -> list[Prediction]:
     Raises:
         InputError: ``file:line: field: message`` for malformed JSON, a missing or mistyped field, or a duplicate
             (id, repeat) pair.
+
     """
     path = Path(path)
     predictions: list[Prediction] = []
@@ -45,8 +46,12 @@ def load_predictions(path: Path | str) -> list[Prediction]:
         key = (prediction.id, prediction.repeat)
         if key in first_line:
             raise InputError(
-                located(path, line, "id", f"duplicate prediction for id '{key[0]}' repeat {key[1]} "
-                        f"(first on line {first_line[key]})")
+                located(
+                    path,
+                    line,
+                    "id",
+                    f"duplicate prediction for id '{key[0]}' repeat {key[1]} (first on line {first_line[key]})",
+                )
             )
         first_line[key] = line
         predictions.append(prediction)
@@ -54,7 +59,10 @@ def load_predictions(path: Path | str) -> list[Prediction]:
 
 
 def align(
-    golden: Sequence[GoldenCase], predictions: Sequence[Prediction], path: Path | str, repeats: int | None = None
+    golden: Sequence[GoldenCase],
+    predictions: Sequence[Prediction],
+    path: Path | str,
+    repeats: int | None = None,
 ) -> dict[tuple[str, int], Prediction]:
     """Index predictions by (case id, repeat) and fill every missing (case, repeat) with an error row.
 
@@ -62,6 +70,7 @@ def align(
 
     Raises:
         InputError: for a prediction whose id is not in the golden set, or whose repeat is ≥ ``repeats``.
+
     """
     ids = {case.id for case in golden}
     if repeats is None:
@@ -69,7 +78,9 @@ def align(
     table: dict[tuple[str, int], Prediction] = {}
     for prediction in predictions:
         if prediction.id not in ids:
-            raise InputError(located(path, prediction.line or None, "id", f"'{prediction.id}' is not in the golden set"))
+            raise InputError(
+                located(path, prediction.line or None, "id", f"'{prediction.id}' is not in the golden set")
+            )
         if prediction.repeat >= repeats:
             raise InputError(
                 located(path, prediction.line or None, "repeat", f"{prediction.repeat} ≥ repeats ({repeats})")

@@ -108,6 +108,7 @@ def render_comment(
 
     Raises:
         ValueError: when even the comment without case lists exceeds ``max_chars``.
+
     """
     template = _environment(template_dir).get_template("comment.md.j2")
     limit: int | None = None
@@ -117,7 +118,14 @@ def render_comment(
             return text
         longest = max(
             len(report.get(key, []))
-            for key in ("regressed_cases", "suspected_cases", "ood_failures", "improved_cases", "flaky_cases", "errors")
+            for key in (
+                "regressed_cases",
+                "suspected_cases",
+                "ood_failures",
+                "improved_cases",
+                "flaky_cases",
+                "errors",
+            )
         )
         if limit == 0:
             raise ValueError(f"the comment is {len(text)} characters even without case lists (cap {max_chars})")

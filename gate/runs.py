@@ -1,5 +1,6 @@
 """Run directories (DESIGN §2): ``predictions.jsonl``, ``scores.jsonl`` and ``manifest.json``, written
-incrementally so that a killed run keeps what it computed and resumes where it stopped."""
+incrementally so that a killed run keeps what it computed and resumes where it stopped.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
 
     Raises:
         InputError: when the directory has no readable manifest.json.
+
     """
     path = run_dir / MANIFEST
     try:

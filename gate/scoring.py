@@ -19,9 +19,7 @@ def detect_refusal(prediction: Prediction, evaluation: Evaluation) -> bool:
     return is_refusal(prediction.answer, flag, evaluation.refusal_phrases)
 
 
-def score_one(
-    case: GoldenCase, prediction: Prediction, evaluation: Evaluation, judge: Judge | None
-) -> list[Score]:
+def score_one(case: GoldenCase, prediction: Prediction, evaluation: Evaluation, judge: Judge | None) -> list[Score]:
     """All metric scores of one prediction, in ``evaluation.metrics`` order.
 
     A failed prediction gives a failure (``error`` set) for every metric; a judge failure gives failures for the
@@ -68,6 +66,7 @@ def score_all(
         evaluation: metrics and refusal settings.
         judge: the judge for judged metrics (None: judged metrics are NaN).
         on_scores: called with each prediction's scores as soon as they exist (for incremental writing).
+
     """
     jobs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
     out: list[Score] = []

@@ -3,8 +3,8 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import write_jsonl
+
 from gate import __version__
 from gate.cli import main
 
@@ -47,10 +47,21 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path):
 @pytest.mark.parametrize(
     "config, code, message",
     [
-        ("golden: golden.jsonl\npipeline: {python: 'rag:answer'}\nrepeat: 2\n", 2, "rag-gate.yml:3: repeat: unknown key"),
-        ("golden: golden.jsonl\npipeline: {python: 'missing_module:answer', retries: 0}\n", 3,
-         "pipeline missing_module:answer: cannot import missing_module:answer"),
-        ("golden: golden.jsonl\npipeline: {python: 'rag:answer'}\njudge: oracle\n", 2, "judge: unknown judge 'oracle'"),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'rag:answer'}\nrepeat: 2\n",
+            2,
+            "rag-gate.yml:3: repeat: unknown key",
+        ),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'missing_module:answer', retries: 0}\n",
+            3,
+            "pipeline missing_module:answer: cannot import missing_module:answer",
+        ),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'rag:answer'}\njudge: oracle\n",
+            2,
+            "judge: unknown judge 'oracle'",
+        ),
     ],
 )
 def test_run_errors_are_one_line_with_exit_code(tmp_path, tiny_golden, config, code, message):

@@ -23,7 +23,10 @@ def test_minimal_config_gets_defaults(tmp_path):
 
 
 def test_overrides_and_margins(tmp_path):
-    config = load_config(write(tmp_path, """
+    config = load_config(
+        write(
+            tmp_path,
+            """
 golden: golden.jsonl
 pipeline: {python: "rag:answer", options: {top_k: 2}, concurrency: 3}
 metrics: [hit_rate@3, mrr]
@@ -31,7 +34,10 @@ gate: [mrr]
 margins: {mrr: 0.1}
 repeats: 3
 judge: lexical
-"""), repeats=5)
+""",
+        ),
+        repeats=5,
+    )
     assert config.repeats == 5 and config.pipeline.options == {"top_k": 2}
     assert config.evaluation.gated == ("mrr",) and config.evaluation.margin("mrr") == 0.1
     assert config.evaluation.judge == {"name": "lexical"}
@@ -40,16 +46,30 @@ judge: lexical
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("golden: golden.jsonl\npipeline: {python: 'a:b'}\nrepeat: 3\n", "rag-gate.yml:3: repeat: unknown key"),
-        ("golden: golden.jsonl\npipeline:\n  python: a:b\n  timeout: 3\n", "rag-gate.yml:4: pipeline.timeout: unknown key"),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'a:b'}\nrepeat: 3\n",
+            "rag-gate.yml:3: repeat: unknown key",
+        ),
+        (
+            "golden: golden.jsonl\npipeline:\n  python: a:b\n  timeout: 3\n",
+            "rag-gate.yml:4: pipeline.timeout: unknown key",
+        ),
         ("golden: golden.jsonl\npipeline: {}\n", "rag-gate.yml:2: pipeline: needs exactly one of"),
         ("pipeline: {python: 'a:b'}\n", "rag-gate.yml: golden: required key is missing"),
-        ("golden: golden.jsonl\npipeline: {python: 'a:b'}\nmetrics: [hit_rate@5, bleu]\n", "rag-gate.yml:3: metrics: "),
-        ("golden: golden.jsonl\npipeline: {python: 'a:b'}\nrepeats: 0\n", "rag-gate.yml:3: repeats: 0 is less than"),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'a:b'}\nmetrics: [hit_rate@5, bleu]\n",
+            "rag-gate.yml:3: metrics: ",
+        ),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'a:b'}\nrepeats: 0\n",
+            "rag-gate.yml:3: repeats: 0 is less than",
+        ),
         ("golden: nope.jsonl\npipeline: {python: 'a:b'}\n", "rag-gate.yml:1: golden: file not found"),
         ("golden: golden.jsonl\npipeline: {python: 'a:b'\n", "rag-gate.yml:3: invalid YAML"),
-        ("golden: golden.jsonl\npipeline: {python: 'a:b'}\ngate: [mrr]\nmetrics: [ndcg@5]\n",
-         "rag-gate.yml:3: gate: 'mrr' is not in metrics"),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'a:b'}\ngate: [mrr]\nmetrics: [ndcg@5]\n",
+            "rag-gate.yml:3: gate: 'mrr' is not in metrics",
+        ),
     ],
 )
 def test_config_errors_name_line_and_key(tmp_path, text, message):

@@ -11,8 +11,14 @@ from conftest import EXAMPLE
 
 def test_bundled_example_end_to_end(tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", str(EXAMPLE / "run.sh"), str(tmp_path / "out")], capture_output=True, text=True,
-                          env=env, timeout=600, check=False)
+    done = subprocess.run(
+        ["bash", str(EXAMPLE / "run.sh"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 1, done.stderr[-2000:]
     comment = done.stdout
     assert comment.startswith("<!-- rag-gate -->\n## ❌ rag-gate: **fail**")

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import random
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 import pytrec_eval
 from click.testing import CliRunner
-
 from conftest import SHARED_DATA, write_jsonl
+
 from gate.cli import main
 from gate.config import load_config
 from gate.flow import run_side
@@ -61,8 +60,14 @@ def squad_pair(tmp_path_factory):
             answer = texts[top[0]].split(". ")[0]
             if case["out_of_domain"] and case["id"] not in answer_ood:
                 answer = REFUSAL
-            rows.append({"id": case["id"], "answer": answer, "latency_ms": 10.0,
-                         "retrieved": [{"id": d, "text": texts[d]} for d in top]})
+            rows.append(
+                {
+                    "id": case["id"],
+                    "answer": answer,
+                    "latency_ms": 10.0,
+                    "retrieved": [{"id": d, "text": texts[d]} for d in top],
+                }
+            )
         return rows
 
     write_jsonl(tmp / "base.jsonl", predictions(base_rank, set()))
@@ -72,26 +77,47 @@ def squad_pair(tmp_path_factory):
 
 def _trec_means(golden, ranks, ids):
     qrels = {c["id"]: {d: 1 for d in c["expected_doc_ids"]} for c in golden if not c["out_of_domain"]}
-    run = {c["id"]: {ids[j]: 10.0 - r for r, j in enumerate(order)}
-           for c, order in zip(golden, ranks, strict=True) if not c["out_of_domain"]}
+    run = {
+        c["id"]: {ids[j]: 10.0 - r for r, j in enumerate(order)}
+        for c, order in zip(golden, ranks, strict=True)
+        if not c["out_of_domain"]
+    }
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "P_5", "ndcg_cut_5", "success_5", "recall_5"})
     per_query = evaluator.evaluate(run)
-    return {m: np.mean([v[m] for v in per_query.values()]) for m in ("recip_rank", "P_5", "ndcg_cut_5", "success_5", "recall_5")}
+    return {
+        m: np.mean([v[m] for v in per_query.values()])
+        for m in ("recip_rank", "P_5", "ndcg_cut_5", "success_5", "recall_5")
+    }
 
 
 def test_compare_predictions_files_matches_pytrec_eval(squad_pair):
     tmp, golden, base_rank, head_rank, ids, answered_ood = squad_pair
-    result = CliRunner().invoke(main, [
-        "compare", "--golden", str(tmp / "golden.jsonl"), str(tmp / "base.jsonl"), str(tmp / "head.jsonl"),
-        "--out", str(tmp / "report"), "--format", "json",
-    ])
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--golden",
+            str(tmp / "golden.jsonl"),
+            str(tmp / "base.jsonl"),
+            str(tmp / "head.jsonl"),
+            "--out",
+            str(tmp / "report"),
+            "--format",
+            "json",
+        ],
+    )
     assert result.exit_code == 1, result.output
     report = json.loads((tmp / "report" / "report.json").read_text())
     assert report["verdict"] == "fail" and report["schema_version"] == 1
     assert json.loads(result.stdout) == report
     metrics = {m["name"]: m for m in report["metrics"]}
-    pairs = {"mrr": "recip_rank", "precision@5": "P_5", "ndcg@5": "ndcg_cut_5", "hit_rate@5": "success_5",
-             "recall@5": "recall_5"}
+    pairs = {
+        "mrr": "recip_rank",
+        "precision@5": "P_5",
+        "ndcg@5": "ndcg_cut_5",
+        "hit_rate@5": "success_5",
+        "recall@5": "recall_5",
+    }
     for side, ranks in (("base_mean", base_rank), ("head_mean", head_rank)):
         oracle = _trec_means(golden, ranks, ids)
         for ours, theirs in pairs.items():
@@ -104,10 +130,18 @@ def test_compare_predictions_files_matches_pytrec_eval(squad_pair):
 
 def test_identical_sides_pass(squad_pair):
     tmp = squad_pair[0]
-    result = CliRunner().invoke(main, [
-        "compare", "--golden", str(tmp / "golden.jsonl"), str(tmp / "base.jsonl"), str(tmp / "base.jsonl"),
-        "--out", str(tmp / "same"),
-    ])
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--golden",
+            str(tmp / "golden.jsonl"),
+            str(tmp / "base.jsonl"),
+            str(tmp / "base.jsonl"),
+            "--out",
+            str(tmp / "same"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp / "same" / "report.json").read_text())
     assert report["verdict"] == "pass" and report["regressed_cases"] == [] and report["ood_failures"] == []
@@ -117,8 +151,18 @@ def test_same_inputs_same_report_bytes(squad_pair):
     tmp = squad_pair[0]
     outs = []
     for name in ("r1", "r2"):
-        CliRunner().invoke(main, ["compare", "--golden", str(tmp / "golden.jsonl"), str(tmp / "base.jsonl"),
-                                  str(tmp / "head.jsonl"), "--out", str(tmp / name)])
+        CliRunner().invoke(
+            main,
+            [
+                "compare",
+                "--golden",
+                str(tmp / "golden.jsonl"),
+                str(tmp / "base.jsonl"),
+                str(tmp / "head.jsonl"),
+                "--out",
+                str(tmp / name),
+            ],
+        )
         outs.append((tmp / name / "report.json").read_bytes())
     assert outs[0] == outs[1]
 
@@ -127,32 +171,49 @@ def test_missing_predictions_are_error_rows(squad_pair):
     tmp, golden = squad_pair[0], squad_pair[1]
     rows = _read(tmp / "head.jsonl")
     write_jsonl(tmp / "partial.jsonl", rows[3:])
-    CliRunner().invoke(main, ["compare", "--golden", str(tmp / "golden.jsonl"), str(tmp / "base.jsonl"),
-                              str(tmp / "partial.jsonl"), "--out", str(tmp / "partial")])
+    CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--golden",
+            str(tmp / "golden.jsonl"),
+            str(tmp / "base.jsonl"),
+            str(tmp / "partial.jsonl"),
+            "--out",
+            str(tmp / "partial"),
+        ],
+    )
     report = json.loads((tmp / "partial" / "report.json").read_text())
     missing = {e["id"] for e in report["errors"] if e["side"] == "head"}
     assert missing == {c["id"] for c in golden[:3]}
     assert report["head"]["n_prediction_errors"] == 3
 
 
-PIPELINE = '''
+PIPELINE = """
 from pathlib import Path
 
 def answer(case):
     with Path("calls.log").open("a") as f:
         f.write(case["id"] + "\\n")
     return {"answer": "Paris is in France.", "retrieved": [{"id": "d1", "text": "Paris is the capital of France."}]}
-'''
+"""
 
 
 def test_run_writes_run_dir_and_resumes(tmp_path, tiny_golden):
     (tmp_path / "rag.py").write_text(PIPELINE)
-    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer', concurrency: 1}\nrepeats: 2\n")
+    (tmp_path / "rag-gate.yml").write_text(
+        "golden: golden.jsonl\npipeline: {python: 'rag:answer', concurrency: 1}\nrepeats: 2\n"
+    )
     config = load_config(tmp_path / "rag-gate.yml")
     out = run_side(config, tmp_path / "run")
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["repeats"] == 2 and manifest["n_cases"] == 4
-    assert manifest["counts"] == {"predictions": 8, "prediction_errors": 0, "scores": 8 * 13, "judge_failures": 0}
+    assert manifest["counts"] == {
+        "predictions": 8,
+        "prediction_errors": 0,
+        "scores": 8 * 13,
+        "judge_failures": 0,
+    }
     assert len(_read(out / "predictions.jsonl")) == 8
     scores = _read(out / "scores.jsonl")
     faith = [s for s in scores if s["metric"] == "faithfulness" and s["id"] == "q1"]

@@ -1,6 +1,6 @@
 import pytest
-
 from conftest import write_jsonl
+
 from gate.errors import InputError
 from gate.golden import check_golden, load_golden, shard
 
@@ -18,14 +18,23 @@ def test_loads_cases_in_order(tiny_golden):
     [
         (['{"id": "a", "question": "x"}', '{"id": "b", "question": '], "g.jsonl:2: invalid JSON"),
         ([{"id": "a"}], "g.jsonl:1: question: required field is missing"),
-        ([{"id": "a", "question": "x", "expected_doc_ids": "d1"}],
-         "g.jsonl:1: expected_doc_ids: must be a list, got str"),
-        ([{"id": "a", "question": "x", "out_of_domain": "yes"}], "g.jsonl:1: out_of_domain: must be true or false, got str"),
-        ([{"id": "a", "question": "x"}, {"id": "a", "question": "y"}],
-         "g.jsonl:2: id: duplicate id 'a' (first on line 1)"),
+        (
+            [{"id": "a", "question": "x", "expected_doc_ids": "d1"}],
+            "g.jsonl:1: expected_doc_ids: must be a list, got str",
+        ),
+        (
+            [{"id": "a", "question": "x", "out_of_domain": "yes"}],
+            "g.jsonl:1: out_of_domain: must be true or false, got str",
+        ),
+        (
+            [{"id": "a", "question": "x"}, {"id": "a", "question": "y"}],
+            "g.jsonl:2: id: duplicate id 'a' (first on line 1)",
+        ),
         ([{"id": "a", "question": "x", "expected_docs": []}], "g.jsonl:1: expected_docs: unknown field"),
-        ([{"id": "a", "question": "x", "out_of_domain": True, "expected_doc_ids": ["d"]}],
-         "g.jsonl:1: expected_doc_ids: must be empty for an out-of-domain case"),
+        (
+            [{"id": "a", "question": "x", "out_of_domain": True, "expected_doc_ids": ["d"]}],
+            "g.jsonl:1: expected_doc_ids: must be empty for an out-of-domain case",
+        ),
         ([{"id": 7, "question": "x"}], "g.jsonl:1: id: must be a string, got int"),
         (["[1, 2]"], "g.jsonl:1: expected a JSON object, got list"),
         ([], "g.jsonl: the golden set is empty"),
@@ -40,9 +49,16 @@ def test_bad_golden_sets_name_file_line_and_field(tmp_path, rows, message):
 
 
 def test_check_golden_collects_every_problem(tmp_path):
-    path = write_jsonl(tmp_path / "g.jsonl", [
-        {"id": "a", "question": "x"}, "{oops", {"id": "a", "question": "y"}, {"id": "c"}, {"id": "d", "question": "z"},
-    ])
+    path = write_jsonl(
+        tmp_path / "g.jsonl",
+        [
+            {"id": "a", "question": "x"},
+            "{oops",
+            {"id": "a", "question": "y"},
+            {"id": "c"},
+            {"id": "d", "question": "z"},
+        ],
+    )
     cases, problems = check_golden(path)
     assert [c.id for c in cases] == ["a", "d"]
     assert [p.split(": ")[0].rsplit(":", 1)[1] for p in problems] == ["2", "3", "4"]

@@ -1,4 +1,4 @@
-"""The rubric judge and the shared LLM client against a local OpenAI-compatible server (tests/fake_openai.py)."""
+"""The rubric judge and the shared LLM client against a local OpenAI-compatible server (fake_openai.py)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ CHUNKS = (
 ANSWER = "The Eiffel Tower is 330 metres tall. It opened in 1889. It is blue."
 
 
-def save_model(directory, id2label, *, seed=0, bias=None, scale=1.0):
+def save_model(directory, id2label, *, seed=0, bias=None, init=0.02):
     """A 1-layer BERT classifier with a word-level vocabulary; ``bias`` set → that constant output."""
     import torch
     import transformers
@@ -45,11 +45,10 @@ def save_model(directory, id2label, *, seed=0, bias=None, scale=1.0):
     config = transformers.BertConfig(
         vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=32, max_position_embeddings=256, num_labels=len(id2label), id2label=id2label,
-        label2id={v: k for k, v in id2label.items()},
+        label2id={v: k for k, v in id2label.items()}, initializer_range=init,
     )  # fmt: skip
     model = transformers.BertForSequenceClassification(config)
     with torch.no_grad():
-        model.classifier.weight.mul_(scale)
         if bias is not None:
             model.classifier.weight.zero_()
             model.classifier.bias.copy_(torch.tensor(bias, dtype=torch.float32))
@@ -119,7 +118,7 @@ def test_probabilities_are_the_softmax_in_canonical_order(models, random_judge):
     assert got.shape == (5, 3)
     np.testing.assert_allclose(got, expected, atol=1e-5)
     np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-6)
-    assert len(set(got.argmax(axis=1))) > 1  # the scaled random model does depend on its input
+    assert len(set(got.argmax(axis=1))) > 1  # with init=0.5 the random model depends on its input
 
 
 def test_batching_does_not_change_probabilities(models, random_judge):
@@ -210,8 +209,11 @@ def test_id_describe_and_option_validation(models, random_judge, tmp_path):
 def test_build_premises_windows():
     chunks = (Chunk("a", "One. Two. Three."), Chunk("b", "Solo."), Chunk("c", "  "))
     assert build_premises(chunks, 2) == [
-        Premise(0, "One. Two. Three."), Premise(0, "One. Two."), Premise(0, "Two. Three."), Premise(1, "Solo."),
-    ]  # fmt: skip
+        Premise(0, "One. Two. Three."),
+        Premise(0, "One. Two."),
+        Premise(0, "Two. Three."),
+        Premise(1, "Solo."),
+    ]
     assert build_premises(chunks, 3) == [Premise(0, "One. Two. Three."), Premise(1, "Solo.")]
     assert [p.text for p in build_premises(chunks[:1], 1)] == ["One. Two. Three.", "One.", "Two.", "Three."]
 

@@ -1,4 +1,4 @@
-"""The ragas judge (ragas 0.4 Faithfulness) against a local OpenAI-compatible server (tests/fake_openai.py)."""
+"""The ragas judge (ragas 0.4 Faithfulness) against a local OpenAI-compatible server (fake_openai.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ pytest.importorskip("ragas")
 
 from fake_openai import FakeOpenAI, Reply  # noqa: E402
 
-from gate.judges.ragas_judge import RagasJudge  # noqa: E402
+from gate.judges.ragas_judge import REASKS, RagasJudge  # noqa: E402
 from gate.models import Chunk  # noqa: E402
 
 CHUNKS = (Chunk("doc-7", "The Eiffel Tower is 330 metres tall."), Chunk("doc-2", "It opened in 1889."))
@@ -117,6 +117,7 @@ def test_broken_json_is_a_failure_not_a_score(fake, make_judge):
     )
     assert math.isnan(judgment.faithfulness) and judgment.claims == ()
     assert judge.stats.failures == 1
+    assert len(fake.requests) == REASKS + 1  # instructor re-asked with the error; HTTP retries not used
 
 
 def test_429_retry_after_then_success(fake, make_judge):
@@ -149,7 +150,7 @@ def test_truncated_answer_is_a_failure(fake, make_judge):
     fake.script(Reply.truncated('{"statements": ["The Eiffel'))
     judgment = make_judge().judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.error is not None and "IncompleteOutputException" in judgment.error
-    assert math.isnan(judgment.faithfulness)
+    assert math.isnan(judgment.faithfulness) and len(fake.requests) == 1
 
 
 def test_cache_hit_makes_no_request(fake, make_judge):

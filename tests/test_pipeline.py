@@ -1,14 +1,14 @@
 import textwrap
 
 import pytest
-
 from conftest import write_jsonl
+
 from gate.config import load_config
 from gate.errors import EvaluationError
 from gate.golden import load_golden
 from gate.pipeline import run_command, run_python
 
-PIPELINE = '''
+PIPELINE = """
 import os, time
 from pathlib import Path
 
@@ -28,7 +28,7 @@ def answer(case, *, suffix="!"):
         raise RuntimeError("first call fails")
     return {"answer": case["question"] + suffix, "retrieved": [{"id": "d1", "text": "x", "score": 1.5}],
             "cost_usd": 0.001}
-'''
+"""
 
 
 @pytest.fixture
@@ -36,7 +36,8 @@ def side(tmp_path):
     (tmp_path / "rag.py").write_text(PIPELINE)
     ids = ["ok1", "boom", "slow", "crash", "flaky", "ok2"]
     write_jsonl(tmp_path / "golden.jsonl", [{"id": i, "question": f"q-{i}"} for i in ids])
-    (tmp_path / "rag-gate.yml").write_text(textwrap.dedent("""
+    (tmp_path / "rag-gate.yml").write_text(
+        textwrap.dedent("""
         golden: golden.jsonl
         pipeline:
           python: rag:answer
@@ -44,7 +45,8 @@ def side(tmp_path):
           concurrency: 2
           timeout_s: 1
           retries: 1
-    """))
+    """)
+    )
     return tmp_path
 
 
@@ -73,16 +75,19 @@ def test_python_adapter_reports_import_errors(side):
 
 def test_command_adapter(tmp_path):
     write_jsonl(tmp_path / "golden.jsonl", [{"id": "a", "question": "q"}])
-    (tmp_path / "make.py").write_text(textwrap.dedent("""
+    (tmp_path / "make.py").write_text(
+        textwrap.dedent("""
         import json, sys
         golden, out, repeat = sys.argv[1:]
         with open(out, "w") as f:
             for line in open(golden):
                 case = json.loads(line)
                 f.write(json.dumps({"id": case["id"], "answer": "r" + repeat, "retrieved": []}) + "\\n")
-    """))
+    """)
+    )
     (tmp_path / "rag-gate.yml").write_text(
-        "golden: golden.jsonl\npipeline:\n  command: python make.py {golden} {predictions} {repeat}\n")
+        "golden: golden.jsonl\npipeline:\n  command: python make.py {golden} {predictions} {repeat}\n"
+    )
     config = load_config(tmp_path / "rag-gate.yml")
     preds = list(run_command(config.pipeline, config.golden, [0, 1], 1))
     assert [(p.repeat, p.answer) for p in preds] == [(0, "r0"), (1, "r1")]

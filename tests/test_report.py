@@ -8,11 +8,30 @@ from gate.report import GITHUB_COMMENT_LIMIT, MARKER, escape_markdown, render_co
 
 def metric(name="hit_rate@5", **kw):
     row = {
-        "name": name, "label": "Hit rate@5", "gated": True, "base_mean": 0.9, "head_mean": 0.7, "delta": -0.2,
-        "ci_low": -0.3, "ci_high": -0.1, "p_value": 0.0004, "p_adjusted": 0.0012, "status": "fail", "ratio": None,
-        "ratio_ci_low": None, "ratio_ci_high": None, "mde": 0.05, "icc": None, "se": 0.04,
-        "test_method": "mcnemar-exact", "recommendation": None, "margin": 0.03,
-        "aggregates": {"base": {"n": 10, "mean": 0.9, "sd": 0.3, "p10": 0.0}, "head": {"n": 10, "mean": 0.7, "sd": 0.4, "p10": 0.0}},
+        "name": name,
+        "label": "Hit rate@5",
+        "gated": True,
+        "base_mean": 0.9,
+        "head_mean": 0.7,
+        "delta": -0.2,
+        "ci_low": -0.3,
+        "ci_high": -0.1,
+        "p_value": 0.0004,
+        "p_adjusted": 0.0012,
+        "status": "fail",
+        "ratio": None,
+        "ratio_ci_low": None,
+        "ratio_ci_high": None,
+        "mde": 0.05,
+        "icc": None,
+        "se": 0.04,
+        "test_method": "mcnemar-exact",
+        "recommendation": None,
+        "margin": 0.03,
+        "aggregates": {
+            "base": {"n": 10, "mean": 0.9, "sd": 0.3, "p10": 0.0},
+            "head": {"n": 10, "mean": 0.7, "sd": 0.4, "p10": 0.0},
+        },
     }
     row.update(kw)
     return row
@@ -23,29 +42,67 @@ EVIL = "| <script>alert(1)</script> `rm -rf` @octocat [x](http://e.vil) <!-- hid
 
 def case(i, text="What?"):
     return {
-        "id": f"case-{i}", "question": text, "answer_base": "base answer", "answer_head": text,
-        "metrics": [{"name": "hit_rate@5", "base": 1.0, "head": 0.0, "effect": -1.0, "p_value": None,
-                     "p_adjusted": None, "status": "regressed"}],
+        "id": f"case-{i}",
+        "question": text,
+        "answer_base": "base answer",
+        "answer_head": text,
+        "metrics": [
+            {
+                "name": "hit_rate@5",
+                "base": 1.0,
+                "head": 0.0,
+                "effect": -1.0,
+                "p_value": None,
+                "p_adjusted": None,
+                "status": "regressed",
+            }
+        ],
         "claims": [{"claim": text, "verdict": "contradicted", "chunk_id": "doc-1", "chunk_text": text, "reason": "x"}],
-        "dropped_docs": ["doc-1"], "expected_doc_ids": ["doc-1"],
+        "dropped_docs": ["doc-1"],
+        "expected_doc_ids": ["doc-1"],
     }
 
 
 @pytest.fixture
 def report():
     return {
-        "schema_version": 1, "verdict": "fail", "reasons": ["Hit rate@5 dropped"], "gate_version": "0.1.0",
-        "n_cases": 3, "n_out_of_domain": 1, "repeats": {"base": 1, "head": 1}, "seed": 0, "alpha": 0.05,
-        "strict": False, "error_rate": 0.0, "error_budget": 0.05,
-        "base": {"git_sha": "abc", "golden_sha256": "f" * 64, "n_cases": 3, "repeats": 1, "judge": {"id": "lexical"},
-                 "n_prediction_errors": 0},
-        "head": {"git_sha": "def", "golden_sha256": "f" * 64, "n_cases": 3, "repeats": 1, "judge": {"id": "lexical"},
-                 "n_prediction_errors": 0},
+        "schema_version": 1,
+        "verdict": "fail",
+        "reasons": ["Hit rate@5 dropped"],
+        "gate_version": "0.1.0",
+        "n_cases": 3,
+        "n_out_of_domain": 1,
+        "repeats": {"base": 1, "head": 1},
+        "seed": 0,
+        "alpha": 0.05,
+        "strict": False,
+        "error_rate": 0.0,
+        "error_budget": 0.05,
+        "base": {
+            "git_sha": "abc",
+            "golden_sha256": "f" * 64,
+            "n_cases": 3,
+            "repeats": 1,
+            "judge": {"id": "lexical"},
+            "n_prediction_errors": 0,
+        },
+        "head": {
+            "git_sha": "def",
+            "golden_sha256": "f" * 64,
+            "n_cases": 3,
+            "repeats": 1,
+            "judge": {"id": "lexical"},
+            "n_prediction_errors": 0,
+        },
         "metrics": [metric()],
         "regressed_cases": [case(1, EVIL)],
-        "suspected_cases": [], "improved_cases": [], "flaky_cases": [],
+        "suspected_cases": [],
+        "improved_cases": [],
+        "flaky_cases": [],
         "ood_failures": [{"id": "ood-1", "question": EVIL, "answer": EVIL, "new": True}],
-        "new_ood_failures": 1, "unpaired_cases": [], "errors": [],
+        "new_ood_failures": 1,
+        "unpaired_cases": [],
+        "errors": [],
     }
 
 
@@ -72,8 +129,8 @@ def test_untrusted_text_cannot_break_the_comment(report):
     assert "<script>" not in body and "<!-- hide" not in body
     assert "@octocat" not in body
     assert re.search(r"(?<!\\)\]\(http", body) is None  # no live markdown link
-    table_rows = [l for l in body.splitlines() if l.startswith("| Hit rate")]
-    assert all(l.count("|") - l.count("\\|") == 8 for l in table_rows)
+    table_rows = [row for row in body.splitlines() if row.startswith("| Hit rate")]
+    assert all(row.count("|") - row.count("\\|") == 8 for row in table_rows)
 
 
 def test_comment_is_capped_with_a_note(report):

@@ -22,8 +22,9 @@ from gate.stats import (
 
 FAST = settings(max_examples=25, deadline=None, derandomize=True)
 ALTERNATIVES = st.sampled_from(["two-sided", "less", "greater"])
-# values on a 0.05 grid produce ties, the hard case for exact counting
-GRID = st.integers(-20, 20).map(lambda k: k / 20)
+# small integers produce ties (the hard case for exact counting) while keeping every sum exact in floating
+# point: on non-integer grids scipy's tie tolerance (relative to |observed|) misses ties at T ≈ 0, ours does not
+GRID = st.integers(-20, 20).map(float)
 
 
 @FAST
@@ -70,7 +71,7 @@ def test_mcnemar_equals_binomtest_and_statsmodels(pairs, alternative):
                                              if b + c else 1.0, abs=1e-12)
 
 
-@FAST
+@settings(max_examples=10, deadline=None, derandomize=True)  # statsmodels' Holm takes ~0.1 s per call
 @given(p=st.lists(st.floats(0, 1), min_size=1, max_size=30))
 def test_holm_and_bh_equal_statsmodels(p):
     p = np.array(p)

@@ -97,7 +97,7 @@ class LexicalJudge:
     contradicted / unverifiable after RAGTruth's conflict vs baseless spans (Niu et al. 2024, ACL).
     """
 
-    cover: float = 0.6
+    cover: float = 0.75
     """Share in [0, 1] of the claim's content words a sentence must hold for a disagreement to count as a
     contradiction."""
     support: float = 0.75

@@ -1,12 +1,12 @@
-"""The ``nli`` judge: claims checked by a local NLI cross-encoder against chunks and adjacent-sentence windows.
+"""The ``nli`` judge: claims checked by a local NLI cross-encoder against chunks and sentence windows.
 
-Each claim of the answer (``gate.judges.claims.extract_claims``) is paired with every premise: each chunk's whole
-text and every window of ``window`` adjacent sentences in it (a cross-encoder truncates long inputs, a window
-keeps the evidence inside its limit). The model gives probabilities (softmax over its logits) whose label order
-is read from the model's ``config.json`` ``id2label``, never assumed. A premise's label is its most probable
-one; a chunk entails a claim when one of its premises does, else contradicts it when one of its premises does.
-The claim is supported when some chunk entails it, contradicted when none does and some chunk contradicts it,
-else unverifiable.
+Each claim of the answer (``gate.judges.claims.extract_claims``) is paired with every premise: each chunk's
+whole text and every window of ``window`` adjacent sentences in it (a cross-encoder truncates long inputs, a
+window keeps the evidence inside its limit). The model gives probabilities (softmax over its logits) whose
+label order is read from the model's ``config.json`` ``id2label``, never assumed. A premise's label is its
+most probable one; a chunk entails a claim when one of its premises does, else contradicts it when one of its
+premises does. The claim is supported when some chunk entails it, contradicted when none does and some chunk
+contradicts it, else unverifiable.
 
 Needs the extra ``[nli]`` (sentence-transformers, torch) and a model on local disk: nothing is downloaded.
 """
@@ -68,8 +68,8 @@ def label_columns(id2label: Mapping[int, str]) -> list[NLILabel]:
     columns = [canonical_label(n) for n in names]
     if None in columns or "entailment" not in columns:
         raise ValueError(
-            f"cannot tell the NLI labels from the model's id2label {names}; pass the option 'labels' with one "
-            "name per output index, e.g. labels: [contradiction, entailment, neutral]"
+            f"cannot tell the NLI labels from the model's id2label {names}; pass the option 'labels' with "
+            "one name per output index, e.g. labels: [contradiction, entailment, neutral]"
         )
     return columns  # type: ignore[return-value]
 
@@ -240,8 +240,8 @@ class NLIJudge:
             pairs: (premise, hypothesis) text pairs, any number.
 
         Returns:
-            Shape (len(pairs), 3), float64, each row the softmax of the model's logits (summing to 1), with the
-            model's columns moved to (entailment, neutral, contradiction); labels the model lacks are 0.
+            Shape (len(pairs), 3), float64, each row the softmax of the model's logits (summing to 1), with
+            the model's columns moved to (entailment, neutral, contradiction); labels the model lacks are 0.
 
         """
         if not pairs:

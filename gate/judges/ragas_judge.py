@@ -1,11 +1,12 @@
-"""The ``ragas`` judge: ragas Faithfulness (statement extraction, then a verdict per statement) on any endpoint.
+"""The ``ragas`` judge: ragas Faithfulness (statement extraction, then a verdict per statement).
 
-ragas 0.4 ``ragas.metrics.collections.Faithfulness`` runs through ``llm_factory`` and an ``AsyncOpenAI`` client
-on an OpenAI-compatible endpoint: two chat calls per answer. Each call goes through this module's wrapper, which
-adds what the shared client gives the rubric judge: bounded concurrency, retries with backoff on 429 / 5xx /
-timeouts (``Retry-After`` honoured up to a cap), pinned model, temperature and ``max_tokens``, and the on-disk
-cache keyed by (judge, model, prompt version, inputs, repeat index). ragas statements map to claims: verdict 1 →
-supported, 0 → unverifiable (ragas does not tell contradiction apart); the score is ragas' ``MetricResult.value``.
+ragas 0.4 ``ragas.metrics.collections.Faithfulness`` runs through ``llm_factory`` and an ``AsyncOpenAI``
+client on an OpenAI-compatible endpoint: two chat calls per answer. Each call goes through this module's
+wrapper, which adds what the shared client gives the rubric judge: bounded concurrency, retries with backoff
+on 429 / 5xx / timeouts (``Retry-After`` honoured up to a cap), pinned model, temperature and
+``max_tokens``, and the on-disk cache keyed by (judge, model, prompt version, inputs, repeat index). ragas
+statements map to claims: verdict 1 → supported, 0 → unverifiable (ragas does not tell contradiction apart);
+the score is ragas' ``MetricResult.value``.
 
 Needs the extra ``[ragas]`` (ragas, openai, instructor); ragas telemetry is off (``RAGAS_DO_NOT_TRACK=true``).
 """
@@ -189,7 +190,7 @@ class RagasJudge:
     def _wrap(
         self, agenerate: Callable[[str, Any], Awaitable[Any]], outputs: list[Any], repeat: int
     ) -> Callable[[str, Any], Awaitable[Any]]:
-        """Wrap ragas' ``agenerate(prompt, response_model)`` with the cache, the retries and the slot bound."""
+        """Wrap ragas' ``agenerate(prompt, response_model)`` with the cache, retries and the slot bound."""
         from tenacity import AsyncRetrying
 
         async def call(prompt: str, response_model: Any) -> Any:
