@@ -60,7 +60,7 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.version_option(__version__, "--version", prog_name="rag-gate")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def main(debug: bool) -> None:
-    """rag-gate: a regression gate for RAG systems.
+    r"""rag-gate: a regression gate for RAG systems.
 
     \b
     Evaluate the base and the head of a change on a golden set, compare them with
@@ -73,7 +73,7 @@ def main(debug: bool) -> None:
 @click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
 @handle_errors
 def validate(golden: Path) -> None:
-    """Check a golden set; print every problem as file:line: field: message.
+    r"""Check a golden set; print every problem as file:line: field: message.
 
     \b
     Example:
@@ -112,7 +112,7 @@ def run(
     git_sha: str | None,
     progress: bool | None,
 ) -> None:
-    """Run the golden set through one side's pipeline and score it.
+    r"""Run the golden set through one side's pipeline and score it.
 
     Writes OUT/predictions.jsonl, OUT/scores.jsonl and OUT/manifest.json, incrementally:
     re-running the same command resumes an interrupted run.
@@ -164,7 +164,7 @@ def run(
 def compare(
     base: Path, head: Path, golden: Path | None, config_path: Path | None, out: Path, fmt: str, strict: bool
 ) -> None:
-    """Compare BASE and HEAD (run directories or predictions JSONL files).
+    r"""Compare BASE and HEAD (run directories or predictions JSONL files).
 
     Prints the comment (or the JSON report), writes OUT/report.json and OUT/comment.md,
     and exits 0 on pass or inconclusive, 1 on fail.

@@ -65,7 +65,7 @@ def models(tmp_path_factory):
     return {
         # the order of cross-encoder/nli-deberta-v3-*: contradiction, entailment, neutral
         "random": save_model(
-            root / "random", {0: "contradiction", 1: "entailment", 2: "neutral"}, scale=60.0
+            root / "random", {0: "contradiction", 1: "entailment", 2: "neutral"}, init=0.5
         ),
         "always_index2_ecn": save_model(
             root / "ecn", {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}, bias=[0.0, 0.0, 6.0]

@@ -55,6 +55,7 @@ def case(i, text="What?"):
                 "p_value": None,
                 "p_adjusted": None,
                 "status": "regressed",
+                "evidence": "single observation",
             }
         ],
         "claims": [{"claim": text, "verdict": "contradicted", "chunk_id": "doc-1", "chunk_text": text, "reason": "x"}],

@@ -83,8 +83,8 @@ class LexicalJudge:
 
     - supported: some chunk has coverage ≥ ``support``, contains every number, month and entity of the
       claim (numbers compared as values, after rounding), and has no conflict;
-    - contradicted: otherwise, when a chunk's closest sentence states the same thing (it holds ≥ ``cover``
-      of the claim's other content words) but disagrees: a number of the claim is not in the chunk while the
+    - contradicted: otherwise, when a chunk's closest sentence states the same thing (with the sentence
+      before it, it holds ≥ ``cover`` of the claim's other content words) but disagrees: a number of the claim is not in the chunk while the
       sentence states another number of the same kind (year, percent, time, quantity), a month differs, an
       entity is not in the chunk while the sentence names another one, or a content word is negated on one
       side only;
@@ -151,10 +151,11 @@ class LexicalJudge:
             + [f"month {m}" for m in absent_months]
             + ([f"entity {', '.join(absent_entities)}"] if absent_entities else [])
         )
-        # A conflict counts only when the closest sentence states the same thing otherwise: it holds at least
-        # `cover` of the claim's other content words.
+        # A conflict counts only when the closest sentence states the same thing otherwise: it (with the
+        # sentence before it, for "It has ...") holds at least `cover` of the claim's other content words.
         rest = required - set(absent_entities)
-        same_statement = (len(rest & best.content) / len(rest) if rest else 1.0) >= self.cover
+        window = best.content | (ev.facts[best_sentence - 1].content if best_sentence else frozenset())
+        same_statement = (len(rest & window) / len(rest) if rest else 1.0) >= self.cover
         conflicts: list[str] = []
         if same_statement:
             for q in absent_numbers:

@@ -1,0 +1,231 @@
+"""The lexical judge: hand-written cases for each phenomenon, attribution against sklearn's TF-IDF cosine."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from gate.judges import JUDGES, LexicalJudge, get_judge
+from gate.judges.claims import extract_claims, is_refusal, split_sentences
+from gate.judges.text import analyzer, facts
+from gate.models import Chunk
+
+JUDGE = LexicalJudge()
+HOTEL = Chunk(
+    "hotel",
+    "The Grand Hotel opened in 1998. It has 1,000 rooms and a spa. WiFi is not available in the rooms. "
+    "Breakfast costs $12 per person.",
+)
+BOWL = Chunk("bowl", "Super Bowl LV was played on February 7, 2021, at Raymond James Stadium in Tampa, Florida.")
+NOISE = Chunk("noise", "Tickets for concerts are sold online. Parking is free on weekends.")
+
+
+def verdicts(answer: str, chunks=(HOTEL, BOWL, NOISE), question: str = "") -> list[str]:
+    return [c.verdict for c in JUDGE.judge(question, answer, chunks).claims]
+
+
+# ---------------------------------------------------------------- numbers
+
+
+@pytest.mark.parametrize("written", ["1,000", "1000", "one thousand", "1 thousand"])
+def test_number_forms_all_support(written):
+    assert verdicts(f"The hotel has {written} rooms.") == ["supported"]
+
+
+def test_number_disagreeing_is_contradicted_and_says_what_the_chunk_says():
+    claim = JUDGE.judge("", "The hotel has 1,200 rooms.", [HOTEL]).claims[0]
+    assert claim.verdict == "contradicted"
+    assert claim.reason == "number 1200 not in chunk; chunk says 1000"
+    assert claim.contradiction_level == "ALL"
+
+
+def test_number_absent_from_a_sentence_without_numbers_is_unverifiable_not_contradicted():
+    assert verdicts("WiFi is not available in the 40 rooms.", [HOTEL]) == ["unverifiable"]
+
+
+def test_money_and_percent_normalisation():
+    parsed = facts("It earned $1.3 million, up 50 percent, in 2014")
+    values = sorted((q.kind, q.value) for q in parsed.numbers)
+    assert values == [("num", 1_300_000.0), ("percent", 50.0), ("year", 2014.0)]
+    assert verdicts("It earned 1.3 million.", [Chunk("c", "It earned $1,312,000 last year.")]) == ["supported"]
+    assert verdicts("Growth was 50%.", [Chunk("c", "Growth was 50 percent.")]) == ["supported"]
+
+
+def test_clock_times_match_across_12_and_24_hour_forms():
+    chunk = Chunk("c", "Monday 9:00 to 22:30.")
+    assert verdicts("It is open Monday from 9 am to 10:30 pm.", [chunk]) == ["supported"]
+    assert verdicts("It is open Monday from 9 am to 11 pm.", [chunk]) == ["contradicted"]
+
+
+# ---------------------------------------------------------------- dates, entities, negation
+
+
+def test_dates_same_day_in_another_format_supported_other_month_contradicted():
+    assert verdicts("Super Bowl LV was played on Feb 7, 2021.", [BOWL]) == ["supported"]
+    claim = JUDGE.judge("", "Super Bowl LV was played on March 7, 2021.", [BOWL]).claims[0]
+    assert (claim.verdict, claim.reason) == ("contradicted", "month [3] not in chunk; chunk says [2]")
+    assert verdicts("Super Bowl LV was played on February 7, 2020.", [BOWL]) == ["contradicted"]
+
+
+def test_entity_swapped_is_contradicted():
+    claim = JUDGE.judge("", "Super Bowl LV was played at Raymond James Stadium in Glendale, Arizona.", [BOWL]).claims[0]
+    assert claim.verdict == "contradicted"
+    assert claim.reason.startswith("entity arizona, glendal not in chunk; chunk names")
+
+
+def test_negation_both_directions():
+    assert verdicts("WiFi is available in the rooms.", [HOTEL]) == ["contradicted"]
+    assert verdicts("WiFi is not available in the rooms.", [HOTEL]) == ["supported"]
+    chunk = Chunk("c", "The museum has free parking.")
+    assert verdicts("The museum has no free parking.", [chunk]) == ["contradicted"]
+    assert facts("It is not only cheap").negated == frozenset()  # "not only" is no negation
+
+
+def test_unrelated_claim_is_unverifiable_with_no_contradiction():
+    claim = JUDGE.judge("", "The hotel has a casino and a golf course.", [HOTEL, NOISE]).claims[0]
+    assert claim.verdict == "unverifiable"
+    assert claim.contradiction_level == "NONE"
+
+
+def test_contradiction_level_sometimes_when_one_chunk_supports_and_one_conflicts():
+    old = Chunk("old", "The museum opened in 1990 and has 300 paintings.")
+    new = Chunk("new", "The museum opened in 1990 and has 350 paintings.")
+    claim = JUDGE.judge("", "The museum has 350 paintings.", [old, new]).claims[0]
+    assert (claim.verdict, claim.chunk_id, claim.contradiction_level) == ("supported", "new", "SOMETIMES")
+    both_wrong = JUDGE.judge("", "The museum has 400 paintings.", [old, new]).claims[0]
+    assert (both_wrong.verdict, both_wrong.contradiction_level) == ("contradicted", "ALL")
+
+
+# ---------------------------------------------------------------- claims
+
+
+def test_conjunction_of_clauses_is_split_and_each_clause_judged():
+    judgment = JUDGE.judge("", "The Grand Hotel opened in 1998 and it has a casino.", [HOTEL])
+    assert [c.claim for c in judgment.claims] == ["The Grand Hotel opened in 1998", "it has a casino."]
+    assert [c.verdict for c in judgment.claims] == ["supported", "unverifiable"]
+    assert judgment.faithfulness == 0.5
+
+
+def test_list_items_share_their_head():
+    assert extract_claims("The restaurant serves pizza, pasta and salad.") == [
+        "The restaurant serves pizza",
+        "The restaurant serves pasta",
+        "The restaurant serves salad.",
+    ]
+    assert extract_claims("Finch & Fork is in Santa Barbara, California.") == [
+        "Finch & Fork is in Santa Barbara, California."
+    ]
+
+
+def test_sentences_keep_abbreviations_decimals_and_drop_list_markers_and_lead_ins():
+    text = "Here is a summary:\n1. Dr. Smith paid $3.5 million.\n2. The U.S. Army agreed. It was late."
+    assert split_sentences(text) == [
+        "Here is a summary:",
+        "Dr. Smith paid $3.5 million.",
+        "The U.S. Army agreed.",
+        "It was late.",
+    ]
+    assert extract_claims(text) == ["Dr. Smith paid $3.5 million.", "The U.S. Army agreed.", "It was late."]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["", "   ", "Unable to answer based on given passages.", "I don't know.", "Non ho informazioni sufficienti."],
+)
+def test_refusal_or_empty_answer_has_no_claims_and_nan_faithfulness(answer):
+    judgment = JUDGE.judge("q", answer, [HOTEL])
+    assert judgment.claims == ()
+    assert math.isnan(judgment.faithfulness) and math.isnan(judgment.contradiction_rate)
+    assert is_refusal(answer)
+
+
+def test_long_answer_with_a_disclaimer_is_not_a_refusal():
+    answer = "I'm sorry for the delay. " + "The Grand Hotel opened in 1998 and has 1,000 rooms with a spa. " * 4
+    assert not is_refusal(answer)
+
+
+def test_filler_pieces_are_dropped():
+    assert extract_claims("Sure! It has 1,000 rooms.") == ["It has 1,000 rooms."]
+
+
+def test_italian_stop_words_and_stems():
+    chunk = Chunk("it", "Il negozio è aperto tutti i giorni, anche la domenica, e offre il parcheggio gratuito.")
+    assert facts("Il negozio è aperto la domenica", "it").terms == ("negoz", "apert", "domen")
+    assert verdicts("I negozi sono aperti la domenica.", [chunk]) == ["supported"]
+    assert verdicts("Il negozio non è aperto la domenica.", [chunk]) == ["contradicted"]
+
+
+def test_question_words_absent_from_the_chunks_are_not_required():
+    chunk = Chunk("c", "Preheat the oven to 180 degrees and bake for 40 minutes.")
+    question = "How do I bake a lemon cake?"
+    assert verdicts("To bake the lemon cake, bake for 40 minutes.", [chunk], question) == ["supported"]
+    assert verdicts("To bake the lemon cake, bake for 40 minutes.", [chunk]) == ["unverifiable"]
+
+
+# ---------------------------------------------------------------- attribution
+
+
+def test_attribution_picks_the_right_chunk_and_sentence_with_sklearn_tfidf_cosine():
+    chunks = [HOTEL, BOWL, NOISE]
+    claim_text = "Breakfast costs $12 per person at the hotel."
+    claim = JUDGE.judge("", claim_text, chunks).claims[0]
+    assert (claim.verdict, claim.chunk_id) == ("supported", "hotel")
+    assert claim.chunk_text == "Breakfast costs $12 per person."
+    # oracle: sklearn TfidfVectorizer fitted on every chunk sentence, cosine = dot product of l2 rows
+    sentences = [s for c in chunks for s in split_sentences(c.text)]
+    vectorizer = TfidfVectorizer(analyzer=analyzer).fit(sentences)
+    evidence = vectorizer.transform(sentences).toarray()
+    query = vectorizer.transform([claim_text]).toarray()[0]
+    cosines = evidence @ query / (np.linalg.norm(evidence, axis=1) * np.linalg.norm(query))
+    assert sentences[int(np.argmax(cosines))] == claim.chunk_text
+    assert claim.similarity == pytest.approx(float(cosines.max()), abs=1e-12)
+    assert 0.0 < claim.similarity < 1.0
+
+
+def test_no_chunks_means_unverifiable_without_attribution():
+    claim = JUDGE.judge("", "The hotel has 1,000 rooms.", []).claims[0]
+    assert (claim.verdict, claim.chunk_id, claim.similarity) == ("unverifiable", None, 0.0)
+
+
+# ---------------------------------------------------------------- contract, factory, determinism
+
+
+def test_identity_and_factory():
+    assert (JUDGE.id, JUDGE.version) == ("lexical", "1")
+    assert isinstance(JUDGE.version, str)
+    assert get_judge({"name": "lexical", "support": 0.6}) == LexicalJudge(support=0.6)
+    assert sorted(JUDGES) == ["lexical"]
+
+
+def test_factory_rejects_unknown_names_and_options():
+    with pytest.raises(ValueError, match="unknown judge 'nli'; known judges: lexical"):
+        get_judge({"name": "nli"})
+    with pytest.raises(ValueError, match="judge 'lexical': .*unexpected keyword argument 'temperature'"):
+        get_judge({"name": "lexical", "temperature": 0})
+    with pytest.raises(ValueError, match="cover, support"):
+        get_judge({"name": "lexical", "support": 1.5})
+
+
+def test_deterministic_and_thread_safe():
+    answers = [
+        "The hotel has 1,200 rooms and WiFi is available.",
+        "Super Bowl LV was played in Tampa, Florida on February 7, 2021.",
+        "Breakfast costs $15 and parking is free on weekends.",
+    ] * 20
+    expected = [JUDGE.judge("", a, [HOTEL, BOWL, NOISE]).to_dict() for a in answers]
+    results: dict[int, list] = {}
+
+    def work(k: int) -> None:
+        judge = LexicalJudge()
+        results[k] = [judge.judge("", a, [HOTEL, BOWL, NOISE]).to_dict() for a in answers]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(results[k] == expected for k in range(4))
