@@ -187,6 +187,25 @@ def compare(
     sys.exit(outcome.exit_code)
 
 
+@main.command()
+@click.argument("shards", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Merged run directory.")
+@handle_errors
+def merge(shards: tuple[Path, ...], out: Path) -> None:
+    r"""Merge the run directories of sharded runs (run --shard i/n) into one.
+
+    \b
+    Example:
+      rag-gate run --config rag-gate.yml --shard 1/2 --out runs/s1
+      rag-gate run --config rag-gate.yml --shard 2/2 --out runs/s2
+      rag-gate merge runs/s1 runs/s2 --out runs/head
+    """
+    from gate.flow import merge_runs
+
+    merge_runs(list(shards), out)
+    click.echo(f"wrote {out}", err=True)
+
+
 def _register_optional_commands() -> None:
     try:
         from gate.cli_pr import pr

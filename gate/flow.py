@@ -186,6 +186,44 @@ def _produce(
                 write(prediction)
 
 
+def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
+    """Merge the run directories of ``rag-gate run --shard i/n`` (i = 1..n) into one run directory.
+
+    Raises:
+        InputError: when the shards disagree on golden set, config, repeats or shard count, or do not cover 1..n
+            exactly once, or one of them is incomplete.
+    """
+    manifests = [read_manifest(Path(d)) for d in shard_dirs]
+    first = manifests[0]
+    for directory, manifest in zip(shard_dirs, manifests, strict=True):
+        if manifest.get("status") != "complete":
+            raise InputError(f"{directory}: the run is not complete (status {manifest.get('status')!r}); re-run it")
+        for key in ("golden_sha256", "config_sha256", "repeats"):
+            if manifest.get(key) != first.get(key):
+                raise InputError(f"{directory}: {key} differs from {shard_dirs[0]}; shards must come from one config")
+    shards = sorted(tuple(m.get("shard") or (1, 1)) for m in manifests)
+    count = shards[0][1]
+    if shards != [(i, count) for i in range(1, count + 1)]:
+        raise InputError(f"shards {['/'.join(map(str, s)) for s in shards]} do not cover 1..{count} exactly once")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in (PREDICTIONS, SCORES):
+        with (out_dir / name).open("w", encoding="utf-8") as sink:
+            for directory in shard_dirs:
+                sink.write((Path(directory) / name).read_text(encoding="utf-8"))
+    counts = {k: sum(m["counts"][k] for m in manifests) for k in first["counts"]}
+    merged = first | {
+        "shard": None,
+        "n_cases": sum(m["n_cases"] for m in manifests),
+        "counts": counts,
+        "merged_from": [str(d) for d in shard_dirs],
+        "started": min(m["started"] for m in manifests),
+        "finished": max(m["finished"] for m in manifests),
+    }
+    write_json(out_dir / MANIFEST, merged)
+    return out_dir
+
+
 # --------------------------------------------------------------------------------------------- compare
 
 

@@ -225,3 +225,23 @@ def test_run_writes_run_dir_and_resumes(tmp_path, tiny_golden):
     run_side(config, out)
     assert len((tmp_path / "calls.log").read_text().split()) == 5
     assert len(_read(out / "predictions.jsonl")) == 8
+
+
+def test_shards_merge_into_the_full_run(tmp_path, tiny_golden):
+    (tmp_path / "rag.py").write_text(PIPELINE)
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer', concurrency: 1}\n")
+    config = load_config(tmp_path / "rag-gate.yml")
+    shards = [run_side(config, tmp_path / f"s{i}", shard_spec=(i, 2)) for i in (1, 2)]
+    full = run_side(config, tmp_path / "full")
+    result = CliRunner().invoke(main, ["merge", *map(str, shards), "--out", str(tmp_path / "merged")])
+    assert result.exit_code == 0, result.output
+
+    def key(rows):
+        return sorted((r["id"], r["answer"]) for r in rows)
+
+    assert key(_read(tmp_path / "merged" / "predictions.jsonl")) == key(_read(full / "predictions.jsonl"))
+    assert len(_read(tmp_path / "merged" / "scores.jsonl")) == len(_read(full / "scores.jsonl"))
+    manifest = json.loads((tmp_path / "merged" / "manifest.json").read_text())
+    assert manifest["n_cases"] == 4 and manifest["shard"] is None
+    result = CliRunner().invoke(main, ["merge", str(shards[0]), "--out", str(tmp_path / "bad")])
+    assert result.exit_code == 2 and "do not cover 1..2 exactly once" in result.stderr

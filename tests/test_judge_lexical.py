@@ -56,7 +56,7 @@ def test_money_and_percent_normalisation():
 
 
 def test_clock_times_match_across_12_and_24_hour_forms():
-    chunk = Chunk("c", "Monday 9:00 to 22:30.")
+    chunk = Chunk("c", "Open Monday 9:00 to 22:30.")
     assert verdicts("It is open Monday from 9 am to 10:30 pm.", [chunk]) == ["supported"]
     assert verdicts("It is open Monday from 9 am to 11 pm.", [chunk]) == ["contradicted"]
 
@@ -104,8 +104,8 @@ def test_contradiction_level_sometimes_when_one_chunk_supports_and_one_conflicts
 
 
 def test_conjunction_of_clauses_is_split_and_each_clause_judged():
-    judgment = JUDGE.judge("", "The Grand Hotel opened in 1998 and it has a casino.", [HOTEL])
-    assert [c.claim for c in judgment.claims] == ["The Grand Hotel opened in 1998", "it has a casino."]
+    judgment = JUDGE.judge("", "The Grand Hotel opened in 1998 and it has a large casino.", [HOTEL])
+    assert [c.claim for c in judgment.claims] == ["The Grand Hotel opened in 1998", "it has a large casino."]
     assert [c.verdict for c in judgment.claims] == ["supported", "unverifiable"]
     assert judgment.faithfulness == 0.5
 
@@ -162,8 +162,8 @@ def test_italian_stop_words_and_stems():
 def test_question_words_absent_from_the_chunks_are_not_required():
     chunk = Chunk("c", "Preheat the oven to 180 degrees and bake for 40 minutes.")
     question = "How do I bake a lemon cake?"
-    assert verdicts("To bake the lemon cake, bake for 40 minutes.", [chunk], question) == ["supported"]
-    assert verdicts("To bake the lemon cake, bake for 40 minutes.", [chunk]) == ["unverifiable"]
+    assert verdicts("The lemon cake bakes for 40 minutes.", [chunk], question) == ["supported"]
+    assert verdicts("The lemon cake bakes for 40 minutes.", [chunk]) == ["unverifiable"]
 
 
 # ---------------------------------------------------------------- attribution

@@ -151,19 +151,21 @@ class LexicalJudge:
             + [f"month {m}" for m in absent_months]
             + ([f"entity {', '.join(absent_entities)}"] if absent_entities else [])
         )
-        # A conflict counts only when the closest sentence states the same thing otherwise: it (with the
-        # sentence before it, for "It has ...") holds at least `cover` of the claim's other content words.
+        # A conflict counts only when the closest sentence and its neighbours (for "It has ...") state the same
+        # thing otherwise: they hold at least `cover` of the claim's other content words.
+        window = ev.facts[max(0, best_sentence - 1) : best_sentence + 2]
         rest = required - set(absent_entities)
-        window = best.content | (ev.facts[best_sentence - 1].content if best_sentence else frozenset())
-        same_statement = (len(rest & window) / len(rest) if rest else 1.0) >= self.cover
+        window_stems = frozenset().union(*(f.content for f in window))
+        same_statement = (len(rest & window_stems) / len(rest) if rest else 1.0) >= self.cover
         conflicts: list[str] = []
         if same_statement:
             for q in absent_numbers:
-                said = sorted({f"{o.value:g}" for o in best.numbers if o.kind == q.kind})
+                said = sorted({f"{o.value:g}" for f in window for o in f.numbers if o.kind == q.kind})
                 if said:
                     conflicts.append(f"number {q.value:g} not in chunk; chunk says {', '.join(said[:3])}")
-            if absent_months and best.months:
-                conflicts.append(f"month {absent_months} not in chunk; chunk says {sorted(best.months)}")
+            window_months = sorted(frozenset().union(*(f.months for f in window)))
+            if absent_months and window_months:
+                conflicts.append(f"month {absent_months} not in chunk; chunk says {window_months}")
             others = sorted(e for e in best.entities - claim.content if not _known(e, claim.content))
             if absent_entities and others:
                 conflicts.append(
