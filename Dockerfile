@@ -33,7 +33,8 @@ RUN python3 -m venv /opt/rag-gate \
 
 COPY pyproject.toml README.md /opt/rag-gate-src/
 COPY gate /opt/rag-gate-src/gate
-RUN pip install --no-cache-dir --no-deps /opt/rag-gate-src \
-    && rag-gate --version
+# The pins above already satisfy the package; the constraint keeps any dependency added later pinned too.
+RUN pip install --no-cache-dir --constraint /opt/rag-gate-src/requirements-action.txt /opt/rag-gate-src \
+    && pip check && rag-gate --version
 
 ENTRYPOINT ["/opt/rag-gate/bin/rag-gate"]

@@ -55,7 +55,9 @@ def aa_fail_rate(*, n: int, r: int, prs: int, margin: float, seed: int, n_resamp
     rng = np.random.default_rng(seed)
     fails = 0
     for k in range(prs):
-        metrics = [metric_input(kind, kind, *simulate(rng, n=n, r=r, kind=kind), margin) for kind in ("binary", "graded")]
+        metrics = [
+            metric_input(kind, kind, *simulate(rng, n=n, r=r, kind=kind), margin) for kind in ("binary", "graded")
+        ]
         results = analyze_metrics(metrics, alpha=ALPHA, seed=k, n_resamples=n_resamples)
         fails += gate_decision(results, new_ood_failures=0, error_rate=0.0)[0] == "fail"
     return fails / prs
@@ -106,12 +108,8 @@ def power_curve_80(
     *, n: int, r: int, mde: float, prs: int, seed: int, n_resamples: int, factors: tuple[float, ...]
 ) -> float:
     """Effect δ80 at which the graded metric fails in 80 % of PRs, interpolated on drops factor·MDE."""
-    rates = [
-        fail_rate(kind="graded", n=n, r=r, drop=f * mde, margin=1e-9, prs=prs, seed=seed + j, n_resamples=n_resamples)[
-            0
-        ]
-        for j, f in enumerate(factors)
-    ]
+    common = dict(kind="graded", n=n, r=r, margin=1e-9, prs=prs, n_resamples=n_resamples)
+    rates = [fail_rate(drop=f * mde, seed=seed + j, **common)[0] for j, f in enumerate(factors)]
     drops = np.array(factors) * mde
     print("    power curve: " + ", ".join(f"δ={d:.4f}: {p:.2f}" for d, p in zip(drops, rates, strict=True)))
     return float(np.interp(0.8, np.maximum.accumulate(rates), drops))
@@ -136,16 +134,20 @@ def main() -> None:
         rate, _ = fail_rate(kind=kind, n=300, r=3, drop=0.06, margin=0.03, prs=prs // 2, seed=7, n_resamples=b)
         print(f"    {kind}: {rate:.3f}")
     outcome = planted_cases(n=300, r=5, planted=5, runs=prs // 2, seed=11)
-    print(f"(2b) 5 planted pass→fail cases of 300, R=5: all listed in {outcome.all_found:.3f} of runs (≥ 0.80), "
-          f"mean FDP {outcome.mean_fdp:.4f} (≤ 0.10)")
+    print(
+        f"(2b) 5 planted pass→fail cases of 300, R=5: all listed in {outcome.all_found:.3f} of runs (≥ 0.80), "
+        f"mean FDP {outcome.mean_fdp:.4f} (≤ 0.10)"
+    )
     print("(3) printed MDE vs the empirical 80 %-power effect (graded, margin ≈ 0)")
     for n, r in ((50, 1), (300, 3)):
         _, printed = fail_rate(kind="graded", n=n, r=r, drop=0.0, margin=1e-9, prs=100, seed=3, n_resamples=b)
         empirical = power_curve_80(
             n=n, r=r, mde=printed, prs=prs // 4, seed=100, n_resamples=b, factors=(0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4)
         )
-        print(f"    N={n} R={r}: printed MDE {printed:.4f}, empirical δ80 {empirical:.4f}, "
-              f"ratio {empirical / printed:.3f} (target within 0.8-1.2)")
+        print(
+            f"    N={n} R={r}: printed MDE {printed:.4f}, empirical δ80 {empirical:.4f}, "
+            f"ratio {empirical / printed:.3f} (target within 0.8-1.2)"
+        )
     print(f"done in {time.perf_counter() - start:.0f} s")
 
 

@@ -67,9 +67,11 @@ def labeled_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, dev
     dev_j, test_j = judge_cases(judge, dev), judge_cases(judge, test)
     seconds = time.perf_counter() - started
     chosen = choose_threshold(dev, dev_j)
-    print(f"\n{name}: {len(cases)} answers ({len(dev)} dev / {len(test)} test), "
-          f"{len(cases) / seconds * 60:,.0f} answers/minute")
-    print(row(f"dev, chosen t", quality(dev, dev_j, chosen)))
+    print(
+        f"\n{name}: {len(cases)} answers ({len(dev)} dev / {len(test)} test), "
+        f"{len(cases) / seconds * 60:,.0f} answers/minute"
+    )
+    print(row("dev, chosen t", quality(dev, dev_j, chosen)))
     print(row("dev, default t", quality(dev, dev_j, DEFAULT_THRESHOLD)))
     if not dev_only:
         print(row("TEST, t chosen on dev", quality(test, test_j, chosen)))

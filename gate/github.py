@@ -116,7 +116,9 @@ def github_context(environ: Mapping[str, str]) -> GithubContext:
 
     Reads ``GITHUB_EVENT_NAME``, ``GITHUB_EVENT_PATH``, ``GITHUB_REPOSITORY``, ``GITHUB_API_URL``,
     ``GITHUB_SERVER_URL``, ``GITHUB_RUN_ID``, ``GITHUB_WORKSPACE``, ``GITHUB_STEP_SUMMARY``, ``GITHUB_OUTPUT``
-    and ``GITHUB_ACTIONS``; every one is optional (a local run has none).
+    and ``GITHUB_ACTIONS``; every one is optional (a local run has none). ``RAG_GATE_EVENT_PATH`` and
+    ``RAG_GATE_API_URL`` take precedence over ``GITHUB_EVENT_PATH`` and ``GITHUB_API_URL``, which a workflow
+    cannot override: they let the self-test replay an event against a local server.
 
     Args:
         environ: variable name → value.
@@ -130,7 +132,7 @@ def github_context(environ: Mapping[str, str]) -> GithubContext:
     Source: GitHub Actions "Variables" reference and "Events that trigger workflows".
     """
     event_name = environ.get("GITHUB_EVENT_NAME") or None
-    event_path = _path(environ, "GITHUB_EVENT_PATH")
+    event_path = _path(environ, "RAG_GATE_EVENT_PATH") or _path(environ, "GITHUB_EVENT_PATH")
     event = read_event(event_path) if event_path is not None else {}
     pull = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
     base = pull.get("base") or {}
@@ -144,7 +146,7 @@ def github_context(environ: Mapping[str, str]) -> GithubContext:
         head_sha=head.get("sha"),
         base_ref=base.get("ref"),
         head_repository=(head.get("repo") or {}).get("full_name"),
-        api_url=(environ.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
+        api_url=(environ.get("RAG_GATE_API_URL") or environ.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
         server_url=environ.get("GITHUB_SERVER_URL") or "https://github.com",
         run_id=environ.get("GITHUB_RUN_ID") or None,
         workspace=_path(environ, "GITHUB_WORKSPACE"),
@@ -290,7 +292,7 @@ def comment_body(markdown: str, marker: str = MARKER) -> str:
         marker: hidden HTML comment that identifies the sticky comment.
 
     Returns:
-        ``marker + "\\n" + markdown``, at most :data:`COMMENT_LIMIT` - 1 characters.
+        The marker, a newline and ``markdown``; at most :data:`COMMENT_LIMIT` - 1 characters.
     """
     body = markdown if markdown.lstrip().startswith(marker) else f"{marker}\n{markdown}"
     return cap_text(body, COMMENT_LIMIT - 1, "report.json, comment.md and the job summary")

@@ -114,6 +114,7 @@ def flags_hallucination(judgment: Judgment, threshold: float = DEFAULT_THRESHOLD
     Returns:
         True when the answer is flagged as hallucinated; False for answers without claims (NaN
         faithfulness).
+
     """
     faithfulness = judgment.faithfulness
     if math.isnan(faithfulness):
@@ -149,6 +150,7 @@ def quality(
 
     Source: scikit-learn ``balanced_accuracy_score`` (Brodersen et al. 2010, doi:10.1109/ICPR.2010.764),
     ``precision_recall_fscore_support``, ``cohen_kappa_score`` (Cohen 1960, doi:10.1177/001316446002000104).
+
     """
     if len(cases) != len(judgments) or (second is not None and len(second) != len(cases)):
         raise ValueError("cases and judgments must have the same length")
@@ -210,13 +212,16 @@ def choose_threshold(
 
     Returns:
         The chosen threshold.
+
     """
     candidates = [round(float(t), 4) for t in (grid if grid is not None else np.linspace(0.0, 1.0, 21))]
     scores = [quality(cases, judgments, t).balanced_accuracy for t in candidates]
     return candidates[int(np.nanargmax(scores))]
 
 
-def split_by_source(cases: Sequence[LabeledCase], salt: str = "rag-gate") -> tuple[list[LabeledCase], list[LabeledCase]]:
+def split_by_source(
+    cases: Sequence[LabeledCase], salt: str = "rag-gate"
+) -> tuple[list[LabeledCase], list[LabeledCase]]:
     """Split ``cases`` into (development, test) halves by a hash of ``source_id``.
 
     All answers to one prompt land in the same half, so no source text is seen on both sides. The split is
@@ -249,6 +254,7 @@ def calibration_sample(
     Returns:
         ``size`` JSON-ready dicts: id, model, task type, human label and spans, the judge's flag and
         faithfulness, and every claim with its verdict, attributed sentence and reason.
+
     """
     picked = sorted(rng.choice(len(cases), size=min(size, len(cases)), replace=False).tolist())
     return [
@@ -322,6 +328,7 @@ def counterfactual_rates(
         ValueError: unknown ``form`` or no pair.
 
     Source: RGB counterfactual robustness (Chen et al. 2024, AAAI, arXiv:2309.01431).
+
     """
     if form not in ("passage", "sentence"):
         raise ValueError(f"form must be 'passage' or 'sentence', got {form!r}")
@@ -356,8 +363,8 @@ def counterfactual_rates(
 # ---------------------------------------------------------------- loaders
 
 
-def _rows(path: str | Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each line of ``path`` (a JSONL file, or a directory with cases.jsonl)."""
+def _rows(path: str | Path) -> Iterable[tuple[Path, int, dict[str, Any]]]:
+    """(file, line number, object) for each line of ``path`` (a JSONL file, or a directory with cases.jsonl)."""
     file = Path(path)
     if file.is_dir():
         file = file / "cases.jsonl"
@@ -373,7 +380,7 @@ def _rows(path: str | Path) -> Iterable[tuple[int, dict[str, Any]]]:
                 raise InputError(located(file, number, None, f"invalid JSON: {exc.msg}")) from exc
             if not isinstance(row, dict):
                 raise InputError(located(file, number, None, "expected a JSON object"))
-            yield number, row
+            yield file, number, row
 
 
 def _field(row: Mapping[str, Any], name: str, path: str | Path, line: int) -> Any:
@@ -408,19 +415,20 @@ def load_ragtruth(path: str | Path) -> list[LabeledCase]:
 
     Raises:
         InputError: missing file, invalid JSON or a missing field (``file:line: field: message``).
+
     """
     cases = []
-    for line, row in _rows(path):
-        context = _field(row, "context", path, line)
-        task = _field(row, "task_type", path, line)
-        case_id = str(_field(row, "id", path, line))
+    for file, line, row in _rows(path):
+        context = _field(row, "context", file, line)
+        task = _field(row, "task_type", file, line)
+        case_id = str(_field(row, "id", file, line))
         if task == "Data2txt":
             chunks = yelp_chunks(json.loads(context), case_id)
         elif isinstance(context, list):
             chunks = tuple(Chunk(id=f"{case_id}/p{i + 1}", text=text) for i, text in enumerate(context))
         else:
             chunks = (Chunk(id=f"{case_id}/source", text=str(context)),)
-        cases.append(_labeled(row, path, line, chunks, RAGTRUTH_INSTRUCTIONS.get(task, "")))
+        cases.append(_labeled(row, file, line, chunks, RAGTRUTH_INSTRUCTIONS.get(task, "")))
     return cases
 
 
@@ -429,29 +437,30 @@ def load_faithbench(path: str | Path) -> list[LabeledCase]:
 
     Raises:
         InputError: missing file, invalid JSON or a missing field.
+
     """
     cases = []
-    for line, row in _rows(path):
-        case_id = str(_field(row, "id", path, line))
-        chunks = (Chunk(id=f"{case_id}/source", text=str(_field(row, "context", path, line))),)
-        cases.append(_labeled(row, path, line, chunks))
+    for file, line, row in _rows(path):
+        case_id = str(_field(row, "id", file, line))
+        chunks = (Chunk(id=f"{case_id}/source", text=str(_field(row, "context", file, line))),)
+        cases.append(_labeled(row, file, line, chunks))
     return cases
 
 
 def _labeled(
-    row: Mapping[str, Any], path: str | Path, line: int, chunks: tuple[Chunk, ...], instruction: str = ""
+    row: Mapping[str, Any], file: Path, line: int, chunks: tuple[Chunk, ...], instruction: str = ""
 ) -> LabeledCase:
-    label = _field(row, "label", path, line)
+    label = _field(row, "label", file, line)
     if label not in ("hallucinated", "faithful"):
-        raise InputError(located(path, line, "label", f"must be 'hallucinated' or 'faithful', got {label!r}"))
+        raise InputError(located(file, line, "label", f"must be 'hallucinated' or 'faithful', got {label!r}"))
     return LabeledCase(
         id=str(row["id"]),
         question=row.get("question") or instruction,
         chunks=chunks,
-        response=str(_field(row, "response", path, line)),
+        response=str(_field(row, "response", file, line)),
         hallucinated=label == "hallucinated",
         model=str(row.get("source_model", "")),
-        source_id=str(_field(row, "source_id", path, line)),
+        source_id=str(_field(row, "source_id", file, line)),
         task_type=str(row.get("task_type", "")),
         spans=tuple(str(s.get("text", "")) for s in (row.get("span_labels") or [])),
     )
@@ -463,22 +472,23 @@ def load_rgb_counterfactual(path: str | Path) -> list[CounterfactualItem]:
     Raises:
         InputError: missing file, invalid JSON, a missing field, or supporting and contradicting passages
             of different counts.
+
     """
     items = []
-    for line, row in _rows(path):
-        answer = _field(row, "answer", path, line)
+    for file, line, row in _rows(path):
+        answer = _field(row, "answer", file, line)
         if isinstance(answer, list):  # [[variant, ...], ...]: one part per list
             answer = " and ".join(str(part[0] if isinstance(part, list) else part) for part in answer)
-        supporting = tuple(_field(row, "supporting_contexts", path, line))
-        contradicting = tuple(_field(row, "contradicting_contexts", path, line))
+        supporting = tuple(_field(row, "supporting_contexts", file, line))
+        contradicting = tuple(_field(row, "contradicting_contexts", file, line))
         if len(supporting) != len(contradicting):
-            raise InputError(located(path, line, "contradicting_contexts", "count differs from supporting"))
+            raise InputError(located(file, line, "contradicting_contexts", "count differs from supporting"))
         items.append(
             CounterfactualItem(
-                id=str(_field(row, "id", path, line)),
-                question=str(_field(row, "question", path, line)),
+                id=str(_field(row, "id", file, line)),
+                question=str(_field(row, "question", file, line)),
                 answer=str(answer),
-                fake_answer=str(_field(row, "fake_answer", path, line)),
+                fake_answer=str(_field(row, "fake_answer", file, line)),
                 supporting=supporting,
                 contradicting=contradicting,
                 noise=tuple(row.get("noise_contexts") or ()),
@@ -505,7 +515,7 @@ _MONTH_NAMES = "January February March April May June July August September Octo
 
 
 def _words(key: str) -> str:
-    """"RestaurantsTakeOut" → "restaurants takeout", "good_for_kids" → "good for kids"."""
+    """Split a record key into words: "RestaurantsTakeOut" → "restaurants takeout"."""
     spaced = re.sub(r"(?<=[a-z])(?=[A-Z][a-z]{2,})", " ", key).replace("_", " ")
     return re.sub(r"\btake out\b", "takeout", spaced.lower())
 

@@ -50,7 +50,9 @@ class Recorded:
 class FakeGithub:
     """State and behaviour of the fake server (thread-safe)."""
 
-    def __init__(self, repo: str = "octo/rag", pr: int = 7, token: str = "t0ken", state_file: Path | None = None):
+    def __init__(self, repo: str = "octo/rag", pr: int = 7, token: str = "t0ken", state_file: Path | None = None,
+                 host: str = "127.0.0.1"):
+        self.host = host
         self.repo = repo
         self.pr = pr
         self.token = token
@@ -66,7 +68,7 @@ class FakeGithub:
     # ------------------------------------------------------------------ lifecycle
     def start(self, port: int = 0) -> FakeGithub:
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._server = ThreadingHTTPServer((self.host, port), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
@@ -83,7 +85,7 @@ class FakeGithub:
 
     @property
     def root(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def api_url(self) -> str:
@@ -241,9 +243,10 @@ def main() -> None:
     parser.add_argument("--repo", default="octo/rag")
     parser.add_argument("--pr", type=int, default=7)
     parser.add_argument("--token", default="t0ken")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind and to put in returned URLs")
     parser.add_argument("--forbid-writes", action="store_true", help="answer 403 to comment writes (fork token)")
     args = parser.parse_args()
-    fake = FakeGithub(args.repo, args.pr, args.token, state_file=args.state)
+    fake = FakeGithub(args.repo, args.pr, args.token, state_file=args.state, host=args.host)
     if args.forbid_writes:
         for method in ("POST", "PATCH"):
             fake.fail(method, "/comments", 403, body={"message": "Resource not accessible by integration"},

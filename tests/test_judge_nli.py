@@ -64,9 +64,7 @@ def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("nli")
     return {
         # the order of cross-encoder/nli-deberta-v3-*: contradiction, entailment, neutral
-        "random": save_model(
-            root / "random", {0: "contradiction", 1: "entailment", 2: "neutral"}, init=0.5
-        ),
+        "random": save_model(root / "random", {0: "contradiction", 1: "entailment", 2: "neutral"}, init=0.5),
         "always_index2_ecn": save_model(
             root / "ecn", {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}, bias=[0.0, 0.0, 6.0]
         ),
@@ -76,9 +74,7 @@ def models(tmp_path_factory):
         "always_index1_cen": save_model(
             root / "cen1", {0: "contradiction", 1: "entailment", 2: "neutral"}, bias=[0.0, 6.0, 0.0]
         ),
-        "generic": save_model(
-            root / "generic", {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}, bias=[5.0, 0.0, 0.0]
-        ),
+        "generic": save_model(root / "generic", {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}, bias=[5.0, 0.0, 0.0]),
     }
 
 
@@ -144,9 +140,7 @@ def test_label_order_is_read_from_id2label(models, model, verdict, column):
     judgment = judge.judge("How tall?", ANSWER, CHUNKS)
     assert len(judgment.claims) == 3 and {c.verdict for c in judgment.claims} == {verdict}
     if verdict == "contradicted":
-        assert {c.contradiction_level for c in judgment.claims} == {
-            "ALL"
-        } and judgment.contradiction_rate == 1.0
+        assert {c.contradiction_level for c in judgment.claims} == {"ALL"} and judgment.contradiction_rate == 1.0
     if verdict == "supported":
         assert judgment.faithfulness == 1.0
 
@@ -197,6 +191,9 @@ def test_id_describe_and_option_validation(models, random_judge, tmp_path):
     assert "labels=['contradiction', 'entailment', 'neutral']" in random_judge.describe()
     with pytest.raises(ValueError, match="option 'model_path': no config.json"):
         NLIJudge(model_path=tmp_path)
+    (tmp_path / "config.json").write_text((models["random"] / "config.json").read_text())
+    with pytest.raises(ValueError, match="option 'model_path': cannot load the model"):
+        NLIJudge(model_path=tmp_path)  # a config without weights
     with pytest.raises(ValueError, match="option 'batch_size' must be an integer ≥ 1"):
         NLIJudge(model_path=models["random"], batch_size=0)
     with pytest.raises(ValueError, match="option 'window' must be an integer ≥ 1"):

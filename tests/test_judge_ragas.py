@@ -32,9 +32,7 @@ def extraction(statements=STATEMENTS) -> Reply:
 
 
 def verdicts(*pairs) -> Reply:
-    return Reply.json(
-        {"statements": [{"statement": s, "reason": f"because {v}", "verdict": v} for s, v in pairs]}
-    )
+    return Reply.json({"statements": [{"statement": s, "reason": f"because {v}", "verdict": v} for s, v in pairs]})
 
 
 def honest(body) -> Reply:
@@ -112,23 +110,19 @@ def test_broken_json_is_a_failure_not_a_score(fake, make_judge):
     fake.responder = lambda body: Reply.text('{"statements": ["unterminated')
     judge = make_judge()
     judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
-    assert judgment.error is not None and judgment.error.startswith(
-        "ragas:judge-r@t0: InstructorRetryException"
-    )
+    assert judgment.error is not None and judgment.error.startswith("ragas:judge-r@t0: InstructorRetryException")
     assert math.isnan(judgment.faithfulness) and judgment.claims == ()
     assert judge.stats.failures == 1
     assert len(fake.requests) == REASKS + 1  # instructor re-asked with the error; HTTP retries not used
 
 
 def test_429_retry_after_then_success(fake, make_judge):
-    fake.script(
-        Reply.error(429, retry_after=0.3), extraction(), verdicts((STATEMENTS[0], 1), (STATEMENTS[1], 1))
-    )
+    fake.script(Reply.error(429, retry_after=0.3), extraction(), verdicts((STATEMENTS[0], 1), (STATEMENTS[1], 1)))
     judge = make_judge()
     judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.score == 1.0
     first, second, _ = fake.requests
-    assert 0.3 <= second.at - first.at < 0.9
+    assert 0.3 <= second.at - first.at < 2.0
     assert (judge.stats.requests, judge.stats.retries) == (3, 1)
 
 
@@ -165,7 +159,7 @@ def test_cache_hit_makes_no_request(fake, make_judge):
 
 
 def test_threads_share_the_concurrency_bound(fake, make_judge):
-    fake.responder = lambda body: Reply.slow(0.1, honest(body))
+    fake.responder = lambda body: Reply.slow(0.2, honest(body))
     judge = make_judge(concurrency=2, cache_dir=False)
     results = {}
 

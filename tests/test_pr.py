@@ -105,7 +105,8 @@ def test_403_on_comment_still_writes_summary_and_follows_verdict(tmp_path, fake,
     assert result.exit_code == 1 and fake.comments == []
     summary = (tmp_path / "summary.md").read_text()
     assert "fork" in summary and "| metric |" in summary
-    assert any(line.startswith("::warning title=rag-gate%3A comment not posted::") for line in result.stdout.splitlines())
+    warning = "::warning title=rag-gate%3A comment not posted::"
+    assert any(line.startswith(warning) for line in result.stdout.splitlines())
     assert outputs(tmp_path)["comment-status"] == "failed"
 
 

@@ -46,14 +46,31 @@ EX7_CLUSTERS = np.repeat(np.arange(4), 3)
 EX8 = np.array([[1, 1, 1], [1, 0, 1], [0, 0, 0], [1, 0, 0]], dtype=float)
 
 
-def metric(name, kind, base, head, *, margin=0.05, direction="higher", gated=True, clusters=None,
-           failed_base=None, failed_head=None):
+def metric(
+    name,
+    kind,
+    base,
+    head,
+    *,
+    margin=0.05,
+    direction="higher",
+    gated=True,
+    clusters=None,
+    failed_base=None,
+    failed_head=None,
+):
     base = np.asarray(base, dtype=float)
     head = np.asarray(head, dtype=float)
     base = base[:, None] if base.ndim == 1 else base
     head = head[:, None] if head.ndim == 1 else head
     return MetricInput(
-        name, kind, direction, margin, gated, base, head,
+        name,
+        kind,
+        direction,
+        margin,
+        gated,
+        base,
+        head,
         np.zeros(base.shape, bool) if failed_base is None else failed_base,
         np.zeros(head.shape, bool) if failed_head is None else failed_head,
         clusters,
@@ -61,6 +78,7 @@ def metric(name, kind, base, head, *, margin=0.05, direction="higher", gated=Tru
 
 
 # ---------------------------------------------------------------- tests (McNemar, sign-flip, Boschloo, Welch)
+
 
 def test_mcnemar_exact_matches_ex1_and_statsmodels():
     two = mcnemar_exact(EX1_BASE, EX1_HEAD)
@@ -119,8 +137,13 @@ def test_sign_flip_clusters_flip_cluster_sums():
 
 
 def test_boschloo_matches_ex3():
-    table = {(5, 1, 5, 5): 0.0068654, (3, 0, 3, 3): 0.015625, (5, 3, 5, 5): 0.1031183,
-             (10, 6, 10, 10): 0.0165477, (5, 0, 5, 5): 0.0009766}
+    table = {
+        (5, 1, 5, 5): 0.0068654,
+        (3, 0, 3, 3): 0.015625,
+        (5, 3, 5, 5): 0.1031183,
+        (10, 6, 10, 10): 0.0165477,
+        (5, 0, 5, 5): 0.0009766,
+    }
     for args, p in table.items():
         assert boschloo_per_case(*args).p_value == pytest.approx(p, abs=1e-7)
     assert boschloo_per_case(5, 5, 5, 5).p_value == 1.0  # all pass on both sides: degenerate table
@@ -152,6 +175,8 @@ def test_moderated_welch_with_prior_matches_hand_formula():
     single = moderated_welch(np.array([[0.9]]), np.array([[0.6, 0.7, 0.65]]), prior=(0.01, 4.0))[0]
     assert np.isfinite(single.p_value)
     assert np.isnan(moderated_welch(np.array([[0.9]]), np.array([[0.6, 0.7]]), prior=(np.nan, 0.0))[0].p_value)
+    # zero variance on both sides and nothing to borrow: untestable rather than p = 0
+    assert np.isnan(moderated_welch(np.array([[0.9, 0.9]]), np.array([[0.6, 0.6]]))[0].p_value)
 
 
 def test_fit_variance_prior_recovers_simulated_hyperparameters():
@@ -173,6 +198,7 @@ def test_trigamma_inverse_round_trips():
 
 # ---------------------------------------------------------------- multiplicity (Ex5)
 
+
 def test_holm_and_bh_match_ex5_and_statsmodels():
     p = np.array([0.001, 0.008, 0.039, 0.041, 0.042])
     np.testing.assert_allclose(holm(p), [0.005, 0.032, 0.117, 0.117, 0.117], atol=1e-12)
@@ -187,6 +213,7 @@ def test_holm_and_bh_match_ex5_and_statsmodels():
 
 
 # ---------------------------------------------------------------- SEs and intervals (Ex1, Ex2, Ex7)
+
 
 def test_paired_se_matches_miller_eq7():
     assert paired_se(EX1_HEAD - EX1_BASE) == pytest.approx(0.0920187, abs=1e-7)
@@ -236,12 +263,14 @@ def test_cluster_bootstrap_with_singleton_clusters_equals_case_bootstrap():
     plain = bootstrap_ci(d, confidence=0.9, rng=np.random.default_rng(7), n_resamples=2000)
     single = bootstrap_ci(d, confidence=0.9, rng=np.random.default_rng(7), n_resamples=2000, clusters=np.arange(60))
     assert single == pytest.approx(plain)
-    grouped = bootstrap_ci(d, confidence=0.9, rng=np.random.default_rng(7), n_resamples=2000,
-                           clusters=np.repeat(np.arange(30), 2))
+    grouped = bootstrap_ci(
+        d, confidence=0.9, rng=np.random.default_rng(7), n_resamples=2000, clusters=np.repeat(np.arange(30), 2)
+    )
     assert grouped[2] == "bca" and grouped[0] < d.mean() < grouped[1]
 
 
 # ---------------------------------------------------------------- power and variance split (Ex6, Ex8)
+
 
 def test_miller_power_and_mde_ex6():
     assert sample_size(0.03, 1 / 9, two_sided=True) == pytest.approx(968.997, abs=1e-3)
@@ -279,6 +308,7 @@ def test_recommendation_is_the_smallest_sufficient_r():
 
 
 # ---------------------------------------------------------------- analyze_metrics
+
 
 def test_analyze_metrics_ex1_binary_fails():
     (res,) = analyze_metrics([metric("hit_rate@5", "binary", EX1_BASE, EX1_HEAD, margin=0.05)])
@@ -360,8 +390,9 @@ def test_clusters_give_clustered_se_and_cluster_test():
     (res,) = analyze_metrics([metric("m", "graded", base, EX7_D, clusters=EX7_CLUSTERS)])
     assert res.se == pytest.approx(0.2690550, abs=1e-7) and res.n_clusters == 4
     assert "clusters" in res.test_method
-    assert res.p_value == pytest.approx(sign_flip_test(EX7_D, rng=np.random.default_rng(0), clusters=EX7_CLUSTERS,
-                                                       alternative="less").p_value)
+    assert res.p_value == pytest.approx(
+        sign_flip_test(EX7_D, rng=np.random.default_rng(0), clusters=EX7_CLUSTERS, alternative="less").p_value
+    )
 
 
 def test_seeded_results_are_reproducible_and_per_metric():
@@ -385,7 +416,8 @@ def test_gate_decision_outcomes():
     verdict, reasons = gate_decision([ok, fail], new_ood_failures=0, error_rate=0.5)
     assert verdict == "fail" and reasons[0].startswith("f: significant drop")
     assert gate_decision([ok], new_ood_failures=2, error_rate=0.0) == (
-        "fail", ["2 out-of-domain question(s) refused on base are answered on head"]
+        "fail",
+        ["2 out-of-domain question(s) refused on base are answered on head"],
     )
     verdict, reasons = gate_decision([ok], new_ood_failures=0, error_rate=0.06)
     assert verdict == "inconclusive" and reasons == ["error rate 6.0% exceeds the budget of 5.0%"]
@@ -404,14 +436,18 @@ def test_invalid_inputs_raise():
 
 # ---------------------------------------------------------------- analyze_cases
 
+
 def test_cases_binary_repeats_boschloo_bh():
     base = np.array([[1] * 5, [1] * 5, [1] * 5, [0, 1, 0, 1, 1], [1] * 5, [np.nan] * 5], dtype=float)
     head = np.array([[0] * 5, [1, 0, 0, 0, 0], [1, 1, 0, 1, 1], [0, 1, 0, 1, 1], [1] * 5, [1] * 5], dtype=float)
     cases = analyze_cases(metric("hit", "binary", base, head), tau=0.5, q=0.10)
-    p = [stats.boschloo_exact([[5, 0], [0, 5]], alternative="greater").pvalue,
-         stats.boschloo_exact([[5, 0], [1, 4]], alternative="greater").pvalue,
-         stats.boschloo_exact([[5, 0], [4, 1]], alternative="greater").pvalue,
-         stats.boschloo_exact([[3, 2], [3, 2]], alternative="greater").pvalue, 1.0]
+    p = [
+        stats.boschloo_exact([[5, 0], [0, 5]], alternative="greater").pvalue,
+        stats.boschloo_exact([[5, 0], [1, 4]], alternative="greater").pvalue,
+        stats.boschloo_exact([[5, 0], [4, 1]], alternative="greater").pvalue,
+        stats.boschloo_exact([[3, 2], [3, 2]], alternative="greater").pvalue,
+        1.0,
+    ]
     np.testing.assert_allclose([c.p_value for c in cases[:5]], p, atol=1e-12)
     np.testing.assert_allclose([c.p_adjusted for c in cases[:5]], multipletests(p, method="fdr_bh")[1], atol=1e-12)
     assert [c.status for c in cases] == ["regressed", "regressed", "flaky", "flaky", "unchanged", "not_applicable"]
@@ -437,3 +473,14 @@ def test_cases_graded_use_moderated_welch():
     np.testing.assert_allclose([c.p_value for c in cases], [r.p_value for r in expected])
     assert cases[0].status == "regressed" and cases[0].effect == pytest.approx(0.25 - base[0].mean())
     assert sum(c.status == "regressed" for c in cases) == 1
+
+
+def test_cases_ratio_effect_is_oriented_log_ratio():
+    base = np.full((3, 2), 100.0)
+    head = np.array([[200.0, 200.0], [105.0, 95.0], [50.0, 50.0]])
+    cases = analyze_cases(metric("latency_ms", "ratio", base, head, direction="lower"), tau=0.5)
+    assert [c.effect for c in cases] == pytest.approx([-math.log(2), 0.0, math.log(2)])
+    assert [c.status for c in cases] == ["suspected", "unchanged", "improved"]  # no noise to test against
+    assert cases[0].head_mean == 200.0
+    with pytest.raises(ValueError, match="tau"):
+        analyze_cases(metric("tput", "ratio", base, head), tau=1.0)

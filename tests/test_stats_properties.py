@@ -45,7 +45,11 @@ def test_monte_carlo_sign_flip_agrees_with_scipy_within_mc_error(seed, shift, al
     b = 4000
     ours = sign_flip_test(d, rng=np.random.default_rng(seed), n_resamples=b, alternative=alternative).p_value
     oracle = stats.permutation_test(
-        (d,), np.mean, permutation_type="samples", n_resamples=b, alternative=alternative,
+        (d,),
+        np.mean,
+        permutation_type="samples",
+        n_resamples=b,
+        alternative=alternative,
         rng=np.random.default_rng(seed + 1),
     ).pvalue
     # two independent MC estimates of the same p: 5 standard errors of their difference (scipy doubles 2-sided)
@@ -54,8 +58,9 @@ def test_monte_carlo_sign_flip_agrees_with_scipy_within_mc_error(seed, shift, al
 
 
 @FAST
-@given(pairs=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1)), min_size=1, max_size=60),
-       alternative=ALTERNATIVES)
+@given(
+    pairs=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1)), min_size=1, max_size=60), alternative=ALTERNATIVES
+)
 def test_mcnemar_equals_binomtest_and_statsmodels(pairs, alternative):
     base, head = np.array(pairs, dtype=float).T
     ours = mcnemar_exact(base, head, alternative)
@@ -67,8 +72,9 @@ def test_mcnemar_equals_binomtest_and_statsmodels(pairs, alternative):
         table = [[np.sum((base == 1) & (head == 1)), b], [c, np.sum((base == 0) & (head == 0))]]
         assert ours.p_value == pytest.approx(mcnemar(table, exact=True).pvalue, abs=1e-12)
         d = head - base  # McNemar exact is the exact sign-flip test on binary differences
-        assert ours.p_value == pytest.approx(sign_flip_test(d[d != 0], rng=np.random.default_rng(0)).p_value
-                                             if b + c else 1.0, abs=1e-12)
+        assert ours.p_value == pytest.approx(
+            sign_flip_test(d[d != 0], rng=np.random.default_rng(0)).p_value if b + c else 1.0, abs=1e-12
+        )
 
 
 @settings(max_examples=10, deadline=None, derandomize=True)  # statsmodels' Holm takes ~0.1 s per call

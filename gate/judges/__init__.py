@@ -26,6 +26,7 @@ def get_judge(spec: Mapping[str, Any]) -> Judge:
     Raises:
         ValueError: the name is missing or unknown (the message lists the known names), or an option is
             unknown or out of range.
+
     """
     options = dict(spec)
     name = options.pop("name", None)

@@ -109,8 +109,11 @@ def split_clauses(sentence: str, lang: Lang = "en") -> list[str]:
 
 
 def _list_head(clause: str, item_words: int, lang: Lang) -> str:
-    """The words of ``clause`` before its own list item: its trailing content words when there are few
-    (≤ max(2, item length)), else as many trailing words as the longest other item."""
+    """The words of ``clause`` before its own list item.
+
+    The item is the clause's trailing content words when there are few (≤ max(2, item length)), else as many
+    trailing words as the longest other item.
+    """
     words = clause.split()
     tail = 0
     while tail < len(words) - 1 and facts(words[-1 - tail], lang).terms:
@@ -134,6 +137,7 @@ def extract_claims(answer: str, lang: Lang = "en") -> list[str]:
 
     Source: claim decomposition as in FActScore (Min et al. 2023, arXiv:2305.14251) and RAGAS faithfulness
     (Es et al. 2024, arXiv:2309.15217), here with rules instead of an LLM.
+
     """
     if is_refusal(answer):
         return []

@@ -6,7 +6,6 @@ word against the chunk: content words (stemmed, stop words removed), numbers, da
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -62,6 +61,7 @@ def tfidf_similarities(claims: Sequence[str], sentences: Sequence[str], lang: La
 
     Source: Salton & Buckley 1988, "Term-weighting approaches in automatic text retrieval",
     doi:10.1016/0306-4573(88)90021-0.
+
     """
     if not claims or not sentences:
         return np.zeros((len(claims), len(sentences)))
@@ -83,11 +83,11 @@ class LexicalJudge:
 
     - supported: some chunk has coverage ≥ ``support``, contains every number, month and entity of the
       claim (numbers compared as values, after rounding), and has no conflict;
-    - contradicted: otherwise, when a chunk's closest sentence states the same thing (with the sentence
-      before it, it holds ≥ ``cover`` of the claim's other content words) but disagrees: a number of the claim is not in the chunk while the
-      sentence states another number of the same kind (year, percent, time, quantity), a month differs, an
-      entity is not in the chunk while the sentence names another one, or a content word is negated on one
-      side only;
+    - contradicted: otherwise, when a chunk's closest sentence states the same thing (with its neighbours,
+      it holds ≥ ``cover`` of the claim's other content words) but disagrees: a number of the claim is not
+      in the chunk while these sentences state another number of the same kind (year, percent, time,
+      quantity), a month differs, an entity is not in the chunk while the closest sentence names another
+      one, or a content word is negated on one side only (in the closest sentence);
     - unverifiable: otherwise.
 
     The contradiction level is NONE, SOMETIMES or ALL according to how many of the chunks whose closest
@@ -120,6 +120,7 @@ class LexicalJudge:
 
         Returns:
             A :class:`Judgment` with one :class:`ClaimVerdict` per claim, in answer order.
+
         """
         lang = detect_language(" ".join([answer, *(c.text[:2000] for c in chunks[:3])]))
         claims = extract_claims(answer, lang)
@@ -131,9 +132,10 @@ class LexicalJudge:
         given = facts(question or "", lang).content - frozenset().union(*(ev.stems for ev in evidence))
         verdicts = []
         for row, claim in enumerate(claims):
-            offset, checks = 0, []
+            claim_facts, offset, checks = facts(claim, lang), 0, []
             for index, ev in enumerate(evidence):
-                checks.append(self._check(facts(claim, lang), given, index, ev, sims[row, offset : offset + len(ev.sentences)]))
+                row_sims = sims[row, offset : offset + len(ev.sentences)]
+                checks.append(self._check(claim_facts, given, index, ev, row_sims))
                 offset += len(ev.sentences)
             verdicts.append(self._verdict(claim, checks, evidence))
         return Judgment(claims=tuple(verdicts), extra={"language": lang})
@@ -205,7 +207,9 @@ class LexicalJudge:
             reason = "; ".join(check.conflicts)
         elif checks:
             check, verdict = closest(checks), "unverifiable"
-            reason = f"{check.coverage:.0%} of content words in chunk" + "".join(f"; {m} not in chunk" for m in check.missing)
+            reason = f"{check.coverage:.0%} of content words in chunk" + "".join(
+                f"; {m} not in chunk" for m in check.missing
+            )
         else:
             return ClaimVerdict(claim=claim, verdict="unverifiable", reason="no chunks")
         if check.similarity <= 0.0 and verdict == "unverifiable" and check.coverage == 0.0:
@@ -215,8 +219,8 @@ class LexicalJudge:
             claim=claim,
             verdict=verdict,
             chunk_id=ev.chunk.id,
-            chunk_text=ev.sentences[check.best_sentence] if ev.sentences else ev.chunk.text,
-            similarity=check.similarity if math.isfinite(check.similarity) else 0.0,
+            chunk_text=ev.sentences[check.best_sentence],
+            similarity=check.similarity,
             contradiction_level=level,
             reason=reason,
         )
@@ -224,7 +228,9 @@ class LexicalJudge:
 
 def _known(stem: str, stems: frozenset[str]) -> bool:
     """True when ``stem`` or a word of the same family ("singapor" / "singaporean") is in ``stems``."""
-    return stem in stems or (len(stem) >= 4 and any(s.startswith(stem) or stem.startswith(s) for s in stems if len(s) >= 4))
+    return stem in stems or (
+        len(stem) >= 4 and any(s.startswith(stem) or stem.startswith(s) for s in stems if len(s) >= 4)
+    )
 
 
 def _evidence(chunk: Chunk, lang: Lang) -> _Evidence:

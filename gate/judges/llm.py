@@ -111,7 +111,7 @@ def to_unit(grade: int) -> float:
 
 
 class RubricJudge:
-    """Rubric judge over an OpenAI-compatible endpoint (``judge: {backend: llm, model: ...}``).
+    """Rubric judge over an OpenAI-compatible endpoint (``judge: {name: llm, model: ...}``).
 
     All options are keyword-only and validated here.
 
@@ -133,6 +133,9 @@ class RubricJudge:
 
     Raises:
         ValueError: on an invalid option or a missing API key for OpenAI's endpoint.
+
+    Source: single-answer grading with an LLM judge, Zheng et al. 2023, "Judging LLM-as-a-Judge with MT-Bench
+    and Chatbot Arena", arXiv:2306.05685.
 
     """
 

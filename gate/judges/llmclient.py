@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from tenacity import (
     RetryCallState,
+    Retrying,
     retry_if_exception,
     stop_after_attempt,
     wait_exponential_jitter,
@@ -88,7 +89,7 @@ class EndpointConfig:
             raise ValueError(f"option 'base_url' must be an http(s) URL, got {self.base_url!r}")
         if not isinstance(self.api_key_env, str) or not self.api_key_env:
             raise ValueError("option 'api_key_env' must name an environment variable")
-        if not 0.0 <= float(self.temperature) <= 2.0:
+        if not _is_number(self.temperature) or not 0.0 <= self.temperature <= 2.0:
             raise ValueError(f"option 'temperature' must be in [0, 2], got {self.temperature!r}")
         for name in ("max_tokens", "concurrency"):
             value = getattr(self, name)
@@ -97,7 +98,7 @@ class EndpointConfig:
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError(f"option 'max_retries' must be an integer ≥ 0, got {self.max_retries!r}")
         for name in ("timeout_s", "backoff_s", "max_wait_s"):
-            if not float(getattr(self, name)) > 0:
+            if not _is_number(getattr(self, name)) or not getattr(self, name) > 0:
                 raise ValueError(f"option {name!r} must be > 0 seconds, got {getattr(self, name)!r}")
 
     def api_key(self, environ: Mapping[str, str]) -> str:
@@ -123,6 +124,10 @@ class EndpointConfig:
             f"base_url={self.base_url} timeout={self.timeout_s:g}s retries={self.max_retries} "
             f"concurrency={self.concurrency}"
         )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value  # not NaN
 
 
 @dataclass
@@ -273,13 +278,16 @@ class DiskCache:
             return None
 
     def put(self, key: str, value: Any) -> None:
-        """Store ``value`` (JSON-serialisable) under ``key``, replacing any previous entry atomically."""
+        """Store ``value`` (JSON-serialisable) under ``key`` atomically; best effort (an OS error stores nothing)."""
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump({"value": value}, out, ensure_ascii=False)
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump({"value": value}, out, ensure_ascii=False)
+            os.replace(tmp, path)
+        except OSError:
+            pass
 
 
 def make_cache(cache_dir: str | os.PathLike[str] | None | bool) -> DiskCache | None:
@@ -387,7 +395,6 @@ class ChatClient:
 
     def _send(self, body: dict[str, Any]) -> str:
         import openai
-        from tenacity import Retrying
 
         try:
             for attempt in Retrying(**retry_policy(self.config, lambda: self.stats.add("retries"))):
@@ -400,9 +407,7 @@ class ChatClient:
         if choice is None:
             raise JudgeCallError("the endpoint returned no choices")
         if choice.finish_reason == "length":
-            raise JudgeCallError(
-                f"truncated answer (finish_reason=length at max_tokens={self.config.max_tokens})"
-            )
+            raise JudgeCallError(f"truncated answer (finish_reason=length at max_tokens={self.config.max_tokens})")
         text = choice.message.content or ""
         if not text.strip():
             raise JudgeCallError("empty answer from the judge model")

@@ -132,9 +132,7 @@ def aggregate(
     entailing = {p.chunk_index for p, lab in zip(premises, labels, strict=True) if lab == 0}
     contradicting = {p.chunk_index for p, lab in zip(premises, labels, strict=True) if lab == 2} - entailing
     covering = entailing | contradicting
-    level: ContradictionLevel = (
-        "NONE" if not contradicting else "ALL" if contradicting == covering else "SOMETIMES"
-    )
+    level: ContradictionLevel = "NONE" if not contradicting else "ALL" if contradicting == covering else "SOMETIMES"
     if entailing:
         verdict, column = "supported", 0
     elif contradicting:
@@ -191,9 +189,7 @@ class NLIJudge:
     ) -> None:
         path = Path(model_path).expanduser()
         if not (path / "config.json").is_file():
-            raise ValueError(
-                f"option 'model_path': no config.json in {str(path)!r} (a local model directory)"
-            )
+            raise ValueError(f"option 'model_path': no config.json in {str(path)!r} (a local model directory)")
         for name, value, low in (
             ("batch_size", batch_size, 1),
             ("max_length", max_length, 16),
@@ -213,7 +209,10 @@ class NLIJudge:
         else:
             id2label = {int(k): v for k, v in (config.get("id2label") or {}).items()}
         columns = label_columns(id2label)
-        self._model = CrossEncoder(str(path), device=device, max_length=max_length, local_files_only=True)
+        try:
+            self._model = CrossEncoder(str(path), device=device, max_length=max_length, local_files_only=True)
+        except (OSError, RuntimeError, ValueError) as exc:  # missing weights or tokenizer, bad device
+            raise ValueError(f"option 'model_path': cannot load the model in {str(path)!r}: {exc}") from exc
         n_outputs = int(self._model.config.num_labels)
         if n_outputs != len(columns):
             raise ValueError(f"option 'labels': the model has {n_outputs} outputs, got {len(columns)} names")
@@ -224,14 +223,14 @@ class NLIJudge:
         self.batch_size, self.window, self.model_path = batch_size, window, path
         self.id = f"nli:{path.name}"
         self.version = VERSION
-        self.describe_text = (
+        self._describe = (
             f"nli {VERSION} model_path={path} labels={columns} device={device} batch_size={batch_size} "
             f"max_length={max_length} window={window}"
         )
 
     def describe(self) -> str:
         """Return the settings on one line (model path, label order, batching)."""
-        return self.describe_text
+        return self._describe
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Return NLI probabilities for (premise, hypothesis) pairs, columns in :data:`LABELS` order.
@@ -266,9 +265,9 @@ class NLIJudge:
 
         """
         claims = extract_claims(answer)
-        premises = build_premises(chunks, self.window)
         if not claims:
             return Judgment()
+        premises = build_premises(chunks, self.window)
         pairs = [(p.text, claim) for claim in claims for p in premises]
         try:
             probs = self.probabilities(pairs)

@@ -20,6 +20,8 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
+
 from gate.judges.base import ClaimVerdict, Judgment
 from gate.judges.llmclient import (
     OPENAI_BASE_URL,
@@ -96,9 +98,7 @@ class RagasJudge:
             import ragas
             import ragas.metrics.collections  # noqa: F401 (fails early on a broken install)
         except ImportError as exc:
-            raise ValueError(
-                f"the ragas judge needs the extra: pip install 'rag-gate[ragas]' ({exc})"
-            ) from exc
+            raise ValueError(f"the ragas judge needs the extra: pip install 'rag-gate[ragas]' ({exc})") from exc
         self.id = f"ragas:{model}@t{temperature:g}"
         self.version = f"ragas-{ragas.__version__}-faithfulness"
 
@@ -141,17 +141,13 @@ class RagasJudge:
         )
         return Judgment(claims=claims, score=None if math.isnan(value) else value)
 
-    async def _score(
-        self, question: str, answer: str, contexts: list[str], repeat: int
-    ) -> tuple[float, list]:
+    async def _score(self, question: str, answer: str, contexts: list[str], repeat: int) -> tuple[float, list]:
         import openai
         from instructor.exceptions import IncompleteOutputException
         from instructor.retry import InstructorRetryException
-        from pydantic import ValidationError
         from ragas.llms import llm_factory
         from ragas.metrics.collections import Faithfulness
         from ragas.metrics.collections.faithfulness.util import NLIStatementOutput
-        from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
         client = openai.AsyncOpenAI(
             base_url=self.config.base_url, api_key=self._api_key, timeout=self.config.timeout_s, max_retries=0
@@ -178,8 +174,7 @@ class RagasJudge:
             openai.OpenAIError,
             InstructorRetryException,
             IncompleteOutputException,
-            ValidationError,
-            ValueError,
+            ValueError,  # includes pydantic's ValidationError; ragas' checks of empty inputs
         ) as exc:
             raise JudgeCallError(describe_error(exc)) from exc
         finally:
@@ -191,7 +186,6 @@ class RagasJudge:
         self, agenerate: Callable[[str, Any], Awaitable[Any]], outputs: list[Any], repeat: int
     ) -> Callable[[str, Any], Awaitable[Any]]:
         """Wrap ragas' ``agenerate(prompt, response_model)`` with the cache, retries and the slot bound."""
-        from tenacity import AsyncRetrying
 
         async def call(prompt: str, response_model: Any) -> Any:
             request = {
@@ -201,9 +195,7 @@ class RagasJudge:
                 "prompt": prompt,
                 "response_model": response_model.__name__,
             }
-            key = DiskCache.key(
-                judge=self.backend, prompt_version=self.version, repeat=repeat, request=request
-            )
+            key = DiskCache.key(judge=self.backend, prompt_version=self.version, repeat=repeat, request=request)
             hit = self.cache.get(key) if self.cache is not None else None
             if hit is not None:
                 try:
@@ -214,9 +206,7 @@ class RagasJudge:
                     self.stats.add("cache_hits")
                     outputs.append(result)
                     return result
-            async for attempt in AsyncRetrying(
-                **retry_policy(self.config, lambda: self.stats.add("retries"))
-            ):
+            async for attempt in AsyncRetrying(**retry_policy(self.config, lambda: self.stats.add("retries"))):
                 with attempt:
                     with self._slots:  # one coroutine per thread's loop: blocking here stalls nothing else
                         self.stats.add("requests")

@@ -151,6 +151,7 @@ def stem(word: str, lang: Lang = "en") -> str:
         The stem; words of three letters or fewer are returned unchanged.
 
     Source: M. F. Porter, "Snowball: A language for stemming algorithms" (2001), snowballstem.org.
+
     """
     if len(word) <= 3:
         return word
@@ -166,7 +167,7 @@ def fold(text: str) -> str:
 
 
 def detect_language(text: str) -> Lang:
-    """"it" when Italian function words outnumber English ones in ``text``, else "en"."""
+    """Guess the language: "it" when Italian function words outnumber English ones in ``text``, else "en"."""
     words = re.findall(r"[^\W\d_]+", text.lower())
     italian = sum(w in ITALIAN_STOP_WORDS and w not in ENGLISH_STOP_WORDS for w in words)
     english = sum(w in ENGLISH_STOP_WORDS and w not in ITALIAN_STOP_WORDS for w in words)
@@ -217,9 +218,7 @@ class _Token:
 
 
 def _tokens(text: str) -> list[_Token]:
-    return [
-        _Token(m.lastgroup or "word", m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)
-    ]
+    return [_Token(m.lastgroup or "word", m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
 
 
 def _quantities(text: str, tokens: list[_Token], lang: Lang) -> tuple[list[Quantity], set[int]]:
@@ -316,6 +315,7 @@ def facts(text: str, lang: Lang = "en") -> Facts:
         first).
 
     Source: negation cues and scope after NegEx (Chapman et al. 2001, doi:10.1006/jbin.2001.1029).
+
     """
     text = fold(text)
     tokens = _tokens(text)

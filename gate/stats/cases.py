@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from gate.stats.inputs import MetricInput, oriented_repeats, ratio_scale
+from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
 from gate.stats.tests import benjamini_hochberg, boschloo_per_case, moderated_welch
 
 CaseStatus = Literal["regressed", "suspected", "improved", "unchanged", "flaky", "not_applicable"]
@@ -100,12 +99,13 @@ def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10
 
     Source: Boschloo (1970); Smyth (2004), doi:10.2202/1544-6115.1027; Benjamini & Hochberg (1995),
     doi:10.1111/j.2517-6161.1995.tb02031.x; STATISTICS.md §4.
+
     """
     if not 0 < q < 1:
         raise ValueError(f"q must be in (0, 1), got {q}")
     tau = DEFAULT_TAU[inp.kind] if tau is None else tau
-    if tau <= 0:
-        raise ValueError(f"tau must be > 0, got {tau}")
+    if tau <= 0 or (inp.kind == "ratio" and inp.direction == "higher" and tau >= 1):
+        raise ValueError(f"tau must be > 0 (and < 1 for a higher-is-better ratio), got {tau}")
     binary = inp.kind == "binary"
     base, head = oriented_repeats(inp)
     n_base, n_head = np.sum(~np.isnan(base), axis=1), np.sum(~np.isnan(head), axis=1)
@@ -114,10 +114,10 @@ def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10
     p = _p_values(base, head, binary, paired & (n_base >= 2) & (n_head >= 2))
     p_adj = benjamini_hochberg(p)
     flaky_base, flaky_head = _flaky(base, binary, tau_eff), _flaky(head, binary, tau_eff)
-    raw_base, raw_head = _raw_means(inp)
+    raw_base, raw_head, effects = case_effects(inp)
     out = []
     for i in range(base.shape[0]):
-        effect = _effect(base[i], head[i], inp) if paired[i] else float("nan")
+        effect = float(effects[i]) if paired[i] else float("nan")
         if not paired[i]:
             status: CaseStatus = "not_applicable"
         elif effect <= -tau_eff and p_adj[i] <= q:
@@ -134,8 +134,8 @@ def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10
             CaseResult(
                 index=i,
                 metric=inp.name,
-                base_mean=raw_base[i],
-                head_mean=raw_head[i],
+                base_mean=float(raw_base[i]),
+                head_mean=float(raw_head[i]),
                 effect=effect,
                 p_value=float(p[i]),
                 p_adjusted=float(p_adj[i]),
@@ -148,24 +148,3 @@ def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10
             )
         )
     return out
-
-
-def _raw_means(inp: MetricInput) -> tuple[list[float], list[float]]:
-    out = []
-    for values, failed in ((inp.base, inp.failed_base), (inp.head, inp.failed_head)):
-        x = np.where(failed, np.nan, np.asarray(values, dtype=float))
-        n = np.sum(~np.isnan(x), axis=1)
-        sums = np.nansum(x, axis=1)
-        out.append([float(s / k) if k else float("nan") for s, k in zip(sums, n, strict=True)])
-    return out[0], out[1]
-
-
-def _effect(base_row: np.ndarray, head_row: np.ndarray, inp: MetricInput) -> float:
-    """Oriented effect of one case; for ratio metrics the oriented log-ratio of the arithmetic means."""
-    if inp.kind != "ratio":
-        return float(np.nanmean(head_row) - np.nanmean(base_row))
-    sign = 1.0 if inp.direction == "higher" else -1.0
-    # oriented_repeats holds sign·log(value); undo it to average on the original scale
-    mean_b = np.nanmean(np.exp(sign * base_row))
-    mean_h = np.nanmean(np.exp(sign * head_row))
-    return float(sign * (math.log(mean_h) - math.log(mean_b)))

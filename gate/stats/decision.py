@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 from scipy import special
 
-from gate.stats.inputs import MetricInput, oriented_repeats, ratio_scale
+from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
 from gate.stats.intervals import bootstrap_ci, clustered_se, n_units, paired_se
 from gate.stats.power import recommendation, variance_decomposition
 from gate.stats.tests import holm, mcnemar_exact, sign_flip_test
@@ -120,17 +120,7 @@ def _pair(inp: MetricInput) -> _Paired:
     base_rep, head_rep = oriented_repeats(inp)
     ok = (~np.isnan(base_rep)).any(axis=1) & (~np.isnan(head_rep)).any(axis=1)
     base_rep, head_rep = base_rep[ok], head_rep[ok]
-    sign = 1.0 if inp.direction == "higher" else -1.0
-    if inp.kind == "ratio":
-        base_means = np.nanmean(np.exp(sign * base_rep), axis=1)
-        head_means = np.nanmean(np.exp(sign * head_rep), axis=1)
-        d = sign * (np.log(head_means) - np.log(base_means))
-    else:
-        base_means = np.nanmean(base_rep, axis=1)
-        head_means = np.nanmean(head_rep, axis=1)
-        d = head_means - base_means
-        if sign < 0:
-            base_means, head_means = 1.0 - base_means, 1.0 - head_means
+    base_means, head_means, d = (x[ok] for x in case_effects(inp))
     clusters = None if inp.clusters is None else np.asarray(inp.clusters)[ok]
     return _Paired(
         d=d,
@@ -264,6 +254,7 @@ def analyze_metrics(
     Source: Miller (2024), arXiv:2411.00640 (Eq. 7, 8, 10); Smucker et al. (2007),
     doi:10.1145/1321440.1321528; Holm (1979); Efron (1987), doi:10.1080/01621459.1987.10478410;
     STATISTICS.md §3 and §6 (three-outcome non-inferiority rule).
+
     """
     names = [inp.name for inp in inputs]
     if len(set(names)) != len(names):
@@ -277,8 +268,8 @@ def analyze_metrics(
     alphas = np.array([ZERO_MARGIN_ALPHA if inp.margin == 0 else alpha for inp in inputs], dtype=float)
     p_adj, levels = _holm_levels(p, alphas, np.array([inp.gated for inp in inputs], dtype=bool))
     return [
-        _result(inp, pair, rng[1], n_resamples, float(p[k]), float(p_adj[k]), tested[k][1], alphas[k], levels[k], strict)
-        for k, (inp, pair, rng) in enumerate(zip(inputs, pairs, rngs, strict=True))
+        _result(inp, pairs[k], rngs[k][1], n_resamples, p[k], p_adj[k], tested[k][1], alphas[k], levels[k], strict)
+        for k, inp in enumerate(inputs)
     ]
 
 
@@ -343,8 +334,8 @@ def _result(
         ci_method=ci_method,
         confidence=float(confidence),
         alpha=float(alpha_k),
-        p_value=p,
-        p_adjusted=p_adj,
+        p_value=float(p),
+        p_adjusted=float(p_adj),
         test_method=test_method,
         ratio=ratio,
         ratio_ci_low=ratio_low,
@@ -387,6 +378,7 @@ def gate_decision(
         reason for a pass.
 
     Source: STATISTICS.md §3 and §6 (three-outcome rule, strict mode); DESIGN.md §4.
+
     """
     fails, doubts = [], []
     if new_ood_failures > 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -73,6 +74,7 @@ def oriented_repeats(inp: MetricInput) -> tuple[np.ndarray, np.ndarray]:
 
     Returns:
         (base, head), shapes (N, R_base) and (N, R_head), float.
+
     """
     out = []
     for values, failed in ((inp.base, inp.failed_base), (inp.head, inp.failed_head)):
@@ -85,3 +87,28 @@ def oriented_repeats(inp: MetricInput) -> tuple[np.ndarray, np.ndarray]:
             x = 1.0 - x
         out.append(x)
     return out[0], out[1]
+
+
+def case_effects(inp: MetricInput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-case means over valid repeats of each side, in metric units, and the oriented per-case effect.
+
+    Effect = sign·(head − base mean), negative = worse; for ratio metrics sign·log(head/base) of the
+    arithmetic means over the positive repeats. Failed scores are excluded.
+
+    Returns:
+        (base_means, head_means, effect), each shape (N,); NaN where a side has no valid repeat.
+
+    """
+    sign = 1.0 if inp.direction == "higher" else -1.0
+    means = []
+    for values, failed in ((inp.base, inp.failed_base), (inp.head, inp.failed_head)):
+        x = np.where(np.asarray(failed, dtype=bool), np.nan, np.asarray(values, dtype=float))
+        if inp.kind == "ratio":
+            x = np.where(x > 0, x, np.nan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # rows without a valid repeat → NaN
+            means.append(np.nanmean(x, axis=1))
+    base_means, head_means = means
+    if inp.kind == "ratio":
+        return base_means, head_means, sign * (np.log(head_means) - np.log(base_means))
+    return base_means, head_means, sign * (head_means - base_means)

