@@ -33,7 +33,7 @@ def score_one(case: GoldenCase, prediction: Prediction, evaluation: Evaluation, 
     refused = detect_refusal(prediction, evaluation)
     judgment = None
     if any(m.spec.judged for m in metrics) and not refused and judge is not None:
-        judgment = judge.judge(case.question, prediction.answer, prediction.retrieved)
+        judgment = judge.judge(case.question, prediction.answer, prediction.retrieved, repeat=prediction.repeat)
     scores = []
     for metric in metrics:
         if not metric.spec.judged:

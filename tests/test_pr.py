@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from conftest_github import make_scratch_repo, pull_request_event
 from fake_github import FakeGithub
 
+from gate import cache, gitops
 from gate import github as gh
 from gate.cli import main
+from gate.errors import InputError
 from gate.pr import exit_code_for
 
+REPO = Path(__file__).resolve().parent.parent
 GITHUB_VARS = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY", "GITHUB_API_URL", "GITHUB_ACTIONS",
                "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITHUB_WORKSPACE", "GITHUB_TOKEN", "GITHUB_RUN_ID")
 
@@ -68,6 +74,7 @@ def test_first_run_posts_one_comment_second_run_edits_it(tmp_path, fake, scratch
     assert len(fake.comments) == 1 and fake.comments[0]["body"].startswith(gh.MARKER)
     assert "fail" in fake.comments[0]["body"] and len(fake.comments[0]["body"]) < gh.COMMENT_LIMIT
     out = outputs(tmp_path)
+    assert set(out) <= set(yaml.safe_load((REPO / "action.yml").read_text())["outputs"])
     assert out["verdict"] == "fail" and out["comment-status"] == "created"
     assert int(out["regressed-count"]) >= 6 and out["ood-failure-count"] == "4"
     assert out["report-path"] == "rag-gate-out/first/report.json"  # relative to the workspace
@@ -161,3 +168,81 @@ def test_bad_flag_values_are_usage_errors(tmp_path, scratch):
     assert result.exit_code == 2 and "expected a whole number" in result.output
     result = CliRunner().invoke(main, ["pr", "--comment", "maybe"])
     assert result.exit_code == 2 and "expected on or off" in result.output
+
+
+# ------------------------------------------------------------------------------------------- gitops
+
+
+def test_merge_base_is_the_fork_point_not_the_base_tip(tmp_path):
+    repo = tmp_path / "repo"
+    shas = make_scratch_repo(repo)
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
+    (repo / "later.txt").write_text("main moved on\n")
+    subprocess.run(["git", "-C", str(repo), "add", "later.txt"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "later"],
+                   check=True)
+    tip = gitops.resolve_commit(repo, "main")
+    assert tip != shas["base"]
+    assert gitops.merge_base(repo, tip, shas["head"]) == shas["base"]
+
+
+def test_worktree_checks_out_the_commit_and_is_removed_even_on_error(tmp_path):
+    repo = tmp_path / "repo"
+    shas = make_scratch_repo(repo)
+    with pytest.raises(RuntimeError), gitops.worktree(repo, shas["base"]) as tree:
+        assert "BROKEN = False" in (tree / "rag.py").read_text()
+        assert gitops.resolve_commit(tree, "HEAD") == shas["base"]
+        raise RuntimeError("boom")
+    assert not tree.exists()
+    listed = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout
+    assert len(listed.splitlines()) == 1
+
+
+def test_unknown_ref_in_a_shallow_clone_asks_for_fetch_depth_0(tmp_path):
+    repo = tmp_path / "repo"
+    make_scratch_repo(repo)
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{repo}", str(shallow)],
+                   check=True)
+    with pytest.raises(InputError, match="fetch-depth: 0"):
+        gitops.merge_base(shallow, "main", "HEAD")
+
+
+# -------------------------------------------------------------------------------------------- cache
+
+
+def key(**changes):
+    fields = dict(base_sha="a" * 40, golden_sha256="b" * 64, config_sha256="c" * 64,
+                  judge_id=cache.judge_id({"name": "lexical"}), repeats=1, gate_version="0.1.0")
+    return cache.CacheKey(**(fields | changes))
+
+
+def test_cache_round_trip_and_every_key_field_matters(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text("{}")
+    (run / "scores.jsonl").write_text("x\n")
+    stored = cache.store(tmp_path / "cache", key(), run)
+    assert cache.lookup(tmp_path / "cache", key()) == stored
+    assert (stored / "scores.jsonl").read_text() == "x\n"
+    for change in ({"base_sha": "d" * 40}, {"golden_sha256": "e" * 64}, {"config_sha256": "f" * 64},
+                   {"judge_id": cache.judge_id({"name": "nli"})}, {"repeats": 3}, {"gate_version": "0.2.0"}):
+        assert cache.lookup(tmp_path / "cache", key(**change)) is None
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [key().digest()]
+
+
+def test_cache_refuses_incomplete_runs_and_tampered_keys(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(ValueError, match="incomplete"):
+        cache.store(tmp_path / "cache", key(), run)
+    (run / "manifest.json").write_text("{}")
+    stored = cache.store(tmp_path / "cache", key(), run)
+    (stored.parent / "key.json").write_text(json.dumps({"base_sha": "other"}))
+    assert cache.lookup(tmp_path / "cache", key()) is None
+
+
+def test_judge_id_ignores_key_order():
+    assert cache.judge_id({"name": "llm", "model": "m"}) == cache.judge_id({"model": "m", "name": "llm"})
+    assert cache.judge_id({"name": "llm", "model": "m"}) != cache.judge_id({"name": "llm", "model": "n"})
+    assert len(cache.judge_id(None)) == 16

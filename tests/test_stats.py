@@ -425,6 +425,14 @@ def test_gate_decision_outcomes():
     assert gate_decision([ok, unsure], new_ood_failures=0, error_rate=0.0, strict=True)[0] == "fail"
 
 
+def test_metric_without_pairs_is_inconclusive():
+    base = np.full((5, 1), np.nan)
+    (res,) = analyze_metrics([metric("m", "graded", base, np.ones(5))])
+    assert res.n_pairs == 0 and res.status == "inconclusive" and res.reason == "only 0 paired case(s)"
+    assert gate_decision([res], new_ood_failures=0, error_rate=0.0)[0] == "inconclusive"
+    assert gate_decision([], new_ood_failures=0, error_rate=0.0) == ("pass", ["no gated metrics"])
+
+
 def test_invalid_inputs_raise():
     with pytest.raises(ValueError, match="unique"):
         analyze_metrics([metric("a", "graded", EX2_BASE, EX2_HEAD)] * 2)

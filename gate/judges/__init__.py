@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import importlib
+
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from gate.judges.base import ClaimVerdict, ContradictionLevel, Judge, Judgment, Verdict
 from gate.judges.lexical import LexicalJudge
 
+def _lazy(module: str, cls: str, extra: str) -> Callable[..., Judge]:
+    """A constructor that imports its backend only when used (ragas and torch are heavy, optional extras)."""
+
+    def construct(**options: Any) -> Judge:
+        try:
+            backend = importlib.import_module(module)
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise ValueError(f"this judge needs an optional dependency ({exc}): pip install 'rag-gate[{extra}]'")
+        return getattr(backend, cls)(**options)
+
+    return construct
+
+
 JUDGES: dict[str, Callable[..., Judge]] = {
     "lexical": LexicalJudge,
+    "llm": _lazy("gate.judges.llm", "RubricJudge", "llm"),
+    "ragas": _lazy("gate.judges.ragas_judge", "RagasJudge", "ragas"),
+    "nli": _lazy("gate.judges.nli", "NLIJudge", "nli"),
 }
 """Judge name (the ``name`` key of the ``judge:`` configuration) → constructor taking the other keys."""
 

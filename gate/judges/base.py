@@ -126,7 +126,10 @@ class Judge(Protocol):
     version: str
     """Bumped whenever the judge's behaviour changes (part of cache keys and of manifest.json)."""
 
-    def judge(self, question: str, answer: str, chunks: Sequence[Chunk]) -> Judgment:
-        """Judge ``answer`` (to ``question``) against ``chunks`` (rank order). Never raises for a judge failure:
-        returns ``Judgment(error=...)`` instead."""
+    def judge(self, question: str, answer: str, chunks: Sequence[Chunk], *, repeat: int = 0) -> Judgment:
+        """Judge ``answer`` (to ``question``) against ``chunks`` (rank order).
+
+        ``repeat`` is the 0-based repeat index: LLM judges put it in their cache key so that each repeat gets its
+        own judge sample. Never raises for a judge failure: returns ``Judgment(error=...)`` instead.
+        """
         ...

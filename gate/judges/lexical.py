@@ -110,13 +110,14 @@ class LexicalJudge:
         if not (0.0 <= self.cover <= 1.0 and 0.0 <= self.support <= 1.0):
             raise ValueError(f"lexical judge: need 0 <= cover, support <= 1, got {self.cover}, {self.support}")
 
-    def judge(self, question: str, answer: str, chunks: Sequence[Chunk]) -> Judgment:
+    def judge(self, question: str, answer: str, chunks: Sequence[Chunk], *, repeat: int = 0) -> Judgment:
         """Judge ``answer`` against ``chunks`` claim by claim.
 
         Args:
             question: the user question; its words need no support when no chunk has them.
             answer: the generated answer; a refusal or an empty answer gives no claims (faithfulness NaN).
             chunks: retrieved chunks, rank order; may be empty (every claim is then unverifiable).
+            repeat: the repeat index; ignored (the lexical judge is deterministic).
 
         Returns:
             A :class:`Judgment` with one :class:`ClaimVerdict` per claim, in answer order.

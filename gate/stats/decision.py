@@ -395,4 +395,6 @@ def gate_decision(
     if doubts:
         return ("fail" if strict else "inconclusive"), doubts
     n_gated = sum(res.gated for res in results)
-    return "pass", [f"all {n_gated} gated metric(s) non-inferior within their margins"]
+    return "pass", [
+        f"all {n_gated} gated metric(s) non-inferior within their margins" if n_gated else "no gated metrics"
+    ]
