@@ -132,7 +132,7 @@ comments, requests = state["comments"], state["requests"]
 summary = (work / "file_commands/step_summary").read_text()
 outputs = dict(l.split("=", 1) for l in (work / "file_commands/set_output").read_text().splitlines() if "=" in l)
 stdout = (work / "stdout").read_text()
-sys.exit(0 if eval(expr) else 1)
+sys.exit(0 if eval("(" + expr + ")") else 1)
 EOF
   then say "ok: $1"; else say "FAIL: $1"; tail -n 20 "$work/stderr"; exit 1; fi
 }

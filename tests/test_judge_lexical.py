@@ -198,12 +198,12 @@ def test_identity_and_factory():
     assert (JUDGE.id, JUDGE.version) == ("lexical", "1")
     assert isinstance(JUDGE.version, str)
     assert get_judge({"name": "lexical", "support": 0.6}) == LexicalJudge(support=0.6)
-    assert sorted(JUDGES) == ["lexical"]
+    assert sorted(JUDGES) == ["lexical", "llm", "nli", "ragas"]
 
 
 def test_factory_rejects_unknown_names_and_options():
-    with pytest.raises(ValueError, match="unknown judge 'nli'; known judges: lexical"):
-        get_judge({"name": "nli"})
+    with pytest.raises(ValueError, match="unknown judge 'oracle'; known judges: lexical, llm, nli, ragas"):
+        get_judge({"name": "oracle"})
     with pytest.raises(ValueError, match="judge 'lexical': .*unexpected keyword argument 'temperature'"):
         get_judge({"name": "lexical", "temperature": 0})
     with pytest.raises(ValueError, match="cover, support"):
