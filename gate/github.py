@@ -175,7 +175,7 @@ class RetryPolicy:
     """Connect/read timeout of one HTTP request, in seconds."""
 
 
-def bounded_retry(policy: RetryPolicy):  # noqa: ANN201 (the class is imported lazily)
+def bounded_retry(policy: RetryPolicy) -> Any:
     """Make a PyGithub ``GithubRetry`` whose every wait is bounded by ``policy``.
 
     ``GithubRetry`` already caps primary and secondary rate-limit waits with ``max_rate_limit_wait``; a
@@ -186,7 +186,7 @@ def bounded_retry(policy: RetryPolicy):  # noqa: ANN201 (the class is imported l
         policy: the bounds.
 
     Returns:
-        A ``github.GithubRetry`` instance.
+        A ``github.GithubRetry`` instance (typed ``Any``: PyGithub is imported lazily).
 
     Source: PyGithub ``GithubRetry``; urllib3 ``Retry`` (RFC 9110 §10.2.3 ``Retry-After``).
     """
@@ -194,7 +194,7 @@ def bounded_retry(policy: RetryPolicy):  # noqa: ANN201 (the class is imported l
     from github.GithubException import RateLimitExceededExceedsMaxWait
 
     class _BoundedRetry(GithubRetry):
-        def get_retry_after(self, response):  # noqa: ANN001, ANN202
+        def get_retry_after(self, response: Any) -> float | None:
             seconds = super().get_retry_after(response)
             if seconds is not None and self.max_rate_limit_wait is not None and seconds > self.max_rate_limit_wait:
                 raise RateLimitExceededExceedsMaxWait(
@@ -353,11 +353,8 @@ def explain_failure(exc: BaseException, context: GithubContext) -> str:
                 "fork PRs, use the two-workflow pattern (a `workflow_run` workflow that posts the uploaded "
                 f"comment.md), see {DOCS_URL}."
             )
-        return (
-            "the token cannot comment (403 "
-            f"{(exc.data or {}).get('message', '') if isinstance(exc.data, dict) else ''}); give the job "
-            "`permissions: pull-requests: write` (or `issues: write`)."
-        )
+        message = exc.data.get("message", "") if isinstance(exc.data, dict) else ""
+        return f"the token cannot comment (403 {message}); give the job `permissions: pull-requests: write`."
     if isinstance(exc, GithubException):
         return f"GitHub answered HTTP {exc.status}: {exc.data!s:.200}"
     return f"GitHub kept failing after retries ({type(exc).__name__}: {str(exc)[:200]})."

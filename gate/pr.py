@@ -23,8 +23,9 @@ from gate import __version__, cache, gitops
 from gate import github as gh
 from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
-from gate.flow import compare_runs, run_side
+from gate.flow import Outcome, compare_runs, run_side
 from gate.golden import file_sha256, load_golden
+from gate.report import render_comment
 
 FailOn = Literal["fail", "inconclusive", "never"]
 FAIL_ON: tuple[FailOn, ...] = ("fail", "inconclusive", "never")
@@ -262,6 +263,9 @@ def run_pr(
     except GateError as exc:
         _report_error(exc, context, emit)
         raise
+    except Exception as exc:
+        _report_error(EvaluationError(f"internal error: {type(exc).__name__}: {exc}"), context, emit)
+        raise
 
 
 def _run(
@@ -289,14 +293,18 @@ def _run(
         _run_setup(options.setup_command, workdir)
     out = workdir / options.out_dir
     base, base_run, cached = _run_base(options, repo, base_sha, base_label, config_rel, head, out)
-    head = dataclasses.replace(head, evaluation=base.evaluation)
+    head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats)
     shutil.rmtree(out / "head", ignore_errors=True)
     head_run = run_side(head, out / "head", progress=options.progress, git_sha=head_sha, git_ref="HEAD")
     outcome = compare_runs(base_run, head_run, out, config=base, golden=head.golden, strict=options.strict)
 
-    status, url, warning = _post_comment(options, context, token, outcome.comment, policy)
+    comment = outcome.comment
+    if context.run_url:  # truncated lists then link to the job summary of this run
+        comment = render_comment(outcome.report, details_url=context.run_url)
+        outcome.comment_path.write_text(comment, encoding="utf-8")
+    status, url, warning = _post_comment(options, context, token, comment, policy)
     if status == "local":
-        emit(outcome.comment)
+        emit(comment)
     _report(outcome, context, emit, warning, repo, head.golden, status=status, url=url)
     return PrResult(
         verdict=outcome.verdict,
@@ -311,7 +319,7 @@ def _run(
 
 
 def _report(
-    outcome: Any,
+    outcome: Outcome,
     context: gh.GithubContext,
     emit: Callable[[str], None],
     warning: str,
@@ -322,8 +330,6 @@ def _report(
     url: str | None,
 ) -> None:
     """Job summary, outputs and annotations for a finished comparison."""
-    from gate.report import render_comment
-
     report = outcome.report
     if warning:
         emit(gh.annotation("warning", warning, title="rag-gate: comment not posted"))

@@ -213,7 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
     fake: FakeGithub
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the default stderr log
+    def log_message(self, format: str, *args: Any) -> None:  # silence the default stderr log
         pass
 
     def _serve(self) -> None:

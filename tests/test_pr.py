@@ -52,6 +52,7 @@ def actions_env(tmp_path, fake, scratch, event_name="pull_request", event=None):
         "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
         "GITHUB_WORKSPACE": str(repo),
         "GITHUB_TOKEN": fake.token,
+        "GITHUB_RUN_ID": "42",
     }
     return env
 
@@ -79,6 +80,7 @@ def test_first_run_posts_one_comment_second_run_edits_it(tmp_path, fake, scratch
     assert int(out["regressed-count"]) >= 6 and out["ood-failure-count"] == "4"
     assert out["report-path"] == "rag-gate-out/first/report.json"  # relative to the workspace
     report = json.loads((scratch[0] / out["report-path"]).read_text())
+    assert fake.comments[0]["body"] == gh.comment_body((scratch[0] / out["comment-path"]).read_text())
     assert report["verdict"] == "fail" and len(report["regressed_cases"]) == int(out["regressed-count"])
     summary = (tmp_path / "summary.md").read_text()
     assert "rag-gate" in summary and "fail" in summary
@@ -144,13 +146,10 @@ def test_local_mode_prints_the_comment_and_posts_nothing(tmp_path, scratch):
     env = dict.fromkeys(GITHUB_VARS)
     result = run_pr(tmp_path, scratch, env, "--base-ref", "main")
     assert result.exit_code == 1
-    assert result.stdout.startswith(gh.MARKER) and "::" not in result.stdout.split("\n")[0][len(gh.MARKER):]
+    assert result.stdout.startswith(gh.MARKER) and not any(line.startswith("::") for line in result.stdout.splitlines())
     assert (tmp_path / "out" / "comment.md").read_text() in result.stdout
     assert "comment: local" in result.stderr
-    repo = scratch[0]
-    assert "rag-gate-base-" not in (repo / ".git" / "worktrees").as_posix() and not any(
-        (repo / ".git" / "worktrees").glob("*")
-    )
+    assert not any((scratch[0] / ".git" / "worktrees").glob("*"))  # the base worktree was removed
 
 
 @pytest.mark.parametrize(
