@@ -1,6 +1,6 @@
 """Measure the lexical judge on human-labelled data: RAGTruth, FaithBench and RGB counterfactuals.
 
-Usage: python benchmarks/judge_quality.py [--data /work/shared/data] [--calibration-out FILE] [--dev-only]
+Usage: python benchmarks/judge_quality.py [--data ../shared/data] [--calibration-out FILE] [--dev-only]
 
 The threshold of the response-level rule is chosen on the development half of each dataset (split by source
 id) and the figures are printed for the test half; the default threshold's figures are printed too. The
@@ -88,7 +88,7 @@ def labeled_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, dev
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--calibration-out", type=Path, default=None)
     parser.add_argument("--dev-only", action="store_true", help="print development-split figures only")
     args = parser.parse_args()

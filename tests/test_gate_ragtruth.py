@@ -10,8 +10,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import SHARED_DATA, write_jsonl
+
 from gate.cli import main
 from gate.judgeeval import load_ragtruth
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SHARED_DATA
 
 from gate.errors import InputError
 from gate.judgeeval import (
@@ -29,8 +29,8 @@ from gate.judgeeval import (
 from gate.judges import LexicalJudge
 from gate.judges.base import ClaimVerdict, Judgment
 
-DATA = Path("/work/shared/data")
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="labelled datasets not present at /work/shared/data")
+DATA = SHARED_DATA
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"labelled datasets not present at {SHARED_DATA}")
 
 
 def judgment(*verdicts: str) -> Judgment:

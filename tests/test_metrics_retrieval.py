@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_DATA
 
 from gate.metrics import (
     DEFAULT_METRICS,
@@ -24,7 +25,7 @@ from gate.metrics import (
 from gate.models import Chunk, GoldenCase, Prediction
 
 # The team's full SQuAD 2.0 golden set (4,597 questions) when present, else the bundled example (same corpus).
-DATA = Path("/work/shared/data/squad2-rag")
+DATA = SHARED_DATA / "squad2-rag"
 if not (DATA / "golden.jsonl").exists():
     DATA = Path(__file__).resolve().parents[1] / "examples" / "squad"
 N_QUERIES = 300

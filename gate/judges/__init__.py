@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib
-
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from gate.judges.base import ClaimVerdict, ContradictionLevel, Judge, Judgment, Verdict
 from gate.judges.lexical import LexicalJudge
+
 
 def _lazy(module: str, cls: str, extra: str) -> Callable[..., Judge]:
     """A constructor that imports its backend only when used (ragas and torch are heavy, optional extras)."""
@@ -17,7 +17,7 @@ def _lazy(module: str, cls: str, extra: str) -> Callable[..., Judge]:
         try:
             backend = importlib.import_module(module)
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
-            raise ValueError(f"this judge needs an optional dependency ({exc}): pip install 'rag-gate[{extra}]'")
+            raise ValueError(f"this judge needs an optional dependency ({exc}): pip install 'rag-gate[{extra}]'") from exc
         return getattr(backend, cls)(**options)
 
     return construct
