@@ -84,7 +84,7 @@ def pr(
     Examples:
       rag-gate pr --base-ref main
       rag-gate pr --config rag-gate.yml --fail-on inconclusive --cache-dir .rag-gate-cache
-    """
+    """  # noqa: D301 - click needs the real \b (backspace) character, a raw string would print "\b"
     from gate.pr import PrOptions, run_pr
 
     options = PrOptions(

@@ -179,14 +179,18 @@ class _Shown:
     margin: str
 
 
+def _ratios(inp: MetricInput, delta: float, low: float, high: float) -> tuple[float, float, float]:
+    """Ratio metrics: (head/base geometric-mean ratio, interval low, interval high) from the oriented log scale."""
+    sign = 1.0 if inp.direction == "higher" else -1.0
+    r_low, r_high = sorted((math.exp(sign * low), math.exp(sign * high)))
+    return math.exp(sign * delta), r_low, r_high
+
+
 def _shown(inp: MetricInput, delta: float, low: float, high: float) -> _Shown:
     if inp.kind != "ratio":
         return _Shown(f"Δ = {_fmt(delta)}", f"[{_fmt(low)}, {_fmt(high)}]", _fmt(inp.margin))
-    sign = 1.0 if inp.direction == "higher" else -1.0
-    r_low, r_high = sorted((math.exp(sign * low), math.exp(sign * high)))
-    return _Shown(
-        f"ratio head/base = {_fmt(math.exp(sign * delta))}", f"[{_fmt(r_low)}, {_fmt(r_high)}]", f"{inp.margin:.0%}"
-    )
+    ratio, r_low, r_high = _ratios(inp, delta, low, high)
+    return _Shown(f"ratio head/base = {_fmt(ratio)}", f"[{_fmt(r_low)}, {_fmt(r_high)}]", f"{inp.margin:.0%}")
 
 
 def _decide(
@@ -307,11 +311,7 @@ def _result(
     status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, _shown(inp, delta, low, high))
     if strict and status == "inconclusive":
         status, reason = "fail", f"strict mode, non-inferiority not shown: {reason}"
-    ratio = ratio_low = ratio_high = None
-    if inp.kind == "ratio" and n:
-        sign = 1.0 if inp.direction == "higher" else -1.0
-        ratio = math.exp(sign * delta)
-        ratio_low, ratio_high = sorted((math.exp(sign * low), math.exp(sign * high)))
+    ratio, ratio_low, ratio_high = _ratios(inp, delta, low, high) if inp.kind == "ratio" and n else (None,) * 3
     return MetricResult(
         name=inp.name,
         kind=inp.kind,
