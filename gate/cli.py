@@ -60,7 +60,7 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.version_option(__version__, "--version", prog_name="rag-gate")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def main(debug: bool) -> None:
-    r"""rag-gate: a regression gate for RAG systems.
+    """rag-gate: a regression gate for RAG systems.
 
     \b
     Evaluate the base and the head of a change on a golden set, compare them with
@@ -73,7 +73,7 @@ def main(debug: bool) -> None:
 @click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
 @handle_errors
 def validate(golden: Path) -> None:
-    r"""Check a golden set; print every problem as file:line: field: message.
+    """Check a golden set; print every problem as file:line: field: message.
 
     \b
     Example:
@@ -112,7 +112,7 @@ def run(
     git_sha: str | None,
     progress: bool | None,
 ) -> None:
-    r"""Run the golden set through one side's pipeline and score it.
+    """Run the golden set through one side's pipeline and score it.
 
     Writes OUT/predictions.jsonl, OUT/scores.jsonl and OUT/manifest.json, incrementally:
     re-running the same command resumes an interrupted run.
@@ -164,7 +164,7 @@ def run(
 def compare(
     base: Path, head: Path, golden: Path | None, config_path: Path | None, out: Path, fmt: str, strict: bool
 ) -> None:
-    r"""Compare BASE and HEAD (run directories or predictions JSONL files).
+    """Compare BASE and HEAD (run directories or predictions JSONL files).
 
     Prints the comment (or the JSON report), writes OUT/report.json and OUT/comment.md,
     and exits 0 on pass or inconclusive, 1 on fail.
@@ -192,7 +192,7 @@ def compare(
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Merged run directory.")
 @handle_errors
 def merge(shards: tuple[Path, ...], out: Path) -> None:
-    r"""Merge the run directories of sharded runs (run --shard i/n) into one.
+    """Merge the run directories of sharded runs (run --shard i/n) into one.
 
     \b
     Example:
@@ -206,12 +206,7 @@ def merge(shards: tuple[Path, ...], out: Path) -> None:
     click.echo(f"wrote {out}", err=True)
 
 
-def _register_optional_commands() -> None:
-    try:
-        from gate.cli_pr import pr
-    except ImportError:  # pragma: no cover - during development only
-        return
-    main.add_command(pr)
+# The pr command lives in its own module (it has many options) and builds on the helpers above.
+from gate.cli_pr import pr  # noqa: E402
 
-
-_register_optional_commands()
+main.add_command(pr)
