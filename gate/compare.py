@@ -1,5 +1,6 @@
-"""Compare base and head: per-metric deltas and verdicts, regressed / improved / flaky cases, out-of-domain
-failures, and the gate decision — assembled into the ``report.json`` object that the comment is rendered from.
+"""Compare base and head into the ``report.json`` object that the comment is rendered from.
+
+Per-metric deltas and verdicts, regressed / improved / flaky cases, out-of-domain failures, and the gate decision.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Run directories (DESIGN §2): ``predictions.jsonl``, ``scores.jsonl`` and ``manifest.json``, written
-incrementally so that a killed run keeps what it computed and resumes where it stopped.
+"""Run directories (DESIGN §2): ``predictions.jsonl``, ``scores.jsonl`` and ``manifest.json``.
+
+They are written incrementally, so that a killed run keeps what it computed and resumes where it stopped.
 """
 
 from __future__ import annotations

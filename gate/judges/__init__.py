@@ -17,7 +17,8 @@ def _lazy(module: str, cls: str, extra: str) -> Callable[..., Judge]:
         try:
             backend = importlib.import_module(module)
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
-            raise ValueError(f"this judge needs an optional dependency ({exc}): pip install 'rag-gate[{extra}]'") from exc
+            message = f"this judge needs an optional dependency ({exc}): pip install 'rag-gate[{extra}]'"
+            raise ValueError(message) from exc
         return getattr(backend, cls)(**options)
 
     return construct
