@@ -245,3 +245,54 @@ def test_shards_merge_into_the_full_run(tmp_path, tiny_golden):
     assert manifest["n_cases"] == 4 and manifest["shard"] is None
     result = CliRunner().invoke(main, ["merge", str(shards[0]), "--out", str(tmp_path / "bad")])
     assert result.exit_code == 2 and "do not cover 1..2 exactly once" in result.stderr
+
+
+def test_report_statistics_agree_with_scipy(squad_pair):
+    """p-value and CI of report.json against scipy on the same per-case data (hit rate@5 and MRR)."""
+    from scipy import stats
+
+    tmp, golden, base_rank, head_rank, ids, _ = squad_pair
+    CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--golden",
+            str(tmp / "golden.jsonl"),
+            str(tmp / "base.jsonl"),
+            str(tmp / "head.jsonl"),
+            "--out",
+            str(tmp / "scipy"),
+        ],
+    )
+    report = json.loads((tmp / "scipy" / "report.json").read_text())
+    metrics = {m["name"]: m for m in report["metrics"]}
+    in_domain = [(c, b, h) for c, b, h in zip(golden, base_rank, head_rank, strict=True) if not c["out_of_domain"]]
+
+    def hit(case, order):
+        return float(any(ids[j] in case["expected_doc_ids"] for j in order[:5]))
+
+    def rr(case, order):
+        return next((1.0 / (r + 1) for r, j in enumerate(order) if ids[j] in case["expected_doc_ids"]), 0.0)
+
+    hits = np.array([(hit(c, b), hit(c, h)) for c, b, h in in_domain])
+    worse, better = (
+        int(((hits[:, 0] == 1) & (hits[:, 1] == 0)).sum()),
+        int(((hits[:, 0] == 0) & (hits[:, 1] == 1)).sum()),
+    )
+    expected_p = stats.binomtest(better, worse + better, 0.5, alternative="less").pvalue
+    assert metrics["hit_rate@5"]["p_value"] == pytest.approx(expected_p, rel=1e-12)
+
+    d = np.array([rr(c, h) - rr(c, b) for c, b, h in in_domain])
+    mrr = metrics["mrr"]
+    assert mrr["delta"] == pytest.approx(d.mean(), abs=1e-12)
+    assert mrr["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(len(d)), rel=1e-9)
+    oracle = stats.bootstrap(
+        (d,),
+        np.mean,
+        confidence_level=mrr["confidence"],
+        method="BCa",
+        n_resamples=10_000,
+        rng=np.random.default_rng(1),
+    )
+    assert mrr["ci_low"] == pytest.approx(oracle.confidence_interval.low, abs=0.005)
+    assert mrr["ci_high"] == pytest.approx(oracle.confidence_interval.high, abs=0.005)
