@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-
 from conftest import write_jsonl
 from fake_openai import FakeOpenAI, Reply
+
 from gate.cli import main
 
 N = 30
