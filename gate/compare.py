@@ -225,7 +225,7 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
                     "id": case.id,
                     "question": _clip(case.question),
                     "answer": _clip(prediction.answer if prediction else None),
-                    "new": bool(base_rate >= 0.5),
+                    "new": bool(base_rate == 1.0 and head_rate == 0.0),
                     "base_refusal_rate": _num(base_rate),
                     "head_refusal_rate": head_rate,
                 }
@@ -263,7 +263,7 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
 
     verdict, reasons = gate_decision(
         results,
-        new_ood_failures=new_ood,
+        new_ood_failures=new_ood if evaluation.fail_on_new_ood else 0,
         error_rate=error_rate,
         error_budget=evaluation.error_budget,
         strict=evaluation.strict,

@@ -39,6 +39,9 @@ class Evaluation:
     error_budget: float = 0.05
     cluster_by: str | None = None
     judge_concurrency: int = 4
+    fail_on_new_ood: bool = True
+    """Fail the gate on a new out-of-domain failure (refused on base in every repeat, answered on head in every
+    repeat), whatever the refusal metric's test says (DESIGN §4)."""
 
     def margin(self, name: str) -> float:
         """The margin for a metric: configured, else the registry default."""
@@ -59,6 +62,7 @@ class Evaluation:
             "error_budget": self.error_budget,
             "cluster_by": self.cluster_by,
             "judge_concurrency": self.judge_concurrency,
+            "fail_on_new_ood": self.fail_on_new_ood,
         }
 
     @classmethod
@@ -77,6 +81,7 @@ class Evaluation:
             error_budget=data.get("error_budget", 0.05),
             cluster_by=data.get("cluster_by"),
             judge_concurrency=data.get("judge_concurrency", 4),
+            fail_on_new_ood=data.get("fail_on_new_ood", True),
         )
 
 
@@ -226,6 +231,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
         error_budget=data.get("error_budget", 0.05),
         cluster_by=data.get("cluster_by"),
         judge_concurrency=data.get("judge_concurrency", 4),
+        fail_on_new_ood=data.get("fail_on_new_ood", True),
     )
     raw = data["pipeline"]
     pipeline = PipelineSpec(

@@ -296,3 +296,24 @@ def test_report_statistics_agree_with_scipy(squad_pair):
     )
     assert mrr["ci_low"] == pytest.approx(oracle.confidence_interval.low, abs=0.005)
     assert mrr["ci_high"] == pytest.approx(oracle.confidence_interval.high, abs=0.005)
+
+
+@pytest.mark.parametrize("hard_rule, verdict", [(True, "fail"), (False, "inconclusive")])
+def test_one_new_out_of_domain_failure(tmp_path, hard_rule, verdict):
+    """One OOD case answered on head: the hard rule fails the gate; without it the refusal test decides."""
+    golden = [{"id": f"o{i}", "question": f"Unknowable {i}?", "out_of_domain": True} for i in range(40)]
+    write_jsonl(tmp_path / "golden.jsonl", golden)
+    base = [{"id": c["id"], "answer": REFUSAL, "retrieved": []} for c in golden]
+    head = [dict(row, answer="It is 42.") if row["id"] == "o3" else row for row in base]
+    write_jsonl(tmp_path / "base.jsonl", base)
+    write_jsonl(tmp_path / "head.jsonl", head)
+    (tmp_path / "rag-gate.yml").write_text(
+        f"golden: golden.jsonl\npipeline: {{predictions: head.jsonl}}\nmetrics: [refusal]\n"
+        f"fail_on_new_ood: {str(hard_rule).lower()}\n"
+    )
+    result = CliRunner().invoke(main, ["compare", "--config", str(tmp_path / "rag-gate.yml"), "--golden",
+                                       str(tmp_path / "golden.jsonl"), str(tmp_path / "base.jsonl"),
+                                       str(tmp_path / "head.jsonl"), "--out", str(tmp_path / "r")])
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert [(f["id"], f["new"]) for f in report["ood_failures"]] == [("o3", True)]
+    assert report["verdict"] == verdict and result.exit_code == (1 if hard_rule else 0)
