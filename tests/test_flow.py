@@ -311,9 +311,58 @@ def test_one_new_out_of_domain_failure(tmp_path, hard_rule, verdict):
         f"golden: golden.jsonl\npipeline: {{predictions: head.jsonl}}\nmetrics: [refusal]\n"
         f"fail_on_new_ood: {str(hard_rule).lower()}\n"
     )
-    result = CliRunner().invoke(main, ["compare", "--config", str(tmp_path / "rag-gate.yml"), "--golden",
-                                       str(tmp_path / "golden.jsonl"), str(tmp_path / "base.jsonl"),
-                                       str(tmp_path / "head.jsonl"), "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--config",
+            str(tmp_path / "rag-gate.yml"),
+            "--golden",
+            str(tmp_path / "golden.jsonl"),
+            str(tmp_path / "base.jsonl"),
+            str(tmp_path / "head.jsonl"),
+            "--out",
+            str(tmp_path / "r"),
+        ],
+    )
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert [(f["id"], f["new"]) for f in report["ood_failures"]] == [("o3", True)]
     assert report["verdict"] == verdict and result.exit_code == (1 if hard_rule else 0)
+
+
+def test_cluster_by_tag_gives_clustered_standard_errors(squad_pair):
+    """cluster_by: tag groups SQuAD questions by article: the MRR SE is Miller's Eq. 8 computed by hand."""
+    tmp, golden, base_rank, head_rank, ids, _ = squad_pair
+    (tmp / "clustered.yml").write_text(
+        "golden: golden.jsonl\npipeline: {predictions: head.jsonl}\nmetrics: [mrr]\ncluster_by: tag\n"
+    )
+    CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--config",
+            str(tmp / "clustered.yml"),
+            "--golden",
+            str(tmp / "golden.jsonl"),
+            str(tmp / "base.jsonl"),
+            str(tmp / "head.jsonl"),
+            "--out",
+            str(tmp / "clustered"),
+        ],
+    )
+    mrr = json.loads((tmp / "clustered" / "report.json").read_text())["metrics"][0]
+
+    def rr(case, order):
+        return next((1.0 / (r + 1) for r, j in enumerate(order) if ids[j] in case["expected_doc_ids"]), 0.0)
+
+    rows = [
+        (c["tags"][0], rr(c, h) - rr(c, b))
+        for c, b, h in zip(golden, base_rank, head_rank, strict=True)
+        if not c["out_of_domain"]
+    ]
+    d = np.array([x for _, x in rows])
+    e = d - d.mean()
+    cross = sum(e[i] * e[j] for i in range(len(rows)) for j in range(len(rows)) if i != j and rows[i][0] == rows[j][0])
+    miller_eq8 = np.sqrt((e**2).sum() / ((len(d) - 1) * len(d)) + cross / len(d) ** 2)
+    assert mrr["n_clusters"] == len({t for t, _ in rows})
+    assert mrr["se"] == pytest.approx(miller_eq8, rel=1e-9)
