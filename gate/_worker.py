@@ -10,13 +10,18 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
 import time
 import traceback
 
 
 def main(target: str) -> int:
-    """Serve calls to ``target`` until stdin closes."""
+    """Serve calls to ``target`` until stdin closes.
+
+    Ctrl-C reaches the whole process group: the worker ignores it and the parent stops it (or closes stdin).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # the user's prints go to stderr
     sys.stdout = sys.stderr
@@ -39,7 +44,10 @@ def main(target: str) -> int:
             last = traceback.extract_tb(exc.__traceback__)[-1]
             where = f" ({os.path.basename(last.filename)}:{last.lineno})"
             text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}{where}"})
-        protocol.write(text + "\n")
+        try:
+            protocol.write(text + "\n")
+        except BrokenPipeError:  # the parent is gone
+            return 0
     return 0
 
 

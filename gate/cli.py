@@ -7,7 +7,11 @@ itself could not run.
 from __future__ import annotations
 
 import functools
+import json
+import logging
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +33,17 @@ def _shard(value: str | None) -> tuple[int, int] | None:
     except ValueError:
         raise InputError(f"--shard {value}: expected i/n, e.g. 2/4") from None
     return index, count
+
+
+class _EchoHandler(logging.Handler):
+    """Log records from the core modules go to stderr as ``rag-gate: message`` lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"rag-gate: {record.getMessage()}", err=True)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -67,6 +82,12 @@ def main(debug: bool) -> None:
     paired statistics, and fail when answers got worse.
     Exit codes: 0 pass · 1 regression · 2 bad input · 3 evaluation could not run.
     """
+    logger = logging.getLogger("rag-gate")
+    if not any(isinstance(h, _EchoHandler) for h in logger.handlers):
+        logger.addHandler(_EchoHandler())
+        logger.setLevel(logging.INFO)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)  # a cancelled CI job: stop cleanly, keep what is on disk
 
 
 @main.command()
@@ -127,7 +148,12 @@ def run(
     config = load_config(config_path, repeats=repeats)
     show = sys.stderr.isatty() if progress is None else progress
     run_side(config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=_shard(shard_text))
-    click.echo(f"wrote {out}", err=True)
+    counts = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["counts"]
+    click.echo(
+        f"wrote {out}: {counts['predictions']} predictions ({counts['prediction_errors']} failed), "
+        f"{counts['scores']} scores ({counts['judge_failures']} judge failures)",
+        err=True,
+    )
 
 
 @main.command()

@@ -127,7 +127,8 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
     """Compare two loaded sides into the report object (``report.json``; the comment is rendered from it).
 
     Cases are paired by id over the cases present in both golden sets (head's order); cases only on one side are
-    listed under ``unpaired_cases``.
+    listed under ``unpaired_cases`` and, with a golden-set change, in ``warnings``. The error rate is the larger of
+    the two sides' shares of failed gated scores.
     """
     base_ids = {c.id for c in base.golden}
     cases = [c for c in head.golden if c.id in base_ids]
@@ -257,9 +258,12 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
                         "message": _clip(score.error, 300),
                     }
                 )
-    gated_rows = sum(inp.base.size + inp.head.size for inp in inputs if inp.gated)
-    gated_failed = sum(int(inp.failed_base.sum() + inp.failed_head.sum()) for inp in inputs if inp.gated)
-    error_rate = gated_failed / gated_rows if gated_rows else 0.0
+    gated = [inp for inp in inputs if inp.gated]
+    error_rate = max(
+        (sum(int(getattr(inp, f"failed_{side}").sum()) for inp in gated) / rows
+         for side in ("base", "head") if (rows := sum(getattr(inp, side).size for inp in gated))),
+        default=0.0,
+    )
 
     verdict, reasons = gate_decision(
         results,
@@ -295,10 +299,22 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
             "n_prediction_errors": sum(p.error is not None for p in side.table.values()),
         }
 
+    warnings = []
+    shas = (base.manifest.get("golden_sha256"), head.manifest.get("golden_sha256"))
+    if None not in shas and shas[0] != shas[1]:
+        warnings.append(
+            f"base and head were evaluated on different golden sets ({shas[0][:12]} vs {shas[1][:12]}): "
+            f"{len(cases)} case(s) paired by id, {len(base_ids ^ head_ids)} only on one side; cases whose expected "
+            "documents or answers changed are compared against different references"
+        )
+    elif base_ids != head_ids:
+        warnings.append(f"{len(base_ids ^ head_ids)} case(s) are only on one side and are not compared")
+
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "verdict": verdict,
         "reasons": reasons,
+        "warnings": warnings,
         "gate_version": gate_version,
         "n_cases": len(cases),
         "n_out_of_domain": sum(c.out_of_domain for c in cases),

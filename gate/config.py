@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import yaml
 
 from gate.errors import InputError, located
 from gate.jsonl import schema_validator
+from gate.judges import JUDGES
 from gate.metrics import DEFAULT_METRICS, resolve
 from gate.metrics.generation import DEFAULT_REFUSAL_PHRASES
 
@@ -97,6 +99,7 @@ class PipelineSpec:
     env: dict[str, str] = field(default_factory=dict)
     concurrency: int = 4
     timeout_s: float = 60.0
+    startup_timeout_s: float = 120.0
     retries: int = 1
 
 
@@ -136,7 +139,7 @@ class Config:
         return self.evaluation.strict
 
 
-def _line_of(text: str, keys: list[str]) -> int | None:
+def _line_of(text: str, keys: list[Any]) -> int | None:
     """1-based line of the YAML node at ``keys`` (mapping keys only), or of its deepest existing parent."""
     try:
         node = yaml.compose(text)
@@ -144,15 +147,46 @@ def _line_of(text: str, keys: list[str]) -> int | None:
         return None
     line = None
     for key in keys:
+        if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+            continue
         if not isinstance(node, yaml.MappingNode):
             break
         for key_node, value_node in node.value:
-            if key_node.value == key:
+            if key_node.value == str(key):
                 line, node = key_node.start_mark.line + 1, value_node
                 break
         else:
             break
     return line
+
+
+def _reject_duplicate_keys(node: yaml.Node | None, path: Path) -> None:
+    """YAML allows a repeated key and keeps the last value; in a config that is always a mistake."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line + 1
+            if key_node.value in seen:
+                message = f"duplicate key (first on line {seen[key_node.value]})"
+                raise InputError(located(path, line, key_node.value, message))
+            seen[key_node.value] = line
+            _reject_duplicate_keys(value_node, path)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _reject_duplicate_keys(item, path)
+
+
+def _numbers(data: Any, keys: tuple[Any, ...] = ()) -> list[tuple[list[Any], float]]:
+    """Every float in a loaded YAML document with its key path (to reject .nan and .inf)."""
+    if isinstance(data, float):
+        return [(list(keys), data)]
+    if isinstance(data, dict):
+        return [item for k, v in data.items() for item in _numbers(v, (*keys, k))]
+    if isinstance(data, list):
+        return [item for i, v in enumerate(data) for item in _numbers(v, (*keys, i))]
+    return []
 
 
 def _check_metric(name: str, path: Path, line: int | None, where: str) -> None:
@@ -176,14 +210,19 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise InputError(f"{path}: config file not found") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise InputError(located(path, line, None, f"not UTF-8 text ({exc.reason})")) from None
     try:
+        _reject_duplicate_keys(yaml.compose(text), path)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise InputError(located(path, mark.line + 1 if mark else None, None, f"invalid YAML: {exc}")) from None
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise InputError(located(path, mark.line + 1 if mark else None, None, f"invalid YAML: {problem}")) from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
     import jsonschema  # local: only for best_match
@@ -204,10 +243,15 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
             message = error.message
         raise InputError(located(path, _line_of(text, keys), ".".join(keys) or None, message))
 
+    for keys, value in _numbers(data):
+        if not math.isfinite(value):
+            raise InputError(located(path, _line_of(text, keys), ".".join(map(str, keys)), "must be a finite number"))
     root = path.parent
     metrics = tuple(data.get("metrics", DEFAULT_METRICS))
-    for name in metrics:
-        _check_metric(name, path, _line_of(text, ["metrics"]), "metrics")
+    for i, name in enumerate(metrics):
+        _check_metric(name, path, _line_of(text, ["metrics", i]), f"metrics.{i}")
+        if name in metrics[:i]:
+            raise InputError(located(path, _line_of(text, ["metrics", i]), f"metrics.{i}", f"'{name}' is listed twice"))
     gated = tuple(data.get("gate", [m for m in metrics if m not in UNGATED_BY_DEFAULT]))
     for name in gated:
         if name not in metrics:
@@ -217,6 +261,11 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
             raise InputError(located(path, _line_of(text, ["margins", name]), f"margins.{name}", "not in metrics"))
     judge = data.get("judge", {"name": "lexical"})
     judge = {"name": judge} if isinstance(judge, str) else dict(judge)
+    if judge["name"] not in JUDGES:
+        known = ", ".join(sorted(JUDGES))
+        raise InputError(
+            located(path, _line_of(text, ["judge"]), "judge", f"unknown judge '{judge['name']}' ({known})")
+        )
     refusal = data.get("refusal", {})
     evaluation = Evaluation(
         metrics=metrics,
@@ -243,6 +292,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
         env=dict(raw.get("env", {})),
         concurrency=raw.get("concurrency", 4),
         timeout_s=float(raw.get("timeout_s", 60)),
+        startup_timeout_s=float(raw.get("startup_timeout_s", 120)),
         retries=raw.get("retries", 1),
     )
     golden = (root / data["golden"]).resolve()

@@ -6,6 +6,7 @@ Imports point one way: this module uses config / pipeline / scoring / compare / 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from tqdm import tqdm
 from gate import __version__
 from gate.compare import build_report
 from gate.config import Config, Evaluation
-from gate.errors import InputError
+from gate.errors import EvaluationError, InputError
 from gate.golden import file_sha256, load_golden, shard
 from gate.jsonl import JsonlAppender, write_json
 from gate.judges import get_judge
@@ -37,6 +38,8 @@ from gate.runs import (
     write_predictions,
 )
 from gate.scoring import score_all
+
+log = logging.getLogger("rag-gate")
 
 
 def _now() -> str:
@@ -119,6 +122,13 @@ def run_side(
     previous = read_manifest(out_dir) if (out_dir / MANIFEST).exists() else None
     resumable = previous is not None and all(previous.get(k) == v for k, v in key.items())
     kept = read_partial_predictions(out_dir / PREDICTIONS) if resumable else []
+    if kept:
+        log.warning("%s: resuming: %d prediction(s) kept, failed ones retried", out_dir, len(kept))
+    elif previous is not None and (out_dir / PREDICTIONS).exists():
+        changed = ", ".join(k for k, v in key.items() if previous.get(k) != v)
+        (out_dir / PREDICTIONS).replace(out_dir / "predictions.previous.jsonl")
+        log.warning("%s: holds a run with another %s; starting afresh (old predictions kept in "
+                    "predictions.previous.jsonl)", out_dir, changed or "state")
     write_predictions(out_dir / PREDICTIONS, kept)
     write_json(out_dir / MANIFEST, manifest)
 
@@ -139,7 +149,7 @@ def run_side(
         )
     n_errors = sum(p.error is not None for p in table.values())
     manifest |= {
-        "status": "complete",
+        "status": "complete" if n_errors < len(table) else "failed",
         "finished": _now(),
         "counts": {
             "predictions": len(table),
@@ -149,6 +159,12 @@ def run_side(
         },
     }
     write_json(out_dir / MANIFEST, manifest)
+    if n_errors == len(table):
+        first = next(p for p in table.values() if p.error is not None)
+        raise EvaluationError(
+            f"every prediction failed ({n_errors} of {len(table)}), e.g. case '{first.id}': {first.error}; "
+            f"the error rows are in {out_dir / PREDICTIONS}"
+        )
     return out_dir
 
 
@@ -276,6 +292,12 @@ def _load_side(
     )
     repeats = manifest.get("repeats") or 1 + max((p.repeat for p in predictions), default=0)
     table = align(golden, predictions, preds_path, repeats)
+    failed = [p for p in table.values() if p.error is not None]
+    if len(failed) == len(table):
+        raise EvaluationError(
+            f"{source}: every {label} prediction failed ({len(failed)} of {len(table)}), "
+            f"e.g. case '{failed[0].id}': {failed[0].error}"
+        )
     judge = make_judge(evaluation)
     scored = (
         source.is_dir()
@@ -333,6 +355,8 @@ def compare_runs(
     evaluation = config.evaluation if config else None
     base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir)
     head_side, _ = _load_side("head", Path(head), golden, evaluation, out_dir)
+    if not {c.id for c in base_side.golden} & {c.id for c in head_side.golden}:
+        raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
     if strict and not evaluation.strict:
         evaluation = Evaluation.from_dict(evaluation.to_dict() | {"strict": True})
     report = build_report(base_side, head_side, evaluation, gate_version=__version__)

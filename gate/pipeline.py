@@ -60,7 +60,10 @@ class _Worker:
         )
         self._replies = queue.Queue()
         threading.Thread(target=self._read, args=(self._proc, self._replies), daemon=True).start()
-        ready = self._reply(timeout=max(self._spec.timeout_s, 120.0))
+        try:
+            ready = self._reply(timeout=self._spec.startup_timeout_s)
+        except CallFailed as exc:  # a worker that cannot start would fail every case: stop the run
+            raise EvaluationError(f"pipeline {self._spec.python} did not start: {exc} (importing the module)") from None
         if not ready.get("ready"):
             self.stop()
             raise EvaluationError(f"pipeline {self._spec.python}: {ready.get('error', 'worker did not start')}")

@@ -26,6 +26,8 @@ CELL_LIMIT = 300
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]|~])")
 _MENTION = re.compile(r"(?<!\w)@(?=[\w-])")
+_REFERENCE = re.compile(r"(?<!\w)#(?=\d)")
+_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 _VERDICT_ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
 _STATUS_ICON = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive"}
 
@@ -35,14 +37,16 @@ def escape_markdown(text: Any, limit: int = CELL_LIMIT) -> str:
 
     Collapses whitespace (newlines would end a table row), truncates to ``limit`` characters, HTML-escapes
     ``& < >`` (no tags, no comments), backslash-escapes markdown metacharacters (including ``|`` and backticks),
-    and puts a word joiner (U+2060) after an ``@`` that starts a word, so that ``@user`` and ``@org/team``
-    mention nobody (``rate@5`` is left alone: GitHub mentions need a non-word character before the ``@``).
+    drops bidirectional-override and zero-width characters, and puts a word joiner (U+2060) after an ``@`` or
+    ``#`` that starts a word, so that ``@user`` mentions nobody and ``#123`` links no issue (``rate@5`` is left
+    alone: GitHub mentions need a non-word character before the ``@``).
     """
-    text = " ".join(str(text).split())
+    text = " ".join(_INVISIBLE.sub("", str(text)).split())
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MD_SPECIAL.sub(r"\\\1", text)
+    text = _REFERENCE.sub("#\u2060", text)
     return _MENTION.sub("@\u2060", text)
 
 

@@ -58,7 +58,27 @@ judge: lexical
         ("pipeline: {python: 'a:b'}\n", "rag-gate.yml: golden: required key is missing"),
         (
             "golden: golden.jsonl\npipeline: {python: 'a:b'}\nmetrics: [hit_rate@5, bleu]\n",
-            "rag-gate.yml:3: metrics: ",
+            "rag-gate.yml:3: metrics.1: unknown metric",
+        ),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'a:b'}\nmetrics:\n  - mrr\n  - mrr\n",
+            "rag-gate.yml:5: metrics.1: 'mrr' is listed twice",
+        ),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'a:b'}\nmetrics: [mrr]\nmargins: {mrr: .nan}\n",
+            "rag-gate.yml:4: margins.mrr: must be a finite number",
+        ),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'a:b', timeout_s: .inf}\n",
+            "rag-gate.yml:2: pipeline.timeout_s: inf is greater than the maximum",
+        ),
+        (
+            "golden: golden.jsonl\ngolden: other.jsonl\npipeline: {python: 'a:b'}\n",
+            "rag-gate.yml:2: golden: duplicate key (first on line 1)",
+        ),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'a:b'}\njudge: {name: oracle}\n",
+            "rag-gate.yml:3: judge: unknown judge 'oracle' (lexical, llm, nli, ragas)",
         ),
         (
             "golden: golden.jsonl\npipeline: {python: 'a:b'}\nrepeats: 0\n",
@@ -76,3 +96,11 @@ def test_config_errors_name_line_and_key(tmp_path, text, message):
     with pytest.raises(InputError) as info:
         load_config(write(tmp_path, text))
     assert str(info.value).startswith(str(tmp_path / message)), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_non_utf8_config_names_the_line(tmp_path):
+    path = write(tmp_path, "golden: golden.jsonl\n")
+    path.write_bytes(b"golden: golden.jsonl\npipeline: {python: 'a:b'}\n# caf\xe9\n")
+    with pytest.raises(InputError, match=r"rag-gate.yml:3: not UTF-8 text"):
+        load_config(path)

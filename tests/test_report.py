@@ -59,7 +59,7 @@ def case(i, text="What?"):
             }
         ],
         "claims": [{"claim": text, "verdict": "contradicted", "chunk_id": "doc-1", "chunk_text": text, "reason": "x"}],
-        "dropped_docs": ["doc-1"],
+        "dropped_docs": [text],
         "expected_doc_ids": ["doc-1"],
     }
 
@@ -70,6 +70,7 @@ def report():
         "schema_version": 1,
         "verdict": "fail",
         "reasons": ["Hit rate@5 dropped"],
+        "warnings": ["golden sets differ"],
         "gate_version": "0.1.0",
         "n_cases": 3,
         "n_out_of_domain": 1,
@@ -113,6 +114,7 @@ def test_escape_markdown_neutralises_markup():
     assert "@octocat" not in out and "@\u2060octocat" in out
     assert re.search(r"(?<!\\)[|`\[\]]", out) is None  # every pipe, backtick and bracket is escaped
     assert escape_markdown("x" * 500, limit=10) == "x" * 9 + "…"
+    assert escape_markdown("see #12 and a\u202eb\u200bc, rate@5") == "see #\u206012 and abc, rate@5"
 
 
 def test_comment_starts_with_marker_and_verdict(report):
@@ -122,6 +124,7 @@ def test_comment_starts_with_marker_and_verdict(report):
     assert lines[1].startswith("## ❌ rag-gate: **fail**")
     assert "| Hit rate@5 | 0.900 | 0.700 | -0.200 | [-0.300, -0.100] | <0.001 (0.001) | ❌ fail |" in text
     assert "single observations" in text
+    assert "> ⚠️ golden sets differ" in text
 
 
 def test_untrusted_text_cannot_break_the_comment(report):
