@@ -127,8 +127,11 @@ def run_side(
     elif previous is not None and (out_dir / PREDICTIONS).exists():
         changed = ", ".join(k for k, v in key.items() if previous.get(k) != v)
         (out_dir / PREDICTIONS).replace(out_dir / "predictions.previous.jsonl")
-        log.warning("%s: holds a run with another %s; starting afresh (old predictions kept in "
-                    "predictions.previous.jsonl)", out_dir, changed or "state")
+        log.warning(
+            "%s: holds a run with another %s; starting afresh (old predictions kept in predictions.previous.jsonl)",
+            out_dir,
+            changed or "state",
+        )
     write_predictions(out_dir / PREDICTIONS, kept)
     write_json(out_dir / MANIFEST, manifest)
 
@@ -194,7 +197,9 @@ def _produce(
             return
         wanted = {(c.id, r) for c, r in jobs}
         if spec.command:
-            produced = run_command(spec, config.golden, sorted({r for _, r in jobs}), len(golden))
+            produced = run_command(
+                spec, config.golden, sorted({r for _, r in jobs}), len(golden), predictions_path.parent
+            )
         else:
             produced = load_predictions(spec.predictions)
         for prediction in produced:

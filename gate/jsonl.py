@@ -94,25 +94,28 @@ def read_jsonl(path: Path | str, problems: list[str] | None = None) -> Iterator[
     """
     path = Path(path)
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory, expected a JSONL file") from None
     with handle:
-        try:
-            for number, text in enumerate(handle, start=1):
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                message = located(path, number, None, f"not UTF-8 text ({exc.reason} at column {exc.start + 1})")
+            else:
                 if not text.strip():
                     continue
                 try:
                     yield number, json.loads(text)
+                    continue
                 except json.JSONDecodeError as exc:
                     message = located(path, number, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
-                    if problems is None:
-                        raise InputError(message) from None
-                    problems.append(message)
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            if problems is None:
+                raise InputError(message)
+            problems.append(message)
 
 
 def clean_nan(value: Any) -> Any:

@@ -16,7 +16,6 @@ import queue
 import shlex
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -165,40 +164,48 @@ def run_python(
             workers.get().stop()
 
 
-def run_command(spec: PipelineSpec, golden_path: Path, repeats: Iterable[int], n_cases: int) -> Iterator[Prediction]:
+def run_command(
+    spec: PipelineSpec, golden_path: Path, repeats: Iterable[int], n_cases: int, work_dir: Path
+) -> Iterator[Prediction]:
     """Run ``spec.command`` once per repeat and yield the predictions it wrote.
 
-    Raises:
-        EvaluationError: when the command fails, times out, or writes no file.
-        InputError: when the file it wrote is malformed.
+    The placeholders ``{golden}``, ``{predictions}`` and ``{repeat}`` are replaced (shell-quoted); other braces
+    are left alone (awk, JSON). The command writes ``work_dir/command-output-<repeat>.jsonl``, which is kept.
 
+    Raises:
+        EvaluationError: when the command fails, times out, writes no file, or writes a malformed one.
     """
     for repeat in repeats:
-        with tempfile.TemporaryDirectory(prefix="rag-gate-") as tmp:
-            out = Path(tmp) / "predictions.jsonl"
-            command = spec.command.format(
-                golden=shlex.quote(str(golden_path)), predictions=shlex.quote(str(out)), repeat=repeat
+        out = work_dir / f"command-output-{repeat}.jsonl"
+        out.unlink(missing_ok=True)
+        command = (
+            spec.command.replace("{golden}", shlex.quote(str(golden_path)))
+            .replace("{predictions}", shlex.quote(str(out)))
+            .replace("{repeat}", str(repeat))
+        )
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(
+                command,
+                shell=True,
+                cwd=spec.workdir,
+                env={**os.environ, **spec.env},
+                timeout=spec.timeout_s * max(n_cases, 1),
+                check=False,
             )
-            start = time.perf_counter()
-            try:
-                done = subprocess.run(
-                    command,
-                    shell=True,
-                    cwd=spec.workdir,
-                    env={**os.environ, **spec.env},
-                    timeout=spec.timeout_s * max(n_cases, 1),
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                raise EvaluationError(f"pipeline command timed out (repeat {repeat}): {command}") from None
-            if done.returncode != 0:
-                raise EvaluationError(f"pipeline command exited with {done.returncode} (repeat {repeat}): {command}")
-            if not out.exists():
-                raise EvaluationError(f"pipeline command wrote no predictions to {{predictions}}: {command}")
-            per_case_ms = (time.perf_counter() - start) * 1000.0 / max(n_cases, 1)
-            for prediction in load_predictions(out):
-                values = prediction.to_dict() | {"repeat": repeat}
-                values.setdefault("latency_ms", per_case_ms)
-                if values["latency_ms"] is None:
-                    values["latency_ms"] = per_case_ms
-                yield prediction_from_record(values)
+        except subprocess.TimeoutExpired:
+            raise EvaluationError(f"pipeline command timed out (repeat {repeat}): {command}") from None
+        if done.returncode != 0:
+            raise EvaluationError(f"pipeline command exited with {done.returncode} (repeat {repeat}): {command}")
+        if not out.exists():
+            raise EvaluationError(f"pipeline command wrote no predictions to {{predictions}}: {command}")
+        per_case_ms = (time.perf_counter() - start) * 1000.0 / max(n_cases, 1)
+        try:
+            predictions = load_predictions(out)
+        except InputError as exc:
+            raise EvaluationError(f"pipeline command wrote malformed predictions: {exc}") from None
+        for prediction in predictions:
+            values = prediction.to_dict() | {"repeat": repeat}
+            if values.get("latency_ms") is None:
+                values["latency_ms"] = per_case_ms
+            yield prediction_from_record(values)

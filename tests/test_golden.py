@@ -76,3 +76,13 @@ def test_shards_partition_the_set(tiny_golden):
     assert [c.id for c in parts[0]] == ["q1", "q4"]
     with pytest.raises(InputError):
         shard(cases, 4, 3)
+
+
+def test_encoding_problems_name_the_line(tmp_path):
+    path = tmp_path / "g.jsonl"
+    path.write_bytes("\ufeff".encode() + b'{"id": "a", "question": "x"}\n{"id": "b", "question": "caf\xe9"}\n')
+    with pytest.raises(InputError) as info:
+        load_golden(path)
+    assert str(info.value) == f"{path}:2: not UTF-8 text (invalid continuation byte at column 29)"
+    path.write_bytes("\ufeff".encode() + b'{"id": "a", "question": "x"}\n')  # a BOM is fine
+    assert [c.id for c in load_golden(path)] == ["a"]

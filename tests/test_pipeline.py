@@ -86,13 +86,20 @@ def test_command_adapter(tmp_path):
     """)
     )
     (tmp_path / "rag-gate.yml").write_text(
-        "golden: golden.jsonl\npipeline:\n  command: python make.py {golden} {predictions} {repeat}\n"
+        "golden: golden.jsonl\npipeline:\n  command: python make.py {golden} {predictions} {repeat} && echo '{x}'\n"
     )
     config = load_config(tmp_path / "rag-gate.yml")
-    preds = list(run_command(config.pipeline, config.golden, [0, 1], 1))
+    preds = list(run_command(config.pipeline, config.golden, [0, 1], 1, tmp_path))
     assert [(p.repeat, p.answer) for p in preds] == [(0, "r0"), (1, "r1")]
     assert all(p.latency_ms is not None for p in preds)
+    assert (tmp_path / "command-output-1.jsonl").read_text().count('"answer": "r1"') == 1  # kept for inspection
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline:\n  command: echo '{oops' > {predictions}\n")
+    config = load_config(tmp_path / "rag-gate.yml")
+    with pytest.raises(
+        EvaluationError, match="command wrote malformed predictions: .*command-output-0.jsonl:1: invalid JSON"
+    ):
+        list(run_command(config.pipeline, config.golden, [0], 1, tmp_path))
     (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline:\n  command: exit 4\n")
     config = load_config(tmp_path / "rag-gate.yml")
     with pytest.raises(EvaluationError, match="exited with 4"):
-        list(run_command(config.pipeline, config.golden, [0], 1))
+        list(run_command(config.pipeline, config.golden, [0], 1, tmp_path))
