@@ -39,23 +39,56 @@ def _switch(ctx: click.Context, param: click.Parameter, value: str | None) -> bo
 
 
 @click.command(context_settings=CONTEXT)
-@click.option("--config", "config", default="rag-gate.yml", show_default=True,
-              help="The config file, relative to --working-directory.")
-@click.option("--base-ref", default="", metavar="REF",
-              help="Compare with the merge base of REF and HEAD (local mode; no comment is posted).")
-@click.option("--github-token", default="", metavar="TOKEN",
-              help="Token to comment with (default: $GITHUB_TOKEN). Prefer the environment variable.")
-@click.option("--fail-on", default="fail", type=click.Choice(["fail", "inconclusive", "never", ""]),
-              show_default=True, help="Which verdict exits 1: fail; inconclusive (and fail); never.")
+@click.option(
+    "--config",
+    "config",
+    default="rag-gate.yml",
+    show_default=True,
+    help="The config file, relative to --working-directory.",
+)
+@click.option(
+    "--base-ref",
+    default="",
+    metavar="REF",
+    help="Compare with the merge base of REF and HEAD (local mode; no comment is posted).",
+)
+@click.option(
+    "--github-token",
+    default="",
+    metavar="TOKEN",
+    help="Token to comment with (default: $GITHUB_TOKEN). Prefer the environment variable.",
+)
+@click.option(
+    "--fail-on",
+    default="fail",
+    type=click.Choice(["fail", "inconclusive", "never", ""]),
+    show_default=True,
+    help="Which verdict exits 1: fail; inconclusive (and fail); never.",
+)
 @click.option("--repeats", default="", callback=_repeats, metavar="N", help="Runs per case on each side.")
-@click.option("--comment", default="on", callback=_switch, metavar="on|off", show_default=True,
-              help="Post or update the sticky PR comment.")
+@click.option(
+    "--comment",
+    default="on",
+    callback=_switch,
+    metavar="on|off",
+    show_default=True,
+    help="Post or update the sticky PR comment.",
+)
 @click.option("--cache-dir", default="", metavar="DIR", help="Base-results cache (persist it with actions/cache).")
-@click.option("--out-dir", default="rag-gate-out", show_default=True, metavar="DIR",
-              help="Where base/, head/, report.json and comment.md are written.")
+@click.option(
+    "--out-dir",
+    default="rag-gate-out",
+    show_default=True,
+    metavar="DIR",
+    help="Where base/, head/, report.json and comment.md are written.",
+)
 @click.option("--working-directory", default="", metavar="DIR", help="Directory to run in (default: current).")
-@click.option("--setup-command", default="", metavar="CMD",
-              help="Shell command run first, e.g. 'pip install -r requirements.txt'.")
+@click.option(
+    "--setup-command",
+    default="",
+    metavar="CMD",
+    help="Shell command run first, e.g. 'pip install -r requirements.txt'.",
+)
 @click.option("--strict", is_flag=True, help="Treat an inconclusive verdict as fail.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 @handle_errors

@@ -40,6 +40,40 @@ def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[
     return values, failed
 
 
+def collapse_constant_repeats(
+    base: tuple[np.ndarray, np.ndarray], head: tuple[np.ndarray, np.ndarray]
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Keep one repeat when no case's valid values vary across repeats on either side.
+
+    Repeats of a deterministic pipeline or metric (retrieval with a fixed index) repeat one observation; counting
+    them as independent would make per-case tests see evidence that is not there (STATISTICS.md §6 item 5).
+
+    Args:
+        base: (values, failed) of base, each of shape (N, R_base).
+        head: (values, failed) of head, each of shape (N, R_head).
+
+    Returns:
+        The inputs unchanged, or each side reduced to shape (N, 1): the per-case value, failed only when every
+        repeat failed.
+    """
+
+    def constant(values: np.ndarray) -> bool:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            spread = np.nanmax(values, axis=1) - np.nanmin(values, axis=1)
+        return bool(np.all(np.isnan(spread) | (spread == 0)))
+
+    if base[0].shape[1] == head[0].shape[1] == 1 or not (constant(base[0]) and constant(head[0])):
+        return base, head
+
+    def one(values: np.ndarray, failed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmax(values, axis=1)[:, None], failed.all(axis=1)[:, None]
+
+    return one(*base), one(*head)
+
+
 def cluster_labels(cases: Sequence[GoldenCase], cluster_by: str | None) -> np.ndarray | None:
     """Cluster label per case: the ``cluster`` field, the first tag, or the first tag with a prefix."""
     if cluster_by is None:
@@ -139,8 +173,7 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
     aggregates: dict[str, dict[str, Any]] = {}
     for name in evaluation.metrics:
         metric = resolve(name)
-        b, fb = score_matrix(base, cases, name)
-        h, fh = score_matrix(head, cases, name)
+        (b, fb), (h, fh) = collapse_constant_repeats(score_matrix(base, cases, name), score_matrix(head, cases, name))
         inputs.append(
             MetricInput(
                 name=name,
@@ -260,8 +293,11 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
                 )
     gated = [inp for inp in inputs if inp.gated]
     error_rate = max(
-        (sum(int(getattr(inp, f"failed_{side}").sum()) for inp in gated) / rows
-         for side in ("base", "head") if (rows := sum(getattr(inp, side).size for inp in gated))),
+        (
+            sum(int(getattr(inp, f"failed_{side}").sum()) for inp in gated) / rows
+            for side in ("base", "head")
+            if (rows := sum(getattr(inp, side).size for inp in gated))
+        ),
         default=0.0,
     )
 

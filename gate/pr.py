@@ -338,15 +338,18 @@ def _report(
         gh.append_summary(context.step_summary, note + render_comment(report, max_chars=gh.SUMMARY_LIMIT - 10_000))
     if context.output is not None:
         root = context.workspace or repo
-        gh.write_outputs(context.output, {
-            "verdict": outcome.verdict,
-            "regressed-count": len(report.get("regressed_cases", [])),
-            "ood-failure-count": len(report.get("ood_failures", [])),
-            "report-path": _relative(outcome.report_path, root),
-            "comment-path": _relative(outcome.comment_path, root),
-            "comment-url": url or "",
-            "comment-status": status,
-        })
+        gh.write_outputs(
+            context.output,
+            {
+                "verdict": outcome.verdict,
+                "regressed-count": len(report.get("regressed_cases", [])),
+                "ood-failure-count": len(report.get("ood_failures", [])),
+                "report-path": _relative(outcome.report_path, root),
+                "comment-path": _relative(outcome.comment_path, root),
+                "comment-url": url or "",
+                "comment-status": status,
+            },
+        )
     if context.in_actions:
         for line in _case_annotations(report, golden, repo):
             emit(line)
@@ -365,5 +368,6 @@ def _report_error(exc: GateError, context: gh.GithubContext, emit: Callable[[str
             f"Fix the cause above and re-run; documentation: {gh.DOCS_URL}\n",
         )
     if context.output is not None:
-        gh.write_outputs(context.output, {"verdict": "error", "regressed-count": 0, "ood-failure-count": 0,
-                                          "report-path": ""})
+        gh.write_outputs(
+            context.output, {"verdict": "error", "regressed-count": 0, "ood-failure-count": 0, "report-path": ""}
+        )

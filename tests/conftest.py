@@ -23,11 +23,23 @@ def tiny_golden(tmp_path: Path) -> Path:
         tmp_path / "golden.jsonl",
         [
             {"id": "q1", "question": "Where is Paris?", "expected_doc_ids": ["d1"], "reference_answers": ["France"]},
-            {"id": "q2", "question": "When was the bridge built?", "expected_doc_ids": ["d2"],
-             "reference_answers": ["1889"]},
-            {"id": "q3", "question": "Who wrote Hamlet?", "expected_doc_ids": ["d3"],
-             "reference_answers": ["William Shakespeare", "Shakespeare"]},
-            {"id": "q4", "question": "What is the airspeed of a swallow?", "expected_doc_ids": [],
-             "out_of_domain": True},
+            {
+                "id": "q2",
+                "question": "When was the bridge built?",
+                "expected_doc_ids": ["d2"],
+                "reference_answers": ["1889"],
+            },
+            {
+                "id": "q3",
+                "question": "Who wrote Hamlet?",
+                "expected_doc_ids": ["d3"],
+                "reference_answers": ["William Shakespeare", "Shakespeare"],
+            },
+            {
+                "id": "q4",
+                "question": "What is the airspeed of a swallow?",
+                "expected_doc_ids": [],
+                "out_of_domain": True,
+            },
         ],
     )

@@ -15,11 +15,38 @@ import sys
 from pathlib import Path
 
 N_FACTS = 24
-WORDS = ["amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kelp",
-         "lotus", "maple", "nectar", "onyx", "pepper", "quartz", "raven", "saffron", "tundra", "umber", "violet",
-         "walnut", "yarrow"]
-OOD = ["What is the weather on Mars today?", "Who will win the next election?",
-       "What is your favourite colour?", "How do I bake sourdough bread?"]
+WORDS = [
+    "amber",
+    "basil",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "garnet",
+    "harbor",
+    "indigo",
+    "juniper",
+    "kelp",
+    "lotus",
+    "maple",
+    "nectar",
+    "onyx",
+    "pepper",
+    "quartz",
+    "raven",
+    "saffron",
+    "tundra",
+    "umber",
+    "violet",
+    "walnut",
+    "yarrow",
+]
+OOD = [
+    "What is the weather on Mars today?",
+    "Who will win the next election?",
+    "What is your favourite colour?",
+    "How do I bake sourdough bread?",
+]
 
 RAG_TEMPLATE = '''"""Tiny deterministic RAG pipeline for the PR-flow tests."""
 import json
@@ -69,8 +96,12 @@ def make_scratch_repo(repo: Path) -> dict[str, str]:
     git(repo, "config", "user.name", "ci")
     docs = [{"id": f"d{i}", "text": f"The code word for item {i} is {WORDS[i]}."} for i in range(N_FACTS)]
     golden = [
-        {"id": f"q{i}", "question": f"What is the code word for item {i}?", "expected_doc_ids": [f"d{i}"],
-         "reference_answers": [WORDS[i]]}
+        {
+            "id": f"q{i}",
+            "question": f"What is the code word for item {i}?",
+            "expected_doc_ids": [f"d{i}"],
+            "reference_answers": [WORDS[i]],
+        }
         for i in range(N_FACTS)
     ] + [{"id": f"ood{k}", "question": q, "expected_doc_ids": [], "out_of_domain": True} for k, q in enumerate(OOD)]
     (repo / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))

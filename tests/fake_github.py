@@ -50,8 +50,14 @@ class Recorded:
 class FakeGithub:
     """State and behaviour of the fake server (thread-safe)."""
 
-    def __init__(self, repo: str = "octo/rag", pr: int = 7, token: str = "t0ken", state_file: Path | None = None,
-                 host: str = "127.0.0.1"):
+    def __init__(
+        self,
+        repo: str = "octo/rag",
+        pr: int = 7,
+        token: str = "t0ken",
+        state_file: Path | None = None,
+        host: str = "127.0.0.1",
+    ):
         self.host = host
         self.repo = repo
         self.pr = pr
@@ -173,7 +179,7 @@ class FakeGithub:
             return 401, {"message": "Bad credentials"}, {}
         if not path.startswith(PREFIX):
             return 404, {"message": "Not Found"}, {}
-        path = path[len(PREFIX):]
+        path = path[len(PREFIX) :]
         repo = f"/repos/{self.repo}"
         if method == "GET" and path == repo:
             return 200, self._repo_json(), {}
@@ -249,8 +255,7 @@ def main() -> None:
     fake = FakeGithub(args.repo, args.pr, args.token, state_file=args.state, host=args.host)
     if args.forbid_writes:
         for method in ("POST", "PATCH"):
-            fake.fail(method, "/comments", 403, body={"message": "Resource not accessible by integration"},
-                      times=10**9)
+            fake.fail(method, "/comments", 403, body={"message": "Resource not accessible by integration"}, times=10**9)
     fake._save()
     fake.start()
     args.port_file.write_text(str(fake.port))

@@ -366,3 +366,32 @@ def test_cluster_by_tag_gives_clustered_standard_errors(squad_pair):
     miller_eq8 = np.sqrt((e**2).sum() / ((len(d) - 1) * len(d)) + cross / len(d) ** 2)
     assert mrr["n_clusters"] == len({t for t, _ in rows})
     assert mrr["se"] == pytest.approx(miller_eq8, rel=1e-9)
+
+
+def test_repeats_that_never_vary_count_as_one_observation(squad_pair):
+    """A deterministic pipeline run with R = 3: per-case calls stay single observations, the MRR test is unchanged."""
+    tmp = squad_pair[0]
+    for side in ("base", "head"):
+        rows = _read(tmp / f"{side}.jsonl")
+        write_jsonl(tmp / f"{side}3.jsonl", [dict(r, repeat=k) for k in range(3) for r in rows])
+    reports = {}
+    for name, suffix in (("r1", ""), ("r3", "3")):
+        CliRunner().invoke(
+            main,
+            [
+                "compare",
+                "--golden",
+                str(tmp / "golden.jsonl"),
+                str(tmp / f"base{suffix}.jsonl"),
+                str(tmp / f"head{suffix}.jsonl"),
+                "--out",
+                str(tmp / name),
+            ],
+        )
+        reports[name] = json.loads((tmp / name / "report.json").read_text())
+    assert reports["r3"]["repeats"] == {"base": 3, "head": 3}
+    one, three = ({m["name"]: m for m in reports[k]["metrics"]} for k in ("r1", "r3"))
+    for name in ("hit_rate@5", "mrr"):
+        assert (three[name]["r_base"], three[name]["p_value"]) == (1, one[name]["p_value"])
+    evidence = {m["evidence"] for c in reports["r3"]["regressed_cases"] for m in c["metrics"]}
+    assert evidence == {"single observation"}

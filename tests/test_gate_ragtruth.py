@@ -32,19 +32,36 @@ def gate(tmp_path, by_model, base_model, head_model):
     shared = sorted(set(base) & set(head))
     write_jsonl(tmp_path / "golden.jsonl", [{"id": s, "question": base[s].question} for s in shared])
     for name, cases in (("base", base), ("head", head)):
-        write_jsonl(tmp_path / f"{name}.jsonl", [
-            {"id": s, "answer": cases[s].response, "latency_ms": 1.0,
-             "retrieved": [{"id": c.id, "text": c.text} for c in cases[s].chunks]}
-            for s in shared
-        ])
+        write_jsonl(
+            tmp_path / f"{name}.jsonl",
+            [
+                {
+                    "id": s,
+                    "answer": cases[s].response,
+                    "latency_ms": 1.0,
+                    "retrieved": [{"id": c.id, "text": c.text} for c in cases[s].chunks],
+                }
+                for s in shared
+            ],
+        )
     (tmp_path / "rag-gate.yml").write_text(
         "golden: golden.jsonl\npipeline: {predictions: head.jsonl}\n"
         "metrics: [faithfulness, contradiction_rate]\ngate: [faithfulness]\n"
     )
-    result = CliRunner().invoke(main, [
-        "compare", "--golden", str(tmp_path / "golden.jsonl"), "--config", str(tmp_path / "rag-gate.yml"),
-        str(tmp_path / "base.jsonl"), str(tmp_path / "head.jsonl"), "--out", str(tmp_path / "report"),
-    ])
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--golden",
+            str(tmp_path / "golden.jsonl"),
+            "--config",
+            str(tmp_path / "rag-gate.yml"),
+            str(tmp_path / "base.jsonl"),
+            str(tmp_path / "head.jsonl"),
+            "--out",
+            str(tmp_path / "report"),
+        ],
+    )
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     human = {side: sum(c[s].hallucinated for s in shared) / len(shared) for side, c in (("base", base), ("head", head))}
     return result.exit_code, report, human, len(shared)
@@ -58,8 +75,9 @@ def test_clearly_worse_model_fails_the_gate(tmp_path, by_model):
     assert faith["ci_high"] < 0 and faith["p_adjusted"] < 0.05
 
 
-@pytest.mark.parametrize("base_model, head_model", [("gpt-4-0613", "gpt-3.5-turbo-0613"),
-                                                    ("llama-2-7b-chat", "mistral-7B-instruct")])
+@pytest.mark.parametrize(
+    "base_model, head_model", [("gpt-4-0613", "gpt-3.5-turbo-0613"), ("llama-2-7b-chat", "mistral-7B-instruct")]
+)
 def test_models_with_similar_rates_do_not_fail(tmp_path, by_model, base_model, head_model):
     code, report, human, _ = gate(tmp_path, by_model, base_model, head_model)
     assert abs(human["base"] - human["head"]) < 0.05

@@ -57,9 +57,7 @@ def test_exact_match_hand_checked():
 @pytest.mark.parametrize("fn", [answer_f1, exact_match])
 def test_no_usable_reference_is_nan(fn):
     assert math.isnan(fn("Paris", []))
-    assert math.isnan(
-        fn("Paris", ["", " the ", "."])
-    )  # the official script drops references that normalise to ""
+    assert math.isnan(fn("Paris", ["", " the ", "."]))  # the official script drops references that normalise to ""
     assert fn("Paris", ["", "Paris"]) == 1.0
 
 

@@ -235,9 +235,7 @@ def test_registry_drift():
 
 
 def _case(ood: bool = False, **kw) -> GoldenCase:
-    return GoldenCase(
-        id="c1", question="q?", expected_doc_ids=() if ood else ("d1",), out_of_domain=ood, **kw
-    )
+    return GoldenCase(id="c1", question="q?", expected_doc_ids=() if ood else ("d1",), out_of_domain=ood, **kw)
 
 
 def test_score_case_retrieval_in_and_out_of_domain():

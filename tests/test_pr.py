@@ -19,8 +19,18 @@ from gate.errors import InputError
 from gate.pr import exit_code_for
 
 REPO = Path(__file__).resolve().parent.parent
-GITHUB_VARS = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY", "GITHUB_API_URL", "GITHUB_ACTIONS",
-               "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITHUB_WORKSPACE", "GITHUB_TOKEN", "GITHUB_RUN_ID")
+GITHUB_VARS = (
+    "GITHUB_EVENT_NAME",
+    "GITHUB_EVENT_PATH",
+    "GITHUB_REPOSITORY",
+    "GITHUB_API_URL",
+    "GITHUB_ACTIONS",
+    "GITHUB_STEP_SUMMARY",
+    "GITHUB_OUTPUT",
+    "GITHUB_WORKSPACE",
+    "GITHUB_TOKEN",
+    "GITHUB_RUN_ID",
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +69,22 @@ def actions_env(tmp_path, fake, scratch, event_name="pull_request", event=None):
 
 def run_pr(tmp_path, scratch, env, *extra, out_dir=None):
     repo, _, cache = scratch
-    args = ["pr", "--config", "rag-gate.yml", "--working-directory", str(repo), "--cache-dir", str(cache),
-            "--out-dir", out_dir or str(tmp_path / "out"), "--repeats", "", "--setup-command", "", *extra]
+    args = [
+        "pr",
+        "--config",
+        "rag-gate.yml",
+        "--working-directory",
+        str(repo),
+        "--cache-dir",
+        str(cache),
+        "--out-dir",
+        out_dir or str(tmp_path / "out"),
+        "--repeats",
+        "",
+        "--setup-command",
+        "",
+        *extra,
+    ]
     return CliRunner().invoke(main, args, env=env, catch_exceptions=False)
 
 
@@ -154,9 +178,16 @@ def test_local_mode_prints_the_comment_and_posts_nothing(tmp_path, scratch):
 
 @pytest.mark.parametrize(
     ("verdict", "fail_on", "code"),
-    [("fail", "fail", 1), ("inconclusive", "fail", 0), ("pass", "fail", 0),
-     ("fail", "inconclusive", 1), ("inconclusive", "inconclusive", 1), ("pass", "inconclusive", 0),
-     ("fail", "never", 0), ("inconclusive", "never", 0)],
+    [
+        ("fail", "fail", 1),
+        ("inconclusive", "fail", 0),
+        ("pass", "fail", 0),
+        ("fail", "inconclusive", 1),
+        ("inconclusive", "inconclusive", 1),
+        ("pass", "inconclusive", 0),
+        ("fail", "never", 0),
+        ("inconclusive", "never", 0),
+    ],
 )
 def test_exit_code_for_fail_on(verdict, fail_on, code):
     assert exit_code_for(verdict, fail_on) == code
@@ -178,8 +209,9 @@ def test_merge_base_is_the_fork_point_not_the_base_tip(tmp_path):
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
     (repo / "later.txt").write_text("main moved on\n")
     subprocess.run(["git", "-C", str(repo), "add", "later.txt"], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "later"],
-                   check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "later"], check=True
+    )
     tip = gitops.resolve_commit(repo, "main")
     assert tip != shas["base"]
     assert gitops.merge_base(repo, tip, shas["head"]) == shas["base"]
@@ -201,8 +233,9 @@ def test_unknown_ref_in_a_shallow_clone_asks_for_fetch_depth_0(tmp_path):
     repo = tmp_path / "repo"
     make_scratch_repo(repo)
     shallow = tmp_path / "shallow"
-    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{repo}", str(shallow)],
-                   check=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{repo}", str(shallow)], check=True
+    )
     with pytest.raises(InputError, match="fetch-depth: 0"):
         gitops.merge_base(shallow, "main", "HEAD")
 
@@ -211,8 +244,14 @@ def test_unknown_ref_in_a_shallow_clone_asks_for_fetch_depth_0(tmp_path):
 
 
 def key(**changes):
-    fields = dict(base_sha="a" * 40, golden_sha256="b" * 64, config_sha256="c" * 64,
-                  judge_id=cache.judge_id({"name": "lexical"}), repeats=1, gate_version="0.1.0")
+    fields = dict(
+        base_sha="a" * 40,
+        golden_sha256="b" * 64,
+        config_sha256="c" * 64,
+        judge_id=cache.judge_id({"name": "lexical"}),
+        repeats=1,
+        gate_version="0.1.0",
+    )
     return cache.CacheKey(**(fields | changes))
 
 
@@ -224,8 +263,14 @@ def test_cache_round_trip_and_every_key_field_matters(tmp_path):
     stored = cache.store(tmp_path / "cache", key(), run)
     assert cache.lookup(tmp_path / "cache", key()) == stored
     assert (stored / "scores.jsonl").read_text() == "x\n"
-    for change in ({"base_sha": "d" * 40}, {"golden_sha256": "e" * 64}, {"config_sha256": "f" * 64},
-                   {"judge_id": cache.judge_id({"name": "nli"})}, {"repeats": 3}, {"gate_version": "0.2.0"}):
+    for change in (
+        {"base_sha": "d" * 40},
+        {"golden_sha256": "e" * 64},
+        {"config_sha256": "f" * 64},
+        {"judge_id": cache.judge_id({"name": "nli"})},
+        {"repeats": 3},
+        {"gate_version": "0.2.0"},
+    ):
         assert cache.lookup(tmp_path / "cache", key(**change)) is None
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [key().digest()]
 

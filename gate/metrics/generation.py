@@ -116,9 +116,7 @@ def exact_match(answer: str, references: Sequence[str]) -> float:
     return float(any(normalize_answer(ref) == normalized for ref in usable))
 
 
-def is_refusal(
-    answer: str, refused_flag: bool | None, phrases: Iterable[str] = DEFAULT_REFUSAL_PHRASES
-) -> bool:
+def is_refusal(answer: str, refused_flag: bool | None, phrases: Iterable[str] = DEFAULT_REFUSAL_PHRASES) -> bool:
     """Whether an answer is a refusal ("I don't have that information").
 
     Rule: an explicit flag from the pipeline wins when it is not None. Otherwise the answer is a refusal when

@@ -167,10 +167,6 @@ def ndcg_at_k(retrieved_ids: Sequence[str], expected_ids: Iterable[str], k: int)
     expected = set(expected_ids)
     if not expected:
         return math.nan
-    dcg = sum(
-        1.0 / math.log2(rank + 1)
-        for rank, rel in enumerate(_relevance(retrieved_ids[:k], expected), 1)
-        if rel
-    )
+    dcg = sum(1.0 / math.log2(rank + 1) for rank, rel in enumerate(_relevance(retrieved_ids[:k], expected), 1) if rel)
     idcg = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(expected), k) + 1))
     return dcg / idcg
