@@ -140,16 +140,7 @@ def run_side(
     _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress)
 
     table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
-    (out_dir / SCORES).unlink(missing_ok=True)
-    with JsonlAppender(out_dir / SCORES) as sink:
-        scores = score_all(
-            golden,
-            table,
-            n_repeats,
-            evaluation,
-            judge,
-            on_scores=lambda rows: [sink.write(s.to_dict()) for s in rows],
-        )
+    scores = _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge)
     n_errors = sum(p.error is not None for p in table.values())
     manifest |= {
         "status": "complete" if n_errors < len(table) else "failed",
@@ -162,13 +153,38 @@ def run_side(
         },
     }
     write_json(out_dir / MANIFEST, manifest)
-    if n_errors == len(table):
-        first = next(p for p in table.values() if p.error is not None)
-        raise EvaluationError(
-            f"every prediction failed ({n_errors} of {len(table)}), e.g. case '{first.id}': {first.error}; "
-            f"the error rows are in {out_dir / PREDICTIONS}"
-        )
+    _require_some_predictions(table, out_dir / PREDICTIONS)
     return out_dir
+
+
+def _require_some_predictions(table: dict[tuple[str, int], Prediction], where: Path) -> None:
+    """A side on which every prediction failed cannot be evaluated.
+
+    Raises:
+        EvaluationError: naming the count and the first error (exit code 3).
+    """
+    failed = [p for p in table.values() if p.error is not None]
+    if failed and len(failed) == len(table):
+        raise EvaluationError(
+            f"{where}: every prediction failed ({len(failed)} of {len(table)}), "
+            f"e.g. case '{failed[0].id}': {failed[0].error}"
+        )
+
+
+def _score_to(
+    path: Path,
+    golden: list[GoldenCase],
+    table: dict[tuple[str, int], Prediction],
+    repeats: int,
+    evaluation: Evaluation,
+    judge: Judge,
+) -> list[Score]:
+    """Score every prediction, writing ``scores.jsonl`` row by row as scores arrive."""
+    path.unlink(missing_ok=True)
+    with JsonlAppender(path) as sink:
+        return score_all(
+            golden, table, repeats, evaluation, judge, on_scores=lambda rows: [sink.write(s.to_dict()) for s in rows]
+        )
 
 
 def _produce(
@@ -297,12 +313,7 @@ def _load_side(
     )
     repeats = manifest.get("repeats") or 1 + max((p.repeat for p in predictions), default=0)
     table = align(golden, predictions, preds_path, repeats)
-    failed = [p for p in table.values() if p.error is not None]
-    if len(failed) == len(table):
-        raise EvaluationError(
-            f"{source}: every {label} prediction failed ({len(failed)} of {len(table)}), "
-            f"e.g. case '{failed[0].id}': {failed[0].error}"
-        )
+    _require_some_predictions(table, preds_path)
     judge = make_judge(evaluation)
     scored = (
         source.is_dir()
@@ -314,17 +325,8 @@ def _load_side(
     if scored:
         scores = load_scores(source / SCORES)
     else:
-        side_dir = out_dir / label
-        side_dir.mkdir(parents=True, exist_ok=True)
-        with JsonlAppender(side_dir / SCORES) as sink:
-            scores = score_all(
-                golden,
-                table,
-                repeats,
-                evaluation,
-                judge,
-                on_scores=lambda rows: [sink.write(s.to_dict()) for s in rows],
-            )
+        (out_dir / label).mkdir(parents=True, exist_ok=True)
+        scores = _score_to(out_dir / label / SCORES, golden, table, repeats, evaluation, judge)
     manifest = manifest | {"judge": {"id": judge.id, "version": judge.version}}
     return Side(label, golden, table, repeats, scores, manifest), evaluation
 

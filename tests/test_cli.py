@@ -90,3 +90,16 @@ def test_shard_option_is_validated(tmp_path, tiny_golden):
     (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer'}\n")
     result = invoke("run", "--config", tmp_path / "rag-gate.yml", "--out", tmp_path / "o", "--shard", "x")
     assert result.exit_code == 2 and "--shard x: expected i/n" in result.stderr
+
+
+def test_a_side_where_every_case_fails_exits_3(tmp_path, tiny_golden):
+    (tmp_path / "rag.py").write_text("def answer(case, **kw):\n    raise TypeError('bad option')\n")
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer', retries: 0}\n")
+    result = invoke("run", "--config", tmp_path / "rag-gate.yml", "--out", tmp_path / "out")
+    assert result.exit_code == 3
+    assert "every prediction failed (4 of 4), e.g. case 'q1': TypeError: bad option (rag.py:2)" in result.stderr
+    assert len((tmp_path / "out" / "predictions.jsonl").read_text().splitlines()) == 4  # error rows kept
+    good = write_jsonl(tmp_path / "good.jsonl", [{"id": f"q{i}", "answer": "x"} for i in range(1, 5)])
+    empty = write_jsonl(tmp_path / "empty.jsonl", [])
+    result = invoke("compare", "--golden", tiny_golden, good, empty, "--out", tmp_path / "r")
+    assert result.exit_code == 3 and "every prediction failed (4 of 4)" in result.stderr
