@@ -301,9 +301,20 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
         default=0.0,
     )
 
+    # A new out-of-domain failure blocks only with evidence that refusals dropped (the refusal metric's one-sided
+    # test at α, no margin): with a sampled generator, single flips in both directions are noise (A/A).
+    notes: list[str] = []
+    refusal = next((r for r in results if r.name == "refusal"), None)
+    p_refusal = None if refusal is None else (refusal.p_adjusted if refusal.gated else refusal.p_value)
+    blocking_ood = new_ood if evaluation.fail_on_new_ood and (p_refusal is None or p_refusal <= evaluation.alpha) else 0
+    if new_ood and not blocking_ood and evaluation.fail_on_new_ood:
+        notes.append(
+            f"{new_ood} out-of-domain question(s) refused on base are answered on head, but the drop in refusals is "
+            f"not significant (p = {p_refusal:.3g}): listed, not blocking; use more repeats to tell noise apart"
+        )
     verdict, reasons = gate_decision(
         results,
-        new_ood_failures=new_ood if evaluation.fail_on_new_ood else 0,
+        new_ood_failures=blocking_ood,
         error_rate=error_rate,
         error_budget=evaluation.error_budget,
         strict=evaluation.strict,
@@ -335,22 +346,21 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
             "n_prediction_errors": sum(p.error is not None for p in side.table.values()),
         }
 
-    warnings = []
     shas = (base.manifest.get("golden_sha256"), head.manifest.get("golden_sha256"))
     if None not in shas and shas[0] != shas[1]:
-        warnings.append(
+        notes.append(
             f"base and head were evaluated on different golden sets ({shas[0][:12]} vs {shas[1][:12]}): "
             f"{len(cases)} case(s) paired by id, {len(base_ids ^ head_ids)} only on one side; cases whose expected "
             "documents or answers changed are compared against different references"
         )
     elif base_ids != head_ids:
-        warnings.append(f"{len(base_ids ^ head_ids)} case(s) are only on one side and are not compared")
+        notes.append(f"{len(base_ids ^ head_ids)} case(s) are only on one side and are not compared")
 
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "verdict": verdict,
         "reasons": reasons,
-        "warnings": warnings,
+        "warnings": notes,
         "gate_version": gate_version,
         "n_cases": len(cases),
         "n_out_of_domain": sum(c.out_of_domain for c in cases),

@@ -42,8 +42,8 @@ class Evaluation:
     cluster_by: str | None = None
     judge_concurrency: int = 4
     fail_on_new_ood: bool = True
-    """Fail the gate on a new out-of-domain failure (refused on base in every repeat, answered on head in every
-    repeat), whatever the refusal metric's test says (DESIGN §4)."""
+    """Fail the gate on new out-of-domain failures (refused on base in every repeat, answered on head in every
+    repeat) when the refusal metric shows a significant drop, whatever its margin (DESIGN §4)."""
 
     def margin(self, name: str) -> float:
         """The margin for a metric: configured, else the registry default."""

@@ -298,36 +298,33 @@ def test_report_statistics_agree_with_scipy(squad_pair):
     assert mrr["ci_high"] == pytest.approx(oracle.confidence_interval.high, abs=0.005)
 
 
-@pytest.mark.parametrize("hard_rule, verdict", [(True, "fail"), (False, "inconclusive")])
-def test_one_new_out_of_domain_failure(tmp_path, hard_rule, verdict):
-    """One OOD case answered on head: the hard rule fails the gate; without it the refusal test decides."""
-    golden = [{"id": f"o{i}", "question": f"Unknowable {i}?", "out_of_domain": True} for i in range(40)]
+@pytest.mark.parametrize(
+    "n_answered, hard_rule, fails",
+    [(5, True, True), (5, False, False), (1, True, False)],
+)
+def test_new_out_of_domain_failures(tmp_path, n_answered, hard_rule, fails):
+    """200 OOD questions, n answered on head. 5 consistent flips are a significant drop in refusals (McNemar
+    p = 2^-5) but smaller than the 0.03 margin: only the out-of-domain rule blocks them. A single flip is not
+    evidence (it could be sampling noise): listed with a warning, not blocking."""
+    golden = [{"id": f"o{i:03d}", "question": f"Unknowable {i}?", "out_of_domain": True} for i in range(200)]
     write_jsonl(tmp_path / "golden.jsonl", golden)
     base = [{"id": c["id"], "answer": REFUSAL, "retrieved": []} for c in golden]
-    head = [dict(row, answer="It is 42.") if row["id"] == "o3" else row for row in base]
+    head = [dict(row, answer="It is 42.") if i < n_answered else row for i, row in enumerate(base)]
     write_jsonl(tmp_path / "base.jsonl", base)
     write_jsonl(tmp_path / "head.jsonl", head)
     (tmp_path / "rag-gate.yml").write_text(
-        f"golden: golden.jsonl\npipeline: {{predictions: head.jsonl}}\nmetrics: [refusal]\n"
+        "golden: golden.jsonl\npipeline: {predictions: head.jsonl}\nmetrics: [refusal]\n"
         f"fail_on_new_ood: {str(hard_rule).lower()}\n"
     )
+    args = ["compare", "--config", str(tmp_path / "rag-gate.yml"), "--golden", str(tmp_path / "golden.jsonl")]
     result = CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--config",
-            str(tmp_path / "rag-gate.yml"),
-            "--golden",
-            str(tmp_path / "golden.jsonl"),
-            str(tmp_path / "base.jsonl"),
-            str(tmp_path / "head.jsonl"),
-            "--out",
-            str(tmp_path / "r"),
-        ],
+        main, [*args, str(tmp_path / "base.jsonl"), str(tmp_path / "head.jsonl"), "--out", str(tmp_path / "r")]
     )
     report = json.loads((tmp_path / "r" / "report.json").read_text())
-    assert [(f["id"], f["new"]) for f in report["ood_failures"]] == [("o3", True)]
-    assert report["verdict"] == verdict and result.exit_code == (1 if hard_rule else 0)
+    assert [f["id"] for f in report["ood_failures"] if f["new"]] == [f"o{i:03d}" for i in range(n_answered)]
+    assert report["metrics"][0]["status"] != "fail"
+    assert (report["verdict"] == "fail") == fails and result.exit_code == int(fails)
+    assert any("not significant" in w for w in report["warnings"]) == (n_answered == 1)
 
 
 def test_cluster_by_tag_gives_clustered_standard_errors(squad_pair):
