@@ -16,7 +16,23 @@ from gate.judges import JUDGES
 from gate.metrics import DEFAULT_METRICS, resolve
 from gate.metrics.generation import DEFAULT_REFUSAL_PHRASES
 
-UNGATED_BY_DEFAULT = ("latency_ms", "cost_usd")
+PRIMARY_METRICS = ("hit_rate@k", "mrr", "faithfulness", "answer_f1", "refusal", "false_refusal")
+"""Metric families gated by default: one per question a user asks (found? ranked? grounded? correct? refuses?
+over-refuses?). Holm–Bonferroni splits α across gated metrics, so gating near-duplicates (recall@k next to
+hit rate@k, nDCG next to MRR) only costs power; they are still reported."""
+
+
+def default_gated(metrics: tuple[str, ...]) -> tuple[str, ...]:
+    """The gated subset of ``metrics`` when the config has no ``gate:`` key: the primary families (the first
+    ``hit_rate@k`` only), or, when none is configured, every metric but latency and cost."""
+    primary, seen = [], set()
+    for name in metrics:
+        family = resolve(name).spec.name
+        if family in PRIMARY_METRICS and family not in seen:
+            primary.append(name)
+            seen.add(family)
+    return tuple(primary) or tuple(m for m in metrics if resolve(m).spec.kind != "ratio")
+
 
 
 @dataclass(frozen=True)
@@ -25,7 +41,7 @@ class Evaluation:
 
     metrics: tuple[str, ...] = DEFAULT_METRICS
     """Metric names, e.g. ``hit_rate@5`` (see ``gate.metrics.METRICS``)."""
-    gated: tuple[str, ...] = tuple(m for m in DEFAULT_METRICS if m not in UNGATED_BY_DEFAULT)
+    gated: tuple[str, ...] = default_gated(DEFAULT_METRICS)
     """The metrics whose regression fails the gate; the others are reported only."""
     margins: dict[str, float] = field(default_factory=dict)
     """Per-metric margins overriding the registry defaults (absolute; relative for latency and cost)."""
@@ -252,7 +268,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
         _check_metric(name, path, _line_of(text, ["metrics", i]), f"metrics.{i}")
         if name in metrics[:i]:
             raise InputError(located(path, _line_of(text, ["metrics", i]), f"metrics.{i}", f"'{name}' is listed twice"))
-    gated = tuple(data.get("gate", [m for m in metrics if m not in UNGATED_BY_DEFAULT]))
+    gated = tuple(data.get("gate", default_gated(metrics)))
     for name in gated:
         if name not in metrics:
             raise InputError(located(path, _line_of(text, ["gate"]), "gate", f"'{name}' is not in metrics"))
