@@ -310,7 +310,8 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
     if new_ood and not blocking_ood and evaluation.fail_on_new_ood:
         notes.append(
             f"{new_ood} out-of-domain question(s) refused on base are answered on head, but the drop in refusals is "
-            f"not significant (p = {p_refusal:.3g}): listed, not blocking; use more repeats to tell noise apart"
+            f"not significant (p = {p_refusal:.3g}): listed, not blocking "
+            "(more cases or repeats tell a real drop from noise)"
         )
     verdict, reasons = gate_decision(
         results,

@@ -23,8 +23,11 @@ hit rate@k, nDCG next to MRR) only costs power; they are still reported."""
 
 
 def default_gated(metrics: tuple[str, ...]) -> tuple[str, ...]:
-    """The gated subset of ``metrics`` when the config has no ``gate:`` key: the primary families (the first
-    ``hit_rate@k`` only), or, when none is configured, every metric but latency and cost."""
+    """The gated subset of ``metrics`` when the config has no ``gate:`` key.
+
+    The primary families (the first ``hit_rate@k`` only), or, when none is configured, every metric but latency
+    and cost.
+    """
     primary, seen = [], set()
     for name in metrics:
         family = resolve(name).spec.name
@@ -32,7 +35,6 @@ def default_gated(metrics: tuple[str, ...]) -> tuple[str, ...]:
             primary.append(name)
             seen.add(family)
     return tuple(primary) or tuple(m for m in metrics if resolve(m).spec.kind != "ratio")
-
 
 
 @dataclass(frozen=True)
