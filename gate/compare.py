@@ -120,6 +120,15 @@ def _first_ok(side: Side, case_id: str) -> Prediction | None:
     return None
 
 
+def _first_answer(side: Side, case_id: str, evaluation: Evaluation) -> Prediction | None:
+    """The first valid repeat of a case that is not a refusal (what an out-of-domain failure answered)."""
+    for r in range(side.repeats):
+        prediction = side.table.get((case_id, r))
+        if prediction is not None and prediction.error is None and not detect_refusal(prediction, evaluation):
+            return prediction
+    return None
+
+
 def _bad_claims(side: Side, case_id: str) -> list[dict[str, Any]]:
     """Unsupported and contradicted claims of the head's first judged answer, with their closest chunk."""
     for score in side.scores:
@@ -253,7 +262,7 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
             _refusal_rate(base, case.id, evaluation),
         )
         if not math.isnan(head_rate) and head_rate < 0.5:
-            prediction = _first_ok(head, case.id)
+            prediction = _first_answer(head, case.id, evaluation)
             ood_failures.append(
                 {
                     "id": case.id,
@@ -310,8 +319,8 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
     if new_ood and not blocking_ood and evaluation.fail_on_new_ood:
         notes.append(
             f"{new_ood} out-of-domain question(s) refused on base are answered on head, but the drop in refusals is "
-            f"not significant (p = {p_refusal:.3g}): listed, not blocking "
-            "(more cases or repeats tell a real drop from noise)"
+            f"not significant ({'p (Holm)' if refusal and refusal.gated else 'p'} = {p_refusal:.3g}): "
+            "listed, not blocking (more cases or repeats tell a real drop from noise)"
         )
     verdict, reasons = gate_decision(
         results,

@@ -136,16 +136,25 @@ def test_sign_flip_clusters_flip_cluster_sums():
     assert "clusters" in res.method and res.statistic == pytest.approx(-1 / 3)
 
 
-def test_boschloo_matches_ex3():
-    table = {
-        (5, 1, 5, 5): 0.0068654,
-        (3, 0, 3, 3): 0.015625,
-        (5, 3, 5, 5): 0.1031183,
-        (10, 6, 10, 10): 0.0165477,
-        (5, 0, 5, 5): 0.0009766,
-    }
-    for args, p in table.items():
+def _boschloo_brute(k_base, k_head, r_base, r_head):
+    """Boschloo's p from its definition: sup over the common pass rate p of P(Fisher one-sided p ≤ observed)."""
+    def fisher(a, b):  # P(K_head ≤ b | a + b passes in total): small = head worse
+        return stats.hypergeom.cdf(b, r_base + r_head, a + b, r_head)
+
+    observed = fisher(k_base, k_head)
+    extreme = [(a, b) for a in range(r_base + 1) for b in range(r_head + 1) if fisher(a, b) <= observed + 1e-12]
+    grid = np.linspace(0, 1, 4001)
+    return max(sum(stats.binom.pmf(a, r_base, q) * stats.binom.pmf(b, r_head, q) for a, b in extreme) for q in grid)
+
+
+def test_boschloo_matches_its_definition_and_ex3():
+    """Symmetric tables equal STATISTICS.md §5 Ex3; asymmetric ones differ there because Ex3 passed the table
+    transposed (sides as rows): 5/5 → 1/5 is 11/1024 = 0.0107422 by the definition, not 0.0068654."""
+    for args, p in {(3, 0, 3, 3): 0.015625, (5, 0, 5, 5): 0.0009766}.items():
         assert boschloo_per_case(*args).p_value == pytest.approx(p, abs=1e-7)
+    assert boschloo_per_case(5, 1, 5, 5).p_value == pytest.approx(11 / 1024, abs=1e-9)
+    for args in [(5, 1, 5, 5), (5, 3, 5, 5), (4, 0, 5, 5), (3, 0, 5, 5), (10, 6, 10, 10), (3, 1, 3, 5)]:
+        assert boschloo_per_case(*args).p_value == pytest.approx(_boschloo_brute(*args), abs=2e-4), args
     assert boschloo_per_case(5, 5, 5, 5).p_value == 1.0  # all pass on both sides: degenerate table
     assert boschloo_per_case(0, 0, 3, 3).p_value == 1.0
     with pytest.raises(ValueError):
@@ -451,9 +460,9 @@ def test_cases_binary_repeats_boschloo_bh():
     cases = analyze_cases(metric("hit", "binary", base, head), tau=0.5, q=0.10)
     p = [
         stats.boschloo_exact([[5, 0], [0, 5]], alternative="greater").pvalue,
-        stats.boschloo_exact([[5, 0], [1, 4]], alternative="greater").pvalue,
-        stats.boschloo_exact([[5, 0], [4, 1]], alternative="greater").pvalue,
-        stats.boschloo_exact([[3, 2], [3, 2]], alternative="greater").pvalue,
+        stats.boschloo_exact([[5, 1], [0, 4]], alternative="greater").pvalue,
+        stats.boschloo_exact([[5, 4], [0, 1]], alternative="greater").pvalue,
+        stats.boschloo_exact([[3, 3], [2, 2]], alternative="greater").pvalue,
         1.0,
     ]
     np.testing.assert_allclose([c.p_value for c in cases[:5]], p, atol=1e-12)

@@ -214,6 +214,11 @@ def _decide(
     if low > -margin:
         minor = " (minor regression within tolerance)" if high < 0 else ""
         return "pass", f"non-inferior{minor}: {shown.effect}, CI {shown.interval} excludes a drop of {shown.margin}"
+    if high < 0 and delta <= -margin:  # the interval says "drop", the exact / randomization test does not
+        return "inconclusive", (
+            f"{shown.effect} beyond the margin of {shown.margin}, CI {shown.interval}, but p (Holm) = "
+            f"{_fmt(p_adj)} > {_fmt(alpha)}: not significant"
+        )
     return "inconclusive", (
         f"{shown.effect}, CI {shown.interval} neither excludes a drop of {shown.margin} "
         f"nor shows a significant drop beyond it"

@@ -205,8 +205,10 @@ def sign_flip_test(
 def boschloo_per_case(k_base: int, k_head: int, r_base: int, r_head: int) -> TestResult:
     """Boschloo's exact unconditional test that one case's pass rate is lower on head than on base.
 
-    Table [[k_base, r_base − k_base], [k_head, r_head − k_head]]; H0: p_head ≥ p_base, H1: p_head < p_base
-    (scipy ``alternative="greater"`` on this table). Uniformly more powerful than Fisher's exact test.
+    Two independent binomial samples, base (k_base of r_base) and head (k_head of r_head); H0: p_head ≥ p_base,
+    H1: p_head < p_base. In scipy's layout the samples are the columns: ``boschloo_exact([[k_base, k_head],
+    [r_base − k_base, r_head − k_head]], alternative="greater")``. Uniformly more powerful than Fisher's exact
+    test. (STATISTICS.md §5 Ex3 passed the transposed table, sides as rows: its asymmetric values differ.)
     A table whose passes or failures are all zero (both sides all-pass or all-fail) gives p = 1.
 
     Args:
@@ -237,7 +239,8 @@ def _boschloo(k_base: int, k_head: int, r_base: int, r_head: int) -> tuple[float
     """Memoized (statistic, p) of a table: a pure function of four small integers, slow to optimize."""
     if k_base + k_head in (0, r_base + r_head):
         return 1.0, 1.0
-    res = stats.boschloo_exact([[k_base, r_base - k_base], [k_head, r_head - k_head]], alternative="greater")
+    # scipy's samples are the table's columns: column 0 = base, column 1 = head; rows = pass / fail.
+    res = stats.boschloo_exact([[k_base, k_head], [r_base - k_base, r_head - k_head]], alternative="greater")
     return float(res.statistic), min(1.0, float(res.pvalue))
 
 
