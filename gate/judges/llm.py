@@ -17,7 +17,6 @@ from typing import Any
 
 from gate.judges.base import Judgment
 from gate.judges.llmclient import (
-    OPENAI_BASE_URL,
     ChatClient,
     EndpointConfig,
     JudgeCallError,
@@ -116,16 +115,9 @@ class RubricJudge:
     All options are keyword-only and validated here.
 
     Args:
-        model: judge model name (required, pinned).
-        base_url: endpoint base URL (OpenAI's by default; any OpenAI-compatible server).
-        api_key_env: environment variable holding the key (optional for a non-OpenAI ``base_url``).
-        temperature: sampling temperature in [0, 2] (0 by default).
-        max_tokens: completion limit (256 by default); a truncated answer is a failure.
-        timeout_s: per-request timeout in seconds.
-        max_retries: retries on 429 / 5xx / timeouts.
-        backoff_s: initial backoff in seconds.
-        max_wait_s: cap on any wait, including ``Retry-After``.
-        concurrency: requests in flight at once.
+        **endpoint: the :class:`~gate.judges.llmclient.EndpointConfig` fields: ``model`` (required, pinned),
+            ``base_url``, ``api_key_env``, ``temperature``, ``max_tokens`` (256 here), ``timeout_s``,
+            ``max_retries``, ``backoff_s``, ``max_wait_s``, ``concurrency``.
         cache_dir: answer cache directory; None uses :func:`gate.judges.llmclient.default_cache_dir`,
             False turns the cache off.
         generator_model: the model that wrote the answers, if known; the same name as ``model`` warns.
@@ -144,39 +136,19 @@ class RubricJudge:
     def __init__(
         self,
         *,
-        model: str,
-        base_url: str = OPENAI_BASE_URL,
-        api_key_env: str = "OPENAI_API_KEY",
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        timeout_s: float = 60.0,
-        max_retries: int = 4,
-        backoff_s: float = 1.0,
-        max_wait_s: float = 30.0,
-        concurrency: int = 4,
         cache_dir: str | os.PathLike[str] | None | bool = None,
         generator_model: str | None = None,
         environ: Mapping[str, str] | None = None,
+        **endpoint: Any,
     ) -> None:
-        self.config = EndpointConfig(
-            model=model,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff_s=backoff_s,
-            max_wait_s=max_wait_s,
-            concurrency=concurrency,
-        )
+        self.config = EndpointConfig(**{"max_tokens": 256, **endpoint})
         self.client = ChatClient(self.config, make_cache(cache_dir), environ)
-        self.id = f"llm:{model}@t{temperature:g}"
+        self.id = f"llm:{self.config.model}@t{self.config.temperature:g}"
         self.version = PROMPT_VERSION
         self.warnings: list[str] = []
-        if generator_model is not None and generator_model.strip().lower() == model.strip().lower():
+        if generator_model is not None and generator_model.strip().lower() == self.config.model.strip().lower():
             message = (
-                f"the judge model {model!r} is also the generator: LLM judges favour their own answers; "
+                f"the judge model {self.config.model!r} is also the generator: LLM judges favour their own answers; "
                 "use a different judge model"
             )
             self.warnings.append(message)

@@ -24,7 +24,6 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from gate.judges.base import ClaimVerdict, Judgment
 from gate.judges.llmclient import (
-    OPENAI_BASE_URL,
     CallStats,
     DiskCache,
     EndpointConfig,
@@ -64,42 +63,22 @@ class RagasJudge:
     def __init__(
         self,
         *,
-        model: str,
-        base_url: str = OPENAI_BASE_URL,
-        api_key_env: str = "OPENAI_API_KEY",
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        timeout_s: float = 60.0,
-        max_retries: int = 4,
-        backoff_s: float = 1.0,
-        max_wait_s: float = 30.0,
-        concurrency: int = 4,
         cache_dir: str | os.PathLike[str] | None | bool = None,
         environ: Mapping[str, str] | None = None,
+        **endpoint: Any,
     ) -> None:
-        self.config = EndpointConfig(
-            model=model,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff_s=backoff_s,
-            max_wait_s=max_wait_s,
-            concurrency=concurrency,
-        )
+        self.config = EndpointConfig(**{"max_tokens": 1024, **endpoint})
         self._api_key = self.config.api_key(os.environ if environ is None else environ)
         self.cache = make_cache(cache_dir)
         self.stats = CallStats()
-        self._slots = threading.BoundedSemaphore(concurrency)
+        self._slots = threading.BoundedSemaphore(self.config.concurrency)
         os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")  # before ragas is imported: no telemetry
         try:
             import ragas
             import ragas.metrics.collections  # noqa: F401 (fails early on a broken install)
         except ImportError as exc:
             raise ValueError(f"the ragas judge needs the extra: pip install 'rag-gate[ragas]' ({exc})") from exc
-        self.id = f"ragas:{model}@t{temperature:g}"
+        self.id = f"ragas:{self.config.model}@t{self.config.temperature:g}"
         self.version = f"ragas-{ragas.__version__}-faithfulness"
 
     def describe(self) -> str:
