@@ -1,5 +1,40 @@
-"""rag-gate: a regression gate for RAG systems on pull requests."""
+"""rag-gate: a regression gate for RAG systems on pull requests.
+
+The public API is imported lazily (``import gate`` stays cheap, so ``rag-gate --help`` is fast)::
+
+    from gate import load_config, run_side, compare_runs
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+_EXPORTS = {
+    "load_config": "gate.config",
+    "load_golden": "gate.golden",
+    "load_predictions": "gate.predictions",
+    "run_side": "gate.flow",
+    "compare_runs": "gate.flow",
+    "merge_runs": "gate.flow",
+    "render_comment": "gate.report",
+    "METRICS": "gate.metrics",
+    "resolve": "gate.metrics",
+    "get_judge": "gate.judges",
+    "analyze_metrics": "gate.stats",
+    "analyze_cases": "gate.stats",
+    "gate_decision": "gate.stats",
+    "GateError": "gate.errors",
+    "InputError": "gate.errors",
+    "EvaluationError": "gate.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'gate' has no attribute {name!r}")

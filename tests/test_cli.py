@@ -103,3 +103,16 @@ def test_a_side_where_every_case_fails_exits_3(tmp_path, tiny_golden):
     empty = write_jsonl(tmp_path / "empty.jsonl", [])
     result = invoke("compare", "--golden", tiny_golden, good, empty, "--out", tmp_path / "r")
     assert result.exit_code == 3 and "every prediction failed (4 of 4)" in result.stderr
+
+
+def test_public_api_is_exported_lazily():
+    import gate
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import gate, sys; print('numpy' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "False"
+    assert all(getattr(gate, name) is not None for name in gate.__all__)

@@ -138,6 +138,7 @@ def test_sign_flip_clusters_flip_cluster_sums():
 
 def _boschloo_brute(k_base, k_head, r_base, r_head):
     """Boschloo's p from its definition: sup over the common pass rate p of P(Fisher one-sided p ≤ observed)."""
+
     def fisher(a, b):  # P(K_head ≤ b | a + b passes in total): small = head worse
         return stats.hypergeom.cdf(b, r_base + r_head, a + b, r_head)
 
