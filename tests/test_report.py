@@ -9,6 +9,7 @@ from gate.report import GITHUB_COMMENT_LIMIT, MARKER, escape_markdown, render_co
 def metric(name="hit_rate@5", **kw):
     row = {
         "name": name,
+        "n_pairs": 10,
         "label": "Hit rate@5",
         "gated": True,
         "base_mean": 0.9,
