@@ -24,6 +24,25 @@ def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def compare(tmp: Path, base: str, head: str, out: str, *options: str):
+    """``rag-gate compare --golden tmp/golden.jsonl tmp/base tmp/head --out tmp/out [options]``: (result, report)."""
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--golden",
+            str(tmp / "golden.jsonl"),
+            *options,
+            str(tmp / base),
+            str(tmp / head),
+            "--out",
+            str(tmp / out),
+        ],
+    )
+    report_path = tmp / out / "report.json"
+    return result, json.loads(report_path.read_text()) if report_path.exists() else None
+
+
 @pytest.fixture(scope="module")
 def squad_pair(tmp_path_factory):
     """Golden set of 160 SQuAD questions (120 in-domain, 40 out-of-domain) and two real TF-IDF runs:
@@ -92,20 +111,7 @@ def _trec_means(golden, ranks, ids):
 
 def test_compare_predictions_files_matches_pytrec_eval(squad_pair):
     tmp, golden, base_rank, head_rank, ids, answered_ood = squad_pair
-    result = CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--golden",
-            str(tmp / "golden.jsonl"),
-            str(tmp / "base.jsonl"),
-            str(tmp / "head.jsonl"),
-            "--out",
-            str(tmp / "report"),
-            "--format",
-            "json",
-        ],
-    )
+    result, _ = compare(tmp, "base.jsonl", "head.jsonl", "report", "--format", "json")
     assert result.exit_code == 1, result.output
     report = json.loads((tmp / "report" / "report.json").read_text())
     assert report["verdict"] == "fail" and report["schema_version"] == 1
@@ -130,18 +136,7 @@ def test_compare_predictions_files_matches_pytrec_eval(squad_pair):
 
 def test_identical_sides_pass(squad_pair):
     tmp = squad_pair[0]
-    result = CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--golden",
-            str(tmp / "golden.jsonl"),
-            str(tmp / "base.jsonl"),
-            str(tmp / "base.jsonl"),
-            "--out",
-            str(tmp / "same"),
-        ],
-    )
+    result, _ = compare(tmp, "base.jsonl", "base.jsonl", "same")
     assert result.exit_code == 0, result.output
     report = json.loads((tmp / "same" / "report.json").read_text())
     assert report["verdict"] == "pass" and report["regressed_cases"] == [] and report["ood_failures"] == []
@@ -151,18 +146,7 @@ def test_same_inputs_same_report_bytes(squad_pair):
     tmp = squad_pair[0]
     outs = []
     for name in ("r1", "r2"):
-        CliRunner().invoke(
-            main,
-            [
-                "compare",
-                "--golden",
-                str(tmp / "golden.jsonl"),
-                str(tmp / "base.jsonl"),
-                str(tmp / "head.jsonl"),
-                "--out",
-                str(tmp / name),
-            ],
-        )
+        compare(tmp, "base.jsonl", "head.jsonl", name)
         outs.append((tmp / name / "report.json").read_bytes())
     assert outs[0] == outs[1]
 
@@ -171,19 +155,7 @@ def test_missing_predictions_are_error_rows(squad_pair):
     tmp, golden = squad_pair[0], squad_pair[1]
     rows = _read(tmp / "head.jsonl")
     write_jsonl(tmp / "partial.jsonl", rows[3:])
-    CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--golden",
-            str(tmp / "golden.jsonl"),
-            str(tmp / "base.jsonl"),
-            str(tmp / "partial.jsonl"),
-            "--out",
-            str(tmp / "partial"),
-        ],
-    )
-    report = json.loads((tmp / "partial" / "report.json").read_text())
+    _, report = compare(tmp, "base.jsonl", "partial.jsonl", "partial")
     missing = {e["id"] for e in report["errors"] if e["side"] == "head"}
     assert missing == {c["id"] for c in golden[:3]}
     assert report["head"]["n_prediction_errors"] == 3
@@ -252,19 +224,7 @@ def test_report_statistics_agree_with_scipy(squad_pair):
     from scipy import stats
 
     tmp, golden, base_rank, head_rank, ids, _ = squad_pair
-    CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--golden",
-            str(tmp / "golden.jsonl"),
-            str(tmp / "base.jsonl"),
-            str(tmp / "head.jsonl"),
-            "--out",
-            str(tmp / "scipy"),
-        ],
-    )
-    report = json.loads((tmp / "scipy" / "report.json").read_text())
+    _, report = compare(tmp, "base.jsonl", "head.jsonl", "scipy")
     metrics = {m["name"]: m for m in report["metrics"]}
     in_domain = [(c, b, h) for c, b, h in zip(golden, base_rank, head_rank, strict=True) if not c["out_of_domain"]]
 
@@ -316,11 +276,7 @@ def test_new_out_of_domain_failures(tmp_path, n_answered, hard_rule, fails):
         "golden: golden.jsonl\npipeline: {predictions: head.jsonl}\nmetrics: [refusal]\n"
         f"fail_on_new_ood: {str(hard_rule).lower()}\n"
     )
-    args = ["compare", "--config", str(tmp_path / "rag-gate.yml"), "--golden", str(tmp_path / "golden.jsonl")]
-    result = CliRunner().invoke(
-        main, [*args, str(tmp_path / "base.jsonl"), str(tmp_path / "head.jsonl"), "--out", str(tmp_path / "r")]
-    )
-    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "r", "--config", str(tmp_path / "rag-gate.yml"))
     assert [f["id"] for f in report["ood_failures"] if f["new"]] == [f"o{i:03d}" for i in range(n_answered)]
     assert report["metrics"][0]["status"] != "fail"
     assert (report["verdict"] == "fail") == fails and result.exit_code == int(fails)
@@ -333,21 +289,8 @@ def test_cluster_by_tag_gives_clustered_standard_errors(squad_pair):
     (tmp / "clustered.yml").write_text(
         "golden: golden.jsonl\npipeline: {predictions: head.jsonl}\nmetrics: [mrr]\ncluster_by: tag\n"
     )
-    CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--config",
-            str(tmp / "clustered.yml"),
-            "--golden",
-            str(tmp / "golden.jsonl"),
-            str(tmp / "base.jsonl"),
-            str(tmp / "head.jsonl"),
-            "--out",
-            str(tmp / "clustered"),
-        ],
-    )
-    mrr = json.loads((tmp / "clustered" / "report.json").read_text())["metrics"][0]
+    _, report = compare(tmp, "base.jsonl", "head.jsonl", "clustered", "--config", str(tmp / "clustered.yml"))
+    mrr = report["metrics"][0]
 
     def rr(case, order):
         return next((1.0 / (r + 1) for r, j in enumerate(order) if ids[j] in case["expected_doc_ids"]), 0.0)
@@ -373,19 +316,7 @@ def test_repeats_that_never_vary_count_as_one_observation(squad_pair):
         write_jsonl(tmp / f"{side}3.jsonl", [dict(r, repeat=k) for k in range(3) for r in rows])
     reports = {}
     for name, suffix in (("r1", ""), ("r3", "3")):
-        CliRunner().invoke(
-            main,
-            [
-                "compare",
-                "--golden",
-                str(tmp / "golden.jsonl"),
-                str(tmp / f"base{suffix}.jsonl"),
-                str(tmp / f"head{suffix}.jsonl"),
-                "--out",
-                str(tmp / name),
-            ],
-        )
-        reports[name] = json.loads((tmp / name / "report.json").read_text())
+        _, reports[name] = compare(tmp, f"base{suffix}.jsonl", f"head{suffix}.jsonl", name)
     assert reports["r3"]["repeats"] == {"base": 3, "head": 3}
     one, three = ({m["name"]: m for m in reports[k]["metrics"]} for k in ("r1", "r3"))
     for name in ("hit_rate@5", "mrr"):
