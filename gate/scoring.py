@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gate.config import Evaluation
 from gate.judges.base import Judge
-from gate.metrics import resolve, score_case
+from gate.metrics import Metric, resolve, score_case
 from gate.metrics.generation import is_refusal
 from gate.models import GoldenCase, Prediction, Score
 
@@ -19,14 +19,15 @@ def detect_refusal(prediction: Prediction, evaluation: Evaluation) -> bool:
     return is_refusal(prediction.answer, flag, evaluation.refusal_phrases)
 
 
-def score_one(case: GoldenCase, prediction: Prediction, evaluation: Evaluation, judge: Judge | None) -> list[Score]:
-    """All metric scores of one prediction, in ``evaluation.metrics`` order.
+def score_one(
+    case: GoldenCase, prediction: Prediction, metrics: Sequence[Metric], evaluation: Evaluation, judge: Judge | None
+) -> list[Score]:
+    """All metric scores of one prediction, in ``metrics`` order (resolved from ``evaluation.metrics``).
 
     A failed prediction gives a failure (``error`` set) for every metric; a judge failure gives failures for the
     judged metrics only. Judged metrics of a refusal are NaN (not applicable: a refusal makes no claims).
     """
     key = (case.id, prediction.repeat)
-    metrics = [resolve(name) for name in evaluation.metrics]
     if prediction.error is not None:
         reason = f"prediction failed: {prediction.error}"
         return [Score(*key, m.name, math.nan, error=reason) for m in metrics]
@@ -71,7 +72,8 @@ def score_all(
     jobs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
     out: list[Score] = []
     with ThreadPoolExecutor(evaluation.judge_concurrency) as pool:
-        for scores in pool.map(lambda job: score_one(*job, evaluation, judge), jobs):
+        metrics = [resolve(name) for name in evaluation.metrics]
+        for scores in pool.map(lambda job: score_one(*job, metrics, evaluation, judge), jobs):
             if on_scores is not None:
                 on_scores(scores)
             out.extend(scores)

@@ -3,6 +3,9 @@ import os
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from gate.cli import main
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
@@ -14,6 +17,25 @@ SHARED_DATA = Path(os.environ.get("RAG_GATE_SHARED_DATA", REPO.parent / "shared"
 def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+def compare(tmp: Path, base: str, head: str, out: str, *options: str):
+    """``rag-gate compare --golden tmp/golden.jsonl tmp/base tmp/head --out tmp/out [options]``: (result, report)."""
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--golden",
+            str(tmp / "golden.jsonl"),
+            *options,
+            str(tmp / base),
+            str(tmp / head),
+            "--out",
+            str(tmp / out),
+        ],
+    )
+    report_path = tmp / out / "report.json"
+    return result, json.loads(report_path.read_text()) if report_path.exists() else None
 
 
 @pytest.fixture

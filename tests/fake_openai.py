@@ -185,3 +185,11 @@ class FakeOpenAI:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+def fast_judge_options(fake: FakeOpenAI, cache_dir: Any, model: str) -> dict[str, Any]:
+    """Options that point a judge at ``fake`` with short timeouts and backoffs (tests stay under a second)."""
+    return dict(
+        model=model, base_url=fake.base_url, cache_dir=cache_dir, timeout_s=2.0, max_retries=2,
+        backoff_s=0.01, max_wait_s=0.5, environ={},
+    )  # fmt: skip

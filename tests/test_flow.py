@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import pytrec_eval
 from click.testing import CliRunner
-from conftest import SHARED_DATA, write_jsonl
+from conftest import SHARED_DATA, compare, write_jsonl
 
 from gate.cli import main
 from gate.config import load_config
@@ -22,25 +22,6 @@ REFUSAL = "I don't have that information."
 
 def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def compare(tmp: Path, base: str, head: str, out: str, *options: str):
-    """``rag-gate compare --golden tmp/golden.jsonl tmp/base tmp/head --out tmp/out [options]``: (result, report)."""
-    result = CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--golden",
-            str(tmp / "golden.jsonl"),
-            *options,
-            str(tmp / base),
-            str(tmp / head),
-            "--out",
-            str(tmp / out),
-        ],
-    )
-    report_path = tmp / out / "report.json"
-    return result, json.loads(report_path.read_text()) if report_path.exists() else None
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
-from click.testing import CliRunner
-from conftest import write_jsonl
+from conftest import compare, write_jsonl
 from fake_openai import FakeOpenAI, Reply
-
-from gate.cli import main
 
 N = 30
 FAILING = {f"c{i}" for i in range(0, N, 5)}  # 6 of 30 answers: the endpoint answers 500
@@ -39,23 +34,11 @@ def test_judge_failures_are_counted_not_scored(tmp_path):
             f"judge: {{name: llm, model: judge-m, base_url: '{fake.base_url}', max_retries: 1, backoff_s: 0.01,"
             " cache_dir: false}\n"
         )
-        result = CliRunner().invoke(
-            main,
-            [
-                "compare",
-                "--golden",
-                str(tmp_path / "golden.jsonl"),
-                "--config",
-                str(tmp_path / "rag-gate.yml"),
-                str(tmp_path / "preds.jsonl"),
-                str(tmp_path / "preds.jsonl"),
-                "--out",
-                str(tmp_path / "report"),
-            ],
+        result, report = compare(
+            tmp_path, "preds.jsonl", "preds.jsonl", "report", "--config", str(tmp_path / "rag-gate.yml")
         )
         n_broken_requests = sum("BROKEN" in r.prompt for r in fake.requests)
     assert n_broken_requests == 2 * len(FAILING) * 2  # 1 retry each, on both sides
-    report = json.loads((tmp_path / "report" / "report.json").read_text())
     faith = report["metrics"][0]
     assert (faith["n_failed_base"], faith["n_failed_head"]) == (len(FAILING), len(FAILING))
     assert faith["n_pairs"] == N - len(FAILING)

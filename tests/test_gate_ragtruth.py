@@ -6,13 +6,9 @@ give a significant faithfulness regression with the lexical judge; models with s
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from click.testing import CliRunner
-from conftest import SHARED_DATA, write_jsonl
+from conftest import SHARED_DATA, compare, write_jsonl
 
-from gate.cli import main
 from gate.judgeeval import load_ragtruth
 
 RAGTRUTH = SHARED_DATA / "ragtruth-subset" / "cases.jsonl"
@@ -48,21 +44,7 @@ def gate(tmp_path, by_model, base_model, head_model):
         "golden: golden.jsonl\npipeline: {predictions: head.jsonl}\n"
         "metrics: [faithfulness, contradiction_rate]\ngate: [faithfulness]\n"
     )
-    result = CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--golden",
-            str(tmp_path / "golden.jsonl"),
-            "--config",
-            str(tmp_path / "rag-gate.yml"),
-            str(tmp_path / "base.jsonl"),
-            str(tmp_path / "head.jsonl"),
-            "--out",
-            str(tmp_path / "report"),
-        ],
-    )
-    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "report", "--config", str(tmp_path / "rag-gate.yml"))
     human = {side: sum(c[s].hallucinated for s in shared) / len(shared) for side, c in (("base", base), ("head", head))}
     return result.exit_code, report, human, len(shared)
 

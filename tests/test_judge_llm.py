@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from fake_openai import FakeOpenAI, Reply  # noqa: E402
+from fake_openai import FakeOpenAI, Reply, fast_judge_options  # noqa: E402
 
 from gate.judges.llm import PROMPT_VERSION, RubricJudge, parse_grades  # noqa: E402
 from gate.judges.llmclient import DiskCache, extract_json, retry_after_s  # noqa: E402
@@ -36,11 +36,7 @@ def fake():
 @pytest.fixture
 def make_judge(fake, tmp_path):
     def make(**options):
-        defaults = dict(
-            model="judge-m", base_url=fake.base_url, cache_dir=tmp_path / "cache", timeout_s=2.0,
-            max_retries=2, backoff_s=0.01, max_wait_s=0.5, environ={},
-        )  # fmt: skip
-        return RubricJudge(**{**defaults, **options})
+        return RubricJudge(**{**fast_judge_options(fake, tmp_path / "cache", "judge-m"), **options})
 
     return make
 

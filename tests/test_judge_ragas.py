@@ -12,7 +12,7 @@ import pytest
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 pytest.importorskip("ragas")
 
-from fake_openai import FakeOpenAI, Reply  # noqa: E402
+from fake_openai import FakeOpenAI, Reply, fast_judge_options  # noqa: E402
 
 from gate.judges.ragas_judge import REASKS, RagasJudge  # noqa: E402
 from gate.models import Chunk  # noqa: E402
@@ -54,11 +54,7 @@ def fake():
 @pytest.fixture
 def make_judge(fake, tmp_path):
     def make(**options):
-        defaults = dict(
-            model="judge-r", base_url=fake.base_url, cache_dir=tmp_path / "cache", timeout_s=2.0,
-            max_retries=2, backoff_s=0.01, max_wait_s=0.5, environ={},
-        )  # fmt: skip
-        return RagasJudge(**{**defaults, **options})
+        return RagasJudge(**{**fast_judge_options(fake, tmp_path / "cache", "judge-r"), **options})
 
     return make
 
