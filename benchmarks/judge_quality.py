@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from gate.judgeeval import (
+from judgeeval import (
     DEFAULT_THRESHOLD,
     JudgeQuality,
     LabeledCase,
@@ -32,6 +31,7 @@ from gate.judgeeval import (
     quality,
     split_by_source,
 )
+
 from gate.judges import LexicalJudge
 
 # RAGTruth paper (Niu et al. 2024, ACL, arXiv:2401.00396), Table 5, response-level detection on the full

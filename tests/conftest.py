@@ -1,5 +1,6 @@
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "squad"
+sys.path.insert(0, str(REPO / "benchmarks"))  # judgeeval: the judge evaluation lives with the benchmarks
 SHARED_DATA = Path(os.environ.get("RAG_GATE_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import SHARED_DATA, compare, write_jsonl
-
-from gate.judgeeval import load_ragtruth
+from judgeeval import load_ragtruth
 
 RAGTRUTH = SHARED_DATA / "ragtruth-subset" / "cases.jsonl"
 pytestmark = pytest.mark.skipif(not RAGTRUTH.exists(), reason=f"{RAGTRUTH} is not present")

@@ -10,8 +10,8 @@ import requests
 from fake_github import FakeGithub
 from github import GithubException, RateLimitExceededException
 
-from gate import github as gh
 from gate.errors import InputError
+from gate.pr import github as gh
 
 FAST = gh.RetryPolicy(total=2, backoff_factor=0.01, backoff_max=0.05, max_wait=2.0, timeout=5)
 

@@ -9,9 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from conftest import SHARED_DATA
-
-from gate.errors import InputError
-from gate.judgeeval import (
+from judgeeval import (
     DEFAULT_THRESHOLD,
     LabeledCase,
     calibration_sample,
@@ -26,6 +24,8 @@ from gate.judgeeval import (
     split_by_source,
     yelp_chunks,
 )
+
+from gate.errors import InputError
 from gate.judges import LexicalJudge
 from gate.judges.base import ClaimVerdict, Judgment
 

@@ -31,7 +31,7 @@ from gate.stats import (
     t_interval,
     variance_decomposition,
 )
-from gate.stats.tests import trigamma_inverse
+from gate.stats.significance import trigamma_inverse
 
 # §5 Ex1: binary, R=1, N=30, table [[16, 8], [1, 5]]
 EX1_BASE = np.array([1] * 16 + [0] * 5 + [1] * 8 + [0] * 1, dtype=float)

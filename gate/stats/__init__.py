@@ -10,7 +10,7 @@ from gate.stats.decision import MetricResult, analyze_metrics, gate_decision
 from gate.stats.inputs import MetricInput
 from gate.stats.intervals import bootstrap_ci, clustered_se, paired_se, t_interval
 from gate.stats.power import mde, recommendation, sample_size, variance_decomposition
-from gate.stats.tests import (
+from gate.stats.significance import (
     TestResult,
     benjamini_hochberg,
     boschloo_per_case,

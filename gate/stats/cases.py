@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
-from gate.stats.tests import benjamini_hochberg, boschloo_per_case, moderated_welch
+from gate.stats.significance import benjamini_hochberg, boschloo_per_case, moderated_welch
 
 CaseStatus = Literal["regressed", "suspected", "improved", "unchanged", "flaky", "not_applicable"]
 DEFAULT_TAU = {"binary": 0.5, "graded": 0.2, "ratio": 0.5}

@@ -14,7 +14,7 @@ from scipy import special
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
 from gate.stats.intervals import bootstrap_ci, clustered_se, n_units, paired_se
 from gate.stats.power import recommendation, variance_decomposition
-from gate.stats.tests import holm, mcnemar_exact, sign_flip_test
+from gate.stats.significance import holm, mcnemar_exact, sign_flip_test
 
 Status = Literal["pass", "fail", "inconclusive"]
 ZERO_MARGIN_ALPHA = 0.01

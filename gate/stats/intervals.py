@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from gate.stats.tests import _finite_1d
+from gate.stats.significance import _finite_1d
 
 
 def paired_se(d: np.ndarray) -> float:

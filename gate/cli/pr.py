@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from gate.cli import CONTEXT, handle_errors
+from gate.cli.common import CONTEXT, handle_errors
 
 ON = ("on", "true", "yes", "1")
 OFF = ("off", "false", "no", "0")
@@ -118,7 +118,7 @@ def pr(
       rag-gate pr --base-ref main
       rag-gate pr --config rag-gate.yml --fail-on inconclusive --cache-dir .rag-gate-cache
     """  # noqa: D301 - click needs the real \b (backspace) character, a raw string would print "\b"
-    from gate.pr import PrOptions, run_pr
+    from gate.pr.flow import PrOptions, run_pr
 
     options = PrOptions(
         config=Path(config or "rag-gate.yml"),

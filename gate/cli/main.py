@@ -1,74 +1,25 @@
-"""The ``rag-gate`` command line (click). Thin: parses options, calls ``gate.flow``, maps errors to exit codes.
+"""The ``rag-gate`` command group and the engine commands (validate, run, compare, merge).
 
-Exit codes (DESIGN §6): 0 pass · 1 regression (the gate failed) · 2 bad input or usage · 3 the evaluation
+Thin: each command parses options and calls ``gate.flow``; ``gate.cli.common.handle_errors`` maps errors to exit
+codes. Exit codes (DESIGN §6): 0 pass · 1 regression (the gate failed) · 2 bad input or usage · 3 the evaluation
 itself could not run.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import signal
 import sys
 import threading
-import traceback
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
 from gate import __version__
-from gate.errors import GateError, InputError
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def _shard(value: str | None) -> tuple[int, int] | None:
-    if not value:
-        return None
-    try:
-        index, count = (int(part) for part in value.split("/"))
-    except ValueError:
-        raise InputError(f"--shard {value}: expected i/n, e.g. 2/4") from None
-    return index, count
-
-
-class _EchoHandler(logging.Handler):
-    """Log records from the core modules go to stderr as ``rag-gate: message`` lines."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        click.echo(f"rag-gate: {record.getMessage()}", err=True)
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn GateError into a one-line stderr message and its exit code; unexpected errors exit 3."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        debug = click.get_current_context().find_root().params.get("debug", False)
-        try:
-            return command(*args, **kwargs)
-        except GateError as exc:
-            if debug:
-                traceback.print_exc()
-            click.echo(f"rag-gate: error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("rag-gate: interrupted; results so far are on disk (re-run to resume)", err=True)
-            sys.exit(3)
-        except Exception as exc:  # noqa: BLE001 - a bug or an environment failure: exit 3, never 1
-            if debug:
-                traceback.print_exc()
-            click.echo(f"rag-gate: internal error: {type(exc).__name__}: {exc} (re-run with --debug)", err=True)
-            sys.exit(3)
-
-    return wrapper
+from gate.cli.common import CONTEXT, EchoHandler, handle_errors, shard_option, terminate
+from gate.cli.pr import pr
+from gate.errors import InputError
 
 
 @click.group(context_settings=CONTEXT)
@@ -83,11 +34,11 @@ def main(debug: bool) -> None:
     Exit codes: 0 pass · 1 regression · 2 bad input · 3 evaluation could not run.
     """
     logger = logging.getLogger("rag-gate")
-    if not any(isinstance(h, _EchoHandler) for h in logger.handlers):
-        logger.addHandler(_EchoHandler())
+    if not any(isinstance(h, EchoHandler) for h in logger.handlers):
+        logger.addHandler(EchoHandler())
         logger.setLevel(logging.INFO)
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)  # a cancelled CI job: stop cleanly, keep what is on disk
+        signal.signal(signal.SIGTERM, terminate)  # a cancelled CI job: stop cleanly, keep what is on disk
 
 
 @main.command()
@@ -147,7 +98,7 @@ def run(
 
     config = load_config(config_path, repeats=repeats)
     show = sys.stderr.isatty() if progress is None else progress
-    run_side(config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=_shard(shard_text))
+    run_side(config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=shard_option(shard_text))
     counts = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["counts"]
     click.echo(
         f"wrote {out}: {counts['predictions']} predictions ({counts['prediction_errors']} failed), "
@@ -231,8 +182,5 @@ def merge(shards: tuple[Path, ...], out: Path) -> None:
     merge_runs(list(shards), out)
     click.echo(f"wrote {out}", err=True)
 
-
-# The pr command lives in its own module (it has many options) and builds on the helpers above.
-from gate.cli_pr import pr  # noqa: E402
 
 main.add_command(pr)

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from gate import __version__, cache, gitops
-from gate import github as gh
+from gate import __version__
 from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
 from gate.flow import Outcome, compare_runs, run_side
 from gate.golden import file_sha256, load_golden
+from gate.pr import cache, gitops
+from gate.pr import github as gh
 from gate.report import render_comment
 
 FailOn = Literal["fail", "inconclusive", "never"]

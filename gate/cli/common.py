@@ -1,0 +1,73 @@
+"""What every ``rag-gate`` command shares: click settings and the one place where errors become exit codes.
+
+Exit codes (DESIGN §6): 0 pass · 1 regression (the gate failed) · 2 bad input or usage · 3 the evaluation
+itself could not run.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from gate.errors import GateError, InputError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def shard_option(value: str | None) -> tuple[int, int] | None:
+    """Parse ``--shard I/N`` into ``(i, n)``; None when not given.
+
+    Raises:
+        InputError: the value is not ``i/n``.
+    """
+    if not value:
+        return None
+    try:
+        index, count = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise InputError(f"--shard {value}: expected i/n, e.g. 2/4") from None
+    return index, count
+
+
+class EchoHandler(logging.Handler):
+    """Log records from the core modules go to stderr as ``rag-gate: message`` lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Echo one record."""
+        click.echo(f"rag-gate: {record.getMessage()}", err=True)
+
+
+def terminate(signum: int, frame: Any) -> None:
+    """SIGTERM handler: stop as on Ctrl-C, so what is on disk stays consistent."""
+    raise KeyboardInterrupt
+
+
+def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn GateError into a one-line stderr message and its exit code; unexpected errors exit 3."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        debug = click.get_current_context().find_root().params.get("debug", False)
+        try:
+            return command(*args, **kwargs)
+        except GateError as exc:
+            if debug:
+                traceback.print_exc()
+            click.echo(f"rag-gate: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("rag-gate: interrupted; results so far are on disk (re-run to resume)", err=True)
+            sys.exit(3)
+        except Exception as exc:  # noqa: BLE001 - a bug or an environment failure: exit 3, never 1
+            if debug:
+                traceback.print_exc()
+            click.echo(f"rag-gate: internal error: {type(exc).__name__}: {exc} (re-run with --debug)", err=True)
+            sys.exit(3)
+
+    return wrapper
