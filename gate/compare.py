@@ -9,18 +9,16 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from gate.config import Evaluation
 from gate.metrics import resolve
 from gate.models import GoldenCase, Prediction
+from gate.runs import Side
 from gate.scoring import detect_refusal
 from gate.stats import MetricInput, analyze_cases, analyze_metrics, gate_decision
-
-if TYPE_CHECKING:
-    from gate.flow import Side
 
 REPORT_SCHEMA_VERSION = 1
 TEXT_LIMIT = 600

@@ -31,6 +31,7 @@ from gate.runs import (
     MANIFEST_SCHEMA_VERSION,
     PREDICTIONS,
     SCORES,
+    Side,
     load_run_predictions,
     load_scores,
     read_manifest,
@@ -262,18 +263,6 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
 
 
 # --------------------------------------------------------------------------------------------- compare
-
-
-@dataclass(frozen=True)
-class Side:
-    """One side of a comparison, loaded: its cases, predictions and scores."""
-
-    label: str
-    golden: list[GoldenCase]
-    table: dict[tuple[str, int], Prediction]
-    repeats: int
-    scores: list[Score]
-    manifest: dict[str, Any]
 
 
 @dataclass(frozen=True)

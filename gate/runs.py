@@ -6,12 +6,13 @@ They are written incrementally, so that a killed run keeps what it computed and 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gate.errors import InputError
 from gate.jsonl import read_jsonl, write_jsonl
-from gate.models import Prediction, Score
+from gate.models import GoldenCase, Prediction, Score
 from gate.predictions import load_predictions, prediction_from_record
 
 PREDICTIONS = "predictions.jsonl"
@@ -85,3 +86,15 @@ def load_scores(path: Path) -> list[Score]:
 def write_predictions(path: Path, predictions: list[Prediction]) -> None:
     """Rewrite a predictions file (used when resuming, to drop failed rows before retrying them)."""
     write_jsonl(path, (p.to_dict() for p in predictions))
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison, loaded: its cases, predictions and scores."""
+
+    label: str
+    golden: list[GoldenCase]
+    table: dict[tuple[str, int], Prediction]
+    repeats: int
+    scores: list[Score]
+    manifest: dict[str, Any]
