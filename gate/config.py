@@ -6,7 +6,7 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -37,6 +37,40 @@ def default_gated(metrics: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(primary) or tuple(m for m in metrics if resolve(m).spec.kind != "ratio")
 
 
+TrendBlock = Literal["never", "warning", "critical"]
+
+
+@dataclass(frozen=True)
+class TrendPolicy:
+    """The trend alarm's thresholds (``trend:`` in the config; DESIGN §9): base-side policy like the margins."""
+
+    window: int = 4
+    """How many previous comparable main-branch entries make the baseline (their mean)."""
+    warning: float = 0.05
+    """Relative drop from the baseline (0.05 = 5 % worse) at which a metric is in WARNING."""
+    critical: float = 0.10
+    """Relative drop from the baseline at which a metric is CRITICAL (≥ ``warning``)."""
+    block: TrendBlock = "never"
+    """Which trend level fails the check: ``never`` (default: the alarm warns only), ``critical`` or ``warning``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"window": self.window, "warning": self.warning, "critical": self.critical, "block": self.block}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrendPolicy:
+        """Inverse of :meth:`to_dict` (missing keys take their defaults; ``block: true`` means ``critical``)."""
+        block = data.get("block", "never")
+        if isinstance(block, bool):
+            block = "critical" if block else "never"
+        return cls(
+            window=int(data.get("window", 4)),
+            warning=float(data.get("warning", 0.05)),
+            critical=float(data.get("critical", 0.10)),
+            block=block,
+        )
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """How predictions are scored and compared: the part of the config that defines the gate's policy."""
@@ -62,6 +96,8 @@ class Evaluation:
     fail_on_new_ood: bool = True
     """Fail the gate on new out-of-domain failures (refused on base in every repeat, answered on head in every
     repeat) when the refusal metric shows a significant drop, whatever its margin (DESIGN §4)."""
+    trend: TrendPolicy = TrendPolicy()
+    """The trend alarm against the main-branch history (``trend:``)."""
 
     def margin(self, name: str) -> float:
         """The margin for a metric: configured, else the registry default."""
@@ -83,6 +119,7 @@ class Evaluation:
             "cluster_by": self.cluster_by,
             "judge_concurrency": self.judge_concurrency,
             "fail_on_new_ood": self.fail_on_new_ood,
+            "trend": self.trend.to_dict(),
         }
 
     @classmethod
@@ -102,6 +139,7 @@ class Evaluation:
             cluster_by=data.get("cluster_by"),
             judge_concurrency=data.get("judge_concurrency", 4),
             fail_on_new_ood=data.get("fail_on_new_ood", True),
+            trend=TrendPolicy.from_dict(data.get("trend", {})),
         )
 
 
@@ -285,6 +323,11 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
             located(path, _line_of(text, ["judge"]), "judge", f"unknown judge '{judge['name']}' ({known})")
         )
     refusal = data.get("refusal", {})
+    trend = TrendPolicy.from_dict(data.get("trend", {}))
+    if trend.critical < trend.warning:
+        raise InputError(
+            located(path, _line_of(text, ["trend", "critical"]), "trend.critical", "must be ≥ trend.warning")
+        )
     evaluation = Evaluation(
         metrics=metrics,
         gated=gated,
@@ -299,6 +342,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
         cluster_by=data.get("cluster_by"),
         judge_concurrency=data.get("judge_concurrency", 4),
         fail_on_new_ood=data.get("fail_on_new_ood", True),
+        trend=trend,
     )
     raw = data["pipeline"]
     pipeline = PipelineSpec(

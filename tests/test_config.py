@@ -104,3 +104,29 @@ def test_non_utf8_config_names_the_line(tmp_path):
     path.write_bytes(b"golden: golden.jsonl\npipeline: {python: 'a:b'}\n# caf\xe9\n")
     with pytest.raises(InputError, match=r"rag-gate.yml:3: not UTF-8 text"):
         load_config(path)
+
+
+def test_trend_policy_defaults_overrides_and_round_trip(tmp_path):
+    from gate.config import Evaluation, TrendPolicy
+
+    default = load_config(write(tmp_path, "golden: golden.jsonl\npipeline: {python: 'a:b'}\n"))
+    assert default.evaluation.trend == TrendPolicy(window=4, warning=0.05, critical=0.10, block="never")
+    text = "golden: golden.jsonl\npipeline: {python: 'a:b'}\ntrend: {window: 6, warning: 0.03, block: true}\n"
+    config = load_config(write(tmp_path, text))
+    assert config.evaluation.trend == TrendPolicy(window=6, warning=0.03, critical=0.10, block="critical")
+    assert Evaluation.from_dict(config.evaluation.to_dict()) == config.evaluation
+
+
+@pytest.mark.parametrize(
+    "trend, message",
+    [
+        ("{window: 0}", "rag-gate.yml:3: trend.window: 0 is less than the minimum of 1"),
+        ("{warning: 0.2, critical: 0.1}", "rag-gate.yml:3: trend.critical: must be ≥ trend.warning"),
+        ("{block: sometimes}", "rag-gate.yml:3: trend.block: 'sometimes' is not valid"),
+        ("{windows: 3}", "rag-gate.yml:3: trend.windows: unknown key"),
+    ],
+)
+def test_trend_policy_errors_name_line_and_key(tmp_path, trend, message):
+    with pytest.raises(InputError) as info:
+        load_config(write(tmp_path, f"golden: golden.jsonl\npipeline: {{python: 'a:b'}}\ntrend: {trend}\n"))
+    assert str(info.value).startswith(str(tmp_path / message)), str(info.value)
