@@ -59,7 +59,7 @@ def aa_fail_rate(*, n: int, r: int, prs: int, margin: float, seed: int, n_resamp
             metric_input(kind, kind, *simulate(rng, n=n, r=r, kind=kind), margin) for kind in ("binary", "graded")
         ]
         results = analyze_metrics(metrics, alpha=ALPHA, seed=k, n_resamples=n_resamples)
-        fails += gate_decision(results, new_ood_failures=0, error_rate=0.0)[0] == "fail"
+        fails += gate_decision(results).verdict == "fail"
     return fails / prs
 
 

@@ -42,9 +42,9 @@ def main() -> None:
             golden=config.golden,
         )
         rescore_s = time.perf_counter() - start
-    n = outcome.report["n_cases"]
+    n = outcome.n_cases
     best = min(timings)
-    print(f"cases: {n}, metrics: {len(outcome.report['metrics'])}, verdict: {outcome.verdict}")
+    print(f"cases: {n}, metrics: {len(outcome.metrics)}, verdict: {outcome.verdict}")
     print(f"run both sides (pipeline + scoring): {run_s:.2f} s")
     print(f"compare, scores reused: best {best:.2f} s of {args.repeats} = {n / best:.1f} cases/s")
     print(f"compare, predictions files (rescoring both sides): {rescore_s:.2f} s = {n / rescore_s:.1f} cases/s")

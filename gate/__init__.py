@@ -2,7 +2,10 @@
 
 The public API is imported lazily (``import gate`` stays cheap, so ``rag-gate --help`` is fast)::
 
-    from gate import load_config, run_side, compare_runs
+    from gate import load_config, run_side, compare_runs, render, Output
+
+    comparison = compare_runs("runs/base", "runs/head", "out")
+    print(render(comparison, Output.COMMENT))
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ _EXPORTS = {
     "run_side": "gate.flow",
     "compare_runs": "gate.flow",
     "merge_runs": "gate.flow",
-    "render_comment": "gate.report",
+    "compare": "gate.compare",
+    "Comparison": "gate.comparison",
+    "load_report": "gate.comparison",
+    "Output": "gate.outputs",
+    "render": "gate.outputs",
     "METRICS": "gate.metrics",
     "resolve": "gate.metrics",
     "get_judge": "gate.judges",

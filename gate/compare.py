@@ -1,6 +1,7 @@
-"""Compare base and head into the ``report.json`` object that the comment is rendered from.
+"""Compare base with head: :func:`compare` turns two loaded sides into a typed :class:`~gate.comparison.Comparison`.
 
-Per-metric deltas and verdicts, regressed / improved / flaky cases, out-of-domain failures, and the gate decision.
+Per-metric deltas and statistics (:mod:`gate.stats`), regressed / suspected / improved / flaky cases, out-of-domain
+failures, failed predictions and judge calls, and the gate's verdict (decided in :mod:`gate.stats.decision`).
 """
 
 from __future__ import annotations
@@ -9,20 +10,35 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, replace
-from typing import Any
 
 import numpy as np
 
+from gate import __version__
+from gate.comparison import (
+    MESSAGE_LIMIT,
+    SCHEMA_VERSION,
+    Aggregate,
+    CaseEntry,
+    CaseMetric,
+    Claim,
+    Comparison,
+    ErrorEntry,
+    JudgeInfo,
+    MetricRow,
+    OodFailure,
+    Repeats,
+    SideAggregates,
+    SideInfo,
+    clip,
+)
 from gate.config import Evaluation
 from gate.metrics import resolve
 from gate.models import GoldenCase, Prediction
 from gate.runs import Side
 from gate.scoring import detect_refusal
-from gate.stats import MetricInput, analyze_cases, analyze_metrics, gate_decision
-
-REPORT_SCHEMA_VERSION = 1
-TEXT_LIMIT = 600
-"""Characters of an answer or chunk kept in report.json case lists."""
+from gate.stats import MetricInput, analyze_cases, analyze_metrics
+from gate.stats.cases import CaseResult
+from gate.stats.decision import error_rate, gate_decision
 
 
 def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -87,27 +103,29 @@ def cluster_labels(cases: Sequence[GoldenCase], cluster_by: str | None) -> np.nd
     return np.array(labels, dtype=object)
 
 
-def _aggregate(values: np.ndarray) -> dict[str, float | int | None]:
-    """Seed-method views of one side: mean, SD, 10th percentile and share below 0.5 of per-case means."""
+def aggregate(values: np.ndarray) -> Aggregate:
+    """One side's summary of a metric: mean, SD (ddof 1), 10th percentile and share below 0.5 of per-case means.
+
+    Args:
+        values: shape (N cases, R repeats); NaN where not applicable or failed. Cases with no valid repeat are
+            left out.
+
+    Returns:
+        The :class:`~gate.comparison.Aggregate` (``n`` 0 and None statistics when no case has a value).
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows (N/A cases) give NaN, dropped below
         per_case = np.nanmean(values, axis=1) if values.size else values
     per_case = per_case[~np.isnan(per_case)]
     if per_case.size == 0:
-        return {"n": 0, "mean": None, "sd": None, "p10": None, "share_below_0_5": None}
-    return {
-        "n": int(per_case.size),
-        "mean": float(per_case.mean()),
-        "sd": float(per_case.std(ddof=1)) if per_case.size > 1 else 0.0,
-        "p10": float(np.percentile(per_case, 10)),
-        "share_below_0_5": float((per_case < 0.5).mean()),
-    }
-
-
-def _clip(text: str | None, limit: int = TEXT_LIMIT) -> str | None:
-    if text is None:
-        return None
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        return Aggregate(0, None, None, None, None)
+    return Aggregate(
+        n=int(per_case.size),
+        mean=float(per_case.mean()),
+        sd=float(per_case.std(ddof=1)) if per_case.size > 1 else 0.0,
+        p10=float(np.percentile(per_case, 10)),
+        share_below_0_5=float((per_case < 0.5).mean()),
+    )
 
 
 def _first_ok(side: Side, case_id: str) -> Prediction | None:
@@ -127,24 +145,32 @@ def _first_answer(side: Side, case_id: str, evaluation: Evaluation) -> Predictio
     return None
 
 
-def _bad_claims(side: Side, case_id: str) -> list[dict[str, Any]]:
-    """Unsupported and contradicted claims of the head's first judged answer, with their closest chunk."""
+def _bad_claims(side: Side, case_id: str) -> tuple[Claim, ...]:
+    """Unsupported and contradicted claims of the side's first judged answer, with their closest chunk."""
     for score in side.scores:
-        if score.id == case_id and score.metric == "faithfulness" and score.detail:
-            return [
-                {k: _clip(v) if isinstance(v, str) else v for k, v in claim.items()}
-                for claim in score.detail.get("claims", [])
-                if claim.get("verdict") != "supported"
-            ]
-    return []
+        if score.id == case_id and score.detail and score.detail.get("claims") is not None:
+            return tuple(
+                Claim(
+                    claim=clip(c.get("claim", "")) or "",
+                    verdict=c.get("verdict", ""),
+                    chunk_id=c.get("chunk_id"),
+                    chunk_text=clip(c.get("chunk_text")),
+                    similarity=float(c.get("similarity") or 0.0),
+                    contradiction_level=c.get("contradiction_level", "NONE"),
+                    reason=clip(c.get("reason", "")) or "",
+                )
+                for c in score.detail["claims"]
+                if c.get("verdict") != "supported"
+            )
+    return ()
 
 
-def _dropped_docs(case: GoldenCase, base: Prediction | None, head: Prediction | None, k: int) -> list[str]:
+def _dropped_docs(case: GoldenCase, base: Prediction | None, head: Prediction | None, k: int) -> tuple[str, ...]:
     """Expected documents in base's top k that are not in head's top k."""
     if base is None or head is None:
-        return []
+        return ()
     in_base, in_head = set(base.retrieved_ids[:k]), set(head.retrieved_ids[:k])
-    return [doc for doc in case.expected_doc_ids if doc in in_base and doc not in in_head]
+    return tuple(doc for doc in case.expected_doc_ids if doc in in_base and doc not in in_head)
 
 
 def _refusal_rate(side: Side, case_id: str, evaluation: Evaluation) -> float:
@@ -157,27 +183,10 @@ def _refusal_rate(side: Side, case_id: str, evaluation: Evaluation) -> float:
     return float(np.mean(flags)) if flags else math.nan
 
 
-def _num(value: Any) -> Any:
-    """Plain Python floats/ints for JSON (NaN kept; written as null)."""
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version: str) -> dict[str, Any]:
-    """Compare two loaded sides into the report object (``report.json``; the comment is rendered from it).
-
-    Cases are paired by id over the cases present in both golden sets (head's order); cases only on one side are
-    listed under ``unpaired_cases`` and, with a golden-set change, in ``warnings``. The error rate is the larger of
-    the two sides' shares of failed gated scores.
-    """
-    base_ids = {c.id for c in base.golden}
-    cases = [c for c in head.golden if c.id in base_ids]
-    head_ids = {c.id for c in head.golden}
+def metric_inputs(base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[MetricInput]:
+    """One :class:`~gate.stats.MetricInput` per configured metric: scores of ``cases`` (rows) × repeats."""
     clusters = cluster_labels(cases, evaluation.cluster_by)
-
-    inputs: list[MetricInput] = []
-    aggregates: dict[str, dict[str, Any]] = {}
+    inputs = []
     for name in evaluation.metrics:
         metric = resolve(name)
         (b, fb), (h, fh) = collapse_constant_repeats(score_matrix(base, cases, name), score_matrix(head, cases, name))
@@ -195,198 +204,203 @@ def build_report(base: Side, head: Side, evaluation: Evaluation, *, gate_version
                 clusters=clusters,
             )
         )
-        aggregates[name] = {"base": _aggregate(b), "head": _aggregate(h)}
-    results = analyze_metrics(inputs, alpha=evaluation.alpha, seed=evaluation.seed, strict=evaluation.strict)
+    return inputs
 
-    # Per-case classification over the gated binary/graded metrics (refusal is listed as out-of-domain failures).
-    # With a single observation per side (R = 1) no per-case test exists: a flip beyond τ is listed as regressed,
-    # and the comment says it is one observation.
-    per_case: dict[int, list[Any]] = {}
+
+def _case_results(inputs: Sequence[MetricInput]) -> dict[int, list[CaseResult]]:
+    """Per-case results over the gated binary/graded metrics (refusal is listed as out-of-domain failures).
+
+    With a single observation per side (R = 1) no per-case test exists: a flip beyond τ is listed as regressed,
+    and its evidence says it is one observation.
+    """
+    per_case: dict[int, list[CaseResult]] = {}
     for inp in inputs:
         if inp.gated and inp.kind != "ratio" and inp.name != "refusal":
             for result in analyze_cases(inp):
                 if result.status == "suspected" and result.single_observation:
                     result = replace(result, status="regressed")
                 per_case.setdefault(result.index, []).append(result)
+    return per_case
 
-    k_docs = max((resolve(n).k or 0 for n in evaluation.metrics), default=0) or 5
 
-    def case_entry(i: int, statuses: Sequence[str]) -> dict[str, Any]:
+def _case_lists(
+    base: Side, head: Side, cases: Sequence[GoldenCase], per_case: dict[int, list[CaseResult]], k_docs: int
+) -> dict[str, tuple[CaseEntry, ...]]:
+    """The regressed, suspected, improved and flaky lists (a regressed case is listed once, under regressed)."""
+
+    def entry(i: int, status: str) -> CaseEntry:
         case = cases[i]
         b_pred, h_pred = _first_ok(base, case.id), _first_ok(head, case.id)
-        return {
-            "id": case.id,
-            "question": _clip(case.question),
-            "metrics": [
-                {
-                    "name": r.metric,
-                    "base": _num(r.base_mean),
-                    "head": _num(r.head_mean),
-                    "effect": _num(r.effect),
-                    "p_value": _num(r.p_value),
-                    "p_adjusted": _num(r.p_adjusted),
-                    "status": r.status,
-                    "evidence": "single observation" if r.single_observation else "tested",
-                }
+        return CaseEntry(
+            id=case.id,
+            question=clip(case.question) or "",
+            line=case.line,
+            metrics=tuple(
+                CaseMetric(
+                    name=r.metric,
+                    base=r.base_mean,
+                    head=r.head_mean,
+                    effect=r.effect,
+                    p_value=r.p_value,
+                    p_adjusted=r.p_adjusted,
+                    status=r.status,
+                    evidence="single observation" if r.single_observation else "tested",
+                )
                 for r in per_case.get(i, [])
-                if r.status in statuses
-            ],
-            "answer_base": _clip(b_pred.answer if b_pred else None),
-            "answer_head": _clip(h_pred.answer if h_pred else None),
-            "claims": _bad_claims(head, case.id),
-            "dropped_docs": _dropped_docs(case, b_pred, h_pred, k_docs),
-            "expected_doc_ids": list(case.expected_doc_ids),
-        }
+                if r.status == status
+            ),
+            answer_base=clip(b_pred.answer if b_pred else None),
+            answer_head=clip(h_pred.answer if h_pred else None),
+            claims=_bad_claims(head, case.id),
+            dropped_docs=_dropped_docs(case, b_pred, h_pred, k_docs),
+            expected_doc_ids=case.expected_doc_ids,
+        )
 
-    def listing(status: str) -> list[dict[str, Any]]:
+    lists = {}
+    for status in ("regressed", "suspected", "improved", "flaky"):
         chosen = [i for i, rs in per_case.items() if any(r.status == status for r in rs)]
-        if status != "regressed":  # a regressed case is listed once, under regressed
+        if status != "regressed":
             chosen = [i for i in chosen if not any(r.status == "regressed" for r in per_case[i])]
-        worst = {i: min((r.effect for r in per_case[i] if r.status == status), default=0.0) for i in chosen}
-        order = sorted(chosen, key=lambda i: (worst[i], cases[i].id))
+        effects = {i: [r.effect for r in per_case[i] if r.status == status] for i in chosen}
         if status == "improved":
-            order = sorted(
-                chosen, key=lambda i: (-max(r.effect for r in per_case[i] if r.status == status), cases[i].id)
-            )
-        return [case_entry(i, (status,)) for i in order]
+            order = sorted(chosen, key=lambda i: (-max(effects[i]), cases[i].id))
+        else:
+            order = sorted(chosen, key=lambda i: (min(effects[i]), cases[i].id))
+        lists[status] = tuple(entry(i, status) for i in order)
+    return lists
 
-    regressed = listing("regressed")
-    ood_failures = []
+
+def _ood_failures(base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[OodFailure]:
+    """Out-of-domain cases that head answered in most valid repeats, new ones first."""
+    out = []
     for case in cases:
         if not case.out_of_domain:
             continue
-        head_rate, base_rate = (
-            _refusal_rate(head, case.id, evaluation),
-            _refusal_rate(base, case.id, evaluation),
-        )
+        head_rate, base_rate = _refusal_rate(head, case.id, evaluation), _refusal_rate(base, case.id, evaluation)
         if not math.isnan(head_rate) and head_rate < 0.5:
             prediction = _first_answer(head, case.id, evaluation)
-            ood_failures.append(
-                {
-                    "id": case.id,
-                    "question": _clip(case.question),
-                    "answer": _clip(prediction.answer if prediction else None),
-                    "new": bool(base_rate == 1.0 and head_rate == 0.0),
-                    "base_refusal_rate": _num(base_rate),
-                    "head_refusal_rate": head_rate,
-                }
-            )
-    ood_failures.sort(key=lambda f: (not f["new"], f["id"]))
-    new_ood = sum(f["new"] for f in ood_failures)
-
-    errors = []
-    for side in (base, head):
-        for (case_id, repeat), prediction in sorted(side.table.items()):
-            if prediction.error is not None and case_id in head_ids | base_ids:
-                errors.append(
-                    {
-                        "side": side.label,
-                        "id": case_id,
-                        "repeat": repeat,
-                        "metric": None,
-                        "message": _clip(prediction.error, 300),
-                    }
+            out.append(
+                OodFailure(
+                    id=case.id,
+                    question=clip(case.question) or "",
+                    line=case.line,
+                    answer=clip(prediction.answer if prediction else None),
+                    new=bool(base_rate == 1.0 and head_rate == 0.0),
+                    base_refusal_rate=base_rate,
+                    head_refusal_rate=head_rate,
                 )
+            )
+    return sorted(out, key=lambda f: (not f.new, f.id))
+
+
+def _errors(sides: Sequence[Side], ids: set[str]) -> tuple[ErrorEntry, ...]:
+    """Failed predictions and judge calls of both sides, for the cases in ``ids``."""
+    out = []
+    for side in sides:
+        for (case_id, repeat), prediction in sorted(side.table.items()):
+            if prediction.error is not None and case_id in ids:
+                out.append(ErrorEntry(side.label, case_id, repeat, None, clip(prediction.error, MESSAGE_LIMIT) or ""))
         for score in side.scores:
             if score.error is not None and score.error.startswith("judge"):
-                errors.append(
-                    {
-                        "side": side.label,
-                        "id": score.id,
-                        "repeat": score.repeat,
-                        "metric": score.metric,
-                        "message": _clip(score.error, 300),
-                    }
-                )
-    gated = [inp for inp in inputs if inp.gated]
-    error_rate = max(
-        (
-            sum(int(getattr(inp, f"failed_{side}").sum()) for inp in gated) / rows
-            for side in ("base", "head")
-            if (rows := sum(getattr(inp, side).size for inp in gated))
-        ),
-        default=0.0,
+                message = clip(score.error, MESSAGE_LIMIT) or ""
+                out.append(ErrorEntry(side.label, score.id, score.repeat, score.metric, message))
+    return tuple(out)
+
+
+def _side_info(side: Side) -> SideInfo:
+    m = side.manifest
+    judge = m.get("judge")
+    return SideInfo(
+        label=side.label,
+        git_sha=m.get("git_sha"),
+        git_ref=m.get("git_ref"),
+        golden_sha256=m.get("golden_sha256"),
+        config_sha256=m.get("config_sha256"),
+        judge=JudgeInfo(str(judge["id"]), str(judge["version"])) if judge else None,
+        repeats=side.repeats,
+        n_cases=len(side.golden),
+        n_prediction_errors=sum(p.error is not None for p in side.table.values()),
     )
 
-    # A new out-of-domain failure blocks only with evidence that refusals dropped (the refusal metric's one-sided
-    # test at α, no margin): with a sampled generator, single flips in both directions are noise (A/A).
-    notes: list[str] = []
-    refusal = next((r for r in results if r.name == "refusal"), None)
-    p_refusal = None if refusal is None else (refusal.p_adjusted if refusal.gated else refusal.p_value)
-    blocking_ood = new_ood if evaluation.fail_on_new_ood and (p_refusal is None or p_refusal <= evaluation.alpha) else 0
-    if new_ood and not blocking_ood and evaluation.fail_on_new_ood:
-        notes.append(
-            f"{new_ood} out-of-domain question(s) refused on base are answered on head, but the drop in refusals is "
-            f"not significant ({'p (Holm)' if refusal and refusal.gated else 'p'} = {p_refusal:.3g}): "
-            "listed, not blocking (more cases or repeats tell a real drop from noise)"
-        )
-    verdict, reasons = gate_decision(
-        results,
-        new_ood_failures=blocking_ood,
-        error_rate=error_rate,
-        error_budget=evaluation.error_budget,
-        strict=evaluation.strict,
-    )
-    metrics_out = []
-    for result, inp in zip(results, inputs, strict=True):
-        metric = resolve(inp.name)
-        row = {k: _num(v) for k, v in asdict(result).items()}
-        row |= {
-            "label": metric.label,
-            "direction": metric.spec.direction,
-            "kind": metric.spec.kind,
-            "margin": inp.margin,
-            "aggregates": aggregates[inp.name],
-        }
-        metrics_out.append(row)
 
-    def side_info(side: Side) -> dict[str, Any]:
-        m = side.manifest
-        return {
-            "label": side.label,
-            "git_sha": m.get("git_sha"),
-            "git_ref": m.get("git_ref"),
-            "golden_sha256": m.get("golden_sha256"),
-            "config_sha256": m.get("config_sha256"),
-            "judge": m.get("judge"),
-            "repeats": side.repeats,
-            "n_cases": len(side.golden),
-            "n_prediction_errors": sum(p.error is not None for p in side.table.values()),
-        }
-
+def _golden_warnings(base: Side, head: Side, n_paired: int, only_one_side: int) -> list[str]:
     shas = (base.manifest.get("golden_sha256"), head.manifest.get("golden_sha256"))
     if None not in shas and shas[0] != shas[1]:
-        notes.append(
+        return [
             f"base and head were evaluated on different golden sets ({shas[0][:12]} vs {shas[1][:12]}): "
-            f"{len(cases)} case(s) paired by id, {len(base_ids ^ head_ids)} only on one side; cases whose expected "
+            f"{n_paired} case(s) paired by id, {only_one_side} only on one side; cases whose expected "
             "documents or answers changed are compared against different references"
-        )
-    elif base_ids != head_ids:
-        notes.append(f"{len(base_ids ^ head_ids)} case(s) are only on one side and are not compared")
+        ]
+    if only_one_side:
+        return [f"{only_one_side} case(s) are only on one side and are not compared"]
+    return []
 
-    return {
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "verdict": verdict,
-        "reasons": reasons,
-        "warnings": notes,
-        "gate_version": gate_version,
-        "n_cases": len(cases),
-        "n_out_of_domain": sum(c.out_of_domain for c in cases),
-        "repeats": {"base": base.repeats, "head": head.repeats},
-        "seed": evaluation.seed,
-        "alpha": evaluation.alpha,
-        "strict": evaluation.strict,
-        "error_rate": error_rate,
-        "error_budget": evaluation.error_budget,
-        "base": side_info(base),
-        "head": side_info(head),
-        "metrics": metrics_out,
-        "regressed_cases": regressed,
-        "suspected_cases": listing("suspected"),
-        "improved_cases": listing("improved"),
-        "flaky_cases": listing("flaky"),
-        "ood_failures": ood_failures,
-        "new_ood_failures": new_ood,
-        "unpaired_cases": sorted(base_ids ^ head_ids),
-        "errors": errors,
-    }
+
+def compare(base: Side, head: Side, policy: Evaluation) -> Comparison:
+    """Compare two loaded sides under ``policy`` (the base's evaluation settings).
+
+    Cases are paired by id over the cases present in both golden sets (head's order); cases only on one side are
+    listed under ``unpaired_cases`` and, with a golden-set change, in ``warnings``. Per-metric statistics come
+    from :func:`gate.stats.analyze_metrics`, per-case lists from :func:`gate.stats.analyze_cases` over the gated
+    binary and graded metrics, and the verdict from :func:`gate.stats.decision.gate_decision`.
+
+    Args:
+        base: the base side (its run, loaded and scored).
+        head: the head side.
+        policy: metrics, margins, α, seed, strict mode, error budget and out-of-domain rule.
+
+    Returns:
+        The :class:`~gate.comparison.Comparison`; the same inputs give an equal comparison.
+    """
+    base_ids, head_ids = {c.id for c in base.golden}, {c.id for c in head.golden}
+    cases = [c for c in head.golden if c.id in base_ids]
+    inputs = metric_inputs(base, head, cases, policy)
+    results = analyze_metrics(inputs, alpha=policy.alpha, seed=policy.seed, strict=policy.strict)
+    k_docs = max((resolve(n).k or 0 for n in policy.metrics), default=0) or 5
+    lists = _case_lists(base, head, cases, _case_results(inputs), k_docs)
+    ood = _ood_failures(base, head, cases, policy)
+    rate = error_rate(inputs)
+    decision = gate_decision(
+        results,
+        new_ood_failures=sum(f.new for f in ood),
+        refusal=next((r for r in results if r.name == "refusal"), None),
+        fail_on_new_ood=policy.fail_on_new_ood,
+        alpha=policy.alpha,
+        error_rate=rate,
+        error_budget=policy.error_budget,
+        strict=policy.strict,
+    )
+    rows = tuple(
+        MetricRow(
+            **asdict(result),
+            label=resolve(inp.name).label,
+            aggregates=SideAggregates(aggregate(inp.base), aggregate(inp.head)),
+        )
+        for result, inp in zip(results, inputs, strict=True)
+    )
+    return Comparison(
+        schema_version=SCHEMA_VERSION,
+        verdict=decision.verdict,
+        reasons=decision.reasons,
+        warnings=decision.warnings + tuple(_golden_warnings(base, head, len(cases), len(base_ids ^ head_ids))),
+        gate_version=__version__,
+        n_cases=len(cases),
+        n_out_of_domain=sum(c.out_of_domain for c in cases),
+        repeats=Repeats(base.repeats, head.repeats),
+        seed=policy.seed,
+        alpha=policy.alpha,
+        strict=policy.strict,
+        error_rate=rate,
+        error_budget=policy.error_budget,
+        base=_side_info(base),
+        head=_side_info(head),
+        metrics=rows,
+        regressed_cases=lists["regressed"],
+        suspected_cases=lists["suspected"],
+        improved_cases=lists["improved"],
+        flaky_cases=lists["flaky"],
+        ood_failures=tuple(ood),
+        new_ood_failures=sum(f.new for f in ood),
+        unpaired_cases=tuple(sorted(base_ids ^ head_ids)),
+        errors=_errors((base, head), base_ids | head_ids),
+    )

@@ -5,17 +5,18 @@ Imports point one way: this module uses config / pipeline / scoring / compare / 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from gate import __version__
-from gate.compare import build_report
+from gate.compare import compare
+from gate.comparison import Comparison
 from gate.config import Config, Evaluation
 from gate.errors import EvaluationError, InputError
 from gate.golden import file_sha256, load_golden, shard
@@ -25,7 +26,6 @@ from gate.judges.base import Judge
 from gate.models import GoldenCase, Prediction, Score
 from gate.pipeline import run_command, run_python
 from gate.predictions import align, load_predictions
-from gate.report import render_comment
 from gate.runs import (
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
@@ -265,22 +265,6 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
 # --------------------------------------------------------------------------------------------- compare
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What ``compare`` produced."""
-
-    verdict: str
-    report: dict[str, Any]
-    comment: str
-    report_path: Path
-    comment_path: Path
-
-    @property
-    def exit_code(self) -> int:
-        """0 for pass and inconclusive, 1 for fail (strict mode already turned inconclusive into fail)."""
-        return 1 if self.verdict == "fail" else 0
-
-
 def _load_side(
     label: str, source: Path, golden_path: Path | None, evaluation: Evaluation | None, out_dir: Path
 ) -> tuple[Side, Evaluation]:
@@ -328,36 +312,31 @@ def compare_runs(
     config: Config | None = None,
     golden: Path | None = None,
     strict: bool = False,
-) -> Outcome:
-    """Compare two sides and write ``report.json`` and ``comment.md`` to ``out_dir``.
+) -> Comparison:
+    """Load (and, where needed, score) two sides and compare them.
 
     The gate's policy (metrics, margins, judge, seed) comes from ``config`` when given, otherwise from the base
-    run's manifest — the base branch's settings, so that a PR cannot relax its own gate.
+    run's manifest — the base branch's settings, so that a PR cannot relax its own gate. Rendering and writing
+    the outputs is the caller's choice (:func:`gate.outputs.write`).
 
     Args:
         base: base run directory or predictions file.
         head: head run directory or predictions file.
-        out_dir: where report.json, comment.md (and scores of unscored sides) go.
+        out_dir: where the scores of sides that had to be scored go (``out_dir/base``, ``out_dir/head``).
         config: evaluation settings to use.
         golden: the golden set (required when a side is a predictions file).
         strict: turn an inconclusive verdict into fail.
 
     Raises:
-        InputError: bad inputs (missing golden, malformed files, unknown ids).
+        InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common).
 
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     evaluation = config.evaluation if config else None
     base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir)
     head_side, _ = _load_side("head", Path(head), golden, evaluation, out_dir)
     if not {c.id for c in base_side.golden} & {c.id for c in head_side.golden}:
         raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
     if strict and not evaluation.strict:
-        evaluation = Evaluation.from_dict(evaluation.to_dict() | {"strict": True})
-    report = build_report(base_side, head_side, evaluation, gate_version=__version__)
-    comment = render_comment(report)
-    report_path, comment_path = out_dir / "report.json", out_dir / "comment.md"
-    write_json(report_path, report)
-    comment_path.write_text(comment, encoding="utf-8")
-    return Outcome(report["verdict"], report, comment, report_path, comment_path)
+        evaluation = dataclasses.replace(evaluation, strict=True)
+    return compare(base_side, head_side, evaluation)

@@ -163,9 +163,19 @@ class JsonlAppender:
         self.close()
 
 
-def write_json(path: Path | str, data: Any) -> None:
-    """Write pretty JSON (sorted as given, NaN → null, trailing newline), atomically via a temp file."""
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Write a UTF-8 text file atomically: a reader sees the old file or the new one, never half of it."""
     path = Path(path)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(clean_nan(data), ensure_ascii=False, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+
+
+def pretty_json(data: Any) -> str:
+    """Indented JSON (keys as given, NaN and ±inf → null, non-ASCII kept) with a trailing newline."""
+    return json.dumps(clean_nan(data), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+
+
+def write_json(path: Path | str, data: Any) -> None:
+    """Write :func:`pretty_json` of ``data`` atomically."""
+    write_text_atomic(path, pretty_json(data))

@@ -16,6 +16,22 @@ sys.path.insert(0, str(REPO / "benchmarks"))  # judgeeval: the judge evaluation 
 SHARED_DATA = Path(os.environ.get("RAG_GATE_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+REPORT_SCHEMA = json.loads((REPO / "gate" / "schemas" / "report.schema.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(autouse=True)
+def _every_report_matches_its_schema(request):
+    """After each test, every report.json it wrote under its tmp_path validates against the report schema."""
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if tmp is None:
+        return
+    import jsonschema
+
+    for path in tmp.rglob("report.json"):
+        jsonschema.validate(json.loads(path.read_text(encoding="utf-8")), REPORT_SCHEMA)
+
+
 def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
     return path

@@ -11,6 +11,7 @@ from fake_github import FakeGithub
 from github import GithubException, RateLimitExceededException
 
 from gate.errors import InputError
+from gate.outputs.annotations import annotation
 from gate.pr import github as gh
 
 FAST = gh.RetryPolicy(total=2, backoff_factor=0.01, backoff_max=0.05, max_wait=2.0, timeout=5)
@@ -192,7 +193,7 @@ def test_summary_is_appended_and_capped(tmp_path):
 
 
 def test_annotation_escapes_newlines_and_properties():
-    line = gh.annotation("error", "50% drop\nsecond line", title="case a,b: x", file="eval/g.jsonl", line=7)
+    line = annotation("error", "50% drop\nsecond line", title="case a,b: x", file="eval/g.jsonl", line=7)
     assert line == "::error file=eval/g.jsonl,line=7,title=case a%2Cb%3A x::50%25 drop%0Asecond line"
-    assert gh.annotation("warning", "plain") == "::warning::plain"
+    assert annotation("warning", "plain") == "::warning::plain"
     assert gh.add_mask("s3cr%t") == "::add-mask::s3cr%25t"

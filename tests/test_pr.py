@@ -13,10 +13,10 @@ from conftest_github import make_scratch_repo, pull_request_event
 from fake_github import FakeGithub
 
 from gate.cli import main
+from gate.comparison import exit_code_for
 from gate.errors import InputError
 from gate.pr import cache, gitops
 from gate.pr import github as gh
-from gate.pr.flow import exit_code_for
 
 REPO = Path(__file__).resolve().parent.parent
 GITHUB_VARS = (

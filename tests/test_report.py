@@ -1,112 +1,133 @@
-import copy
+"""The typed comparison, report.json (schema, reader) and the renderers, on comparisons made by the real code."""
+
+import dataclasses
+import json
 import re
+from pathlib import Path
 
+import jsonschema
 import pytest
+from scipy import stats
 
-from gate.report import GITHUB_COMMENT_LIMIT, MARKER, escape_markdown, render_comment
+from gate import outputs
+from gate.compare import compare
+from gate.comparison import SCHEMA_VERSION, Comparison, load_report
+from gate.config import Evaluation
+from gate.errors import InputError
+from gate.judges import get_judge
+from gate.models import Chunk, GoldenCase, Prediction
+from gate.outputs import Output, RenderOptions
+from gate.outputs.markdown import GITHUB_COMMENT_LIMIT, MARKER, escape_markdown, render_comment
+from gate.runs import Side
+from gate.scoring import score_all
 
-
-def metric(name="hit_rate@5", **kw):
-    row = {
-        "name": name,
-        "n_pairs": 10,
-        "label": "Hit rate@5",
-        "gated": True,
-        "base_mean": 0.9,
-        "head_mean": 0.7,
-        "delta": -0.2,
-        "ci_low": -0.3,
-        "ci_high": -0.1,
-        "p_value": 0.0004,
-        "p_adjusted": 0.0012,
-        "status": "fail",
-        "ratio": None,
-        "ratio_ci_low": None,
-        "ratio_ci_high": None,
-        "mde": 0.05,
-        "icc": None,
-        "se": 0.04,
-        "test_method": "mcnemar-exact",
-        "recommendation": None,
-        "margin": 0.03,
-        "aggregates": {
-            "base": {"n": 10, "mean": 0.9, "sd": 0.3, "p10": 0.0},
-            "head": {"n": 10, "mean": 0.7, "sd": 0.4, "p10": 0.0},
-        },
-    }
-    row.update(kw)
-    return row
-
-
+REPORT_SCHEMA = json.loads((Path(__file__).parent.parent / "gate/schemas/report.schema.json").read_text())
 EVIL = "| <script>alert(1)</script> `rm -rf` @octocat [x](http://e.vil) <!-- hide -->\n# H"
+POLICY = Evaluation(metrics=("hit_rate@1", "faithfulness", "refusal"), gated=("hit_rate@1", "faithfulness", "refusal"))
 
 
-def case(i, text="What?"):
-    return {
-        "id": f"case-{i}",
-        "question": text,
-        "answer_base": "base answer",
-        "answer_head": text,
-        "metrics": [
-            {
-                "name": "hit_rate@5",
-                "base": 1.0,
-                "head": 0.0,
-                "effect": -1.0,
-                "p_value": None,
-                "p_adjusted": None,
-                "status": "regressed",
-                "evidence": "single observation",
-            }
-        ],
-        "claims": [{"claim": text, "verdict": "contradicted", "chunk_id": "doc-1", "chunk_text": text, "reason": "x"}],
-        "dropped_docs": [text],
-        "expected_doc_ids": ["doc-1"],
+def side(label: str, golden: list[GoldenCase], answers: dict[str, tuple[str, str]]) -> Side:
+    """A scored side: each case answers ``answers[id] = (answer, retrieved doc id)``."""
+    table = {
+        (c.id, 0): Prediction(
+            id=c.id,
+            answer=answers[c.id][0],
+            retrieved=(Chunk(answers[c.id][1], f"{c.question} The answer is {c.reference_answers[:1]}."),),
+            latency_ms=10.0,
+        )
+        for c in golden
     }
+    scores = score_all(golden, table, 1, POLICY, get_judge(POLICY.judge))
+    manifest = {"git_sha": f"{label}-sha", "golden_sha256": "f" * 64, "judge": {"id": "lexical", "version": "1"}}
+    return Side(label, golden, table, 1, scores, manifest)
 
 
-@pytest.fixture
-def report():
-    return {
-        "schema_version": 1,
-        "verdict": "fail",
-        "reasons": ["Hit rate@5 dropped"],
-        "warnings": ["golden sets differ"],
-        "gate_version": "0.1.0",
-        "n_cases": 3,
-        "n_out_of_domain": 1,
-        "repeats": {"base": 1, "head": 1},
-        "seed": 0,
-        "alpha": 0.05,
-        "strict": False,
-        "error_rate": 0.0,
-        "error_budget": 0.05,
-        "base": {
-            "git_sha": "abc",
-            "golden_sha256": "f" * 64,
-            "n_cases": 3,
-            "repeats": 1,
-            "judge": {"id": "lexical"},
-            "n_prediction_errors": 0,
-        },
-        "head": {
-            "git_sha": "def",
-            "golden_sha256": "f" * 64,
-            "n_cases": 3,
-            "repeats": 1,
-            "judge": {"id": "lexical"},
-            "n_prediction_errors": 0,
-        },
-        "metrics": [metric()],
-        "regressed_cases": [case(1, EVIL)],
-        "suspected_cases": [],
-        "improved_cases": [],
-        "flaky_cases": [],
-        "ood_failures": [{"id": "ood-1", "question": EVIL, "answer": EVIL, "new": True}],
-        "new_ood_failures": 1,
-        "unpaired_cases": [],
-        "errors": [],
+@pytest.fixture(scope="module")
+def comparison() -> Comparison:
+    """30 cases; head loses the expected document on eight (one with an untrusted question), answers one OOD."""
+    golden = [
+        GoldenCase(f"q{i}", EVIL if i == 0 else f"Question {i}?", (f"d{i}",), (f"answer {i}",), line=i + 1)
+        for i in range(30)
+    ] + [GoldenCase("ood", "Unanswerable?", (), (), out_of_domain=True, line=31)]
+    base_answers = {f"q{i}": (f"The answer is answer {i}.", f"d{i}") for i in range(30)}
+    base_answers["ood"] = ("I don't have that information.", "x")
+    head_answers = dict(base_answers)
+    for i in range(8):
+        head_answers[f"q{i}"] = (EVIL, "elsewhere")
+    head_answers["ood"] = (EVIL, "x")
+    return compare(side("base", golden, base_answers), side("head", golden, head_answers), POLICY)
+
+
+def test_comparison_holds_what_the_inputs_say(comparison):
+    assert comparison.n_cases == 31 and comparison.n_out_of_domain == 1
+    hit = next(m for m in comparison.metrics if m.name == "hit_rate@1")
+    assert (hit.base_mean, hit.head_mean, hit.delta) == (1.0, pytest.approx(22 / 30), pytest.approx(-8 / 30))
+    assert hit.p_value == pytest.approx(stats.binomtest(0, 8, alternative="less").pvalue)  # exact McNemar: 1/256
+    assert hit.aggregates.base.mean == 1.0 and hit.aggregates.head.n == 30
+    assert {c.id for c in comparison.regressed_cases} == {f"q{i}" for i in range(8)}
+    q0 = next(c for c in comparison.regressed_cases if c.id == "q0")
+    assert q0.line == 1 and q0.dropped_docs == ("d0",) and q0.question == EVIL
+    assert [(f.id, f.new, f.line) for f in comparison.ood_failures] == [("ood", True, 31)]
+
+
+def test_report_json_validates_and_round_trips(comparison, tmp_path):
+    texts = outputs.write(comparison, tmp_path, [Output.JSON])
+    data = json.loads(texts[Output.JSON])
+    jsonschema.validate(data, REPORT_SCHEMA)
+    assert data["schema_version"] == SCHEMA_VERSION and (tmp_path / "report.json").read_text() == texts[Output.JSON]
+    again = load_report(tmp_path / "report.json")
+    assert again.to_json() == comparison.to_json()  # NaN ↔ null and tuples ↔ lists round-trip
+
+
+def test_schema_lists_every_field_of_the_model():
+    """Drift check: each object in the schema has exactly the fields of its dataclass, all required."""
+    from gate import comparison as model
+
+    pairs = {
+        "": model.Comparison,
+        "metric": model.MetricRow,
+        "aggregate": model.Aggregate,
+        "side_aggregates": model.SideAggregates,
+        "case_metric": model.CaseMetric,
+        "claim": model.Claim,
+        "case": model.CaseEntry,
+        "ood_failure": model.OodFailure,
+        "error": model.ErrorEntry,
+        "judge": model.JudgeInfo,
+        "side": model.SideInfo,
+        "repeats": model.Repeats,
     }
+    for key, cls in pairs.items():
+        node = REPORT_SCHEMA["$defs"][key] if key else REPORT_SCHEMA
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert sorted(node["properties"]) == sorted(names), key
+        assert sorted(node["required"]) == sorted(names), key
+
+
+def test_reader_migrates_schema_1_and_rejects_the_unknown(comparison, tmp_path):
+    old = comparison.to_dict() | {"schema_version": 1}
+    for key in ("regressed_cases", "suspected_cases", "improved_cases", "flaky_cases", "ood_failures"):
+        old[key] = [{k: v for k, v in entry.items() if k != "line"} for entry in old[key]]
+    (tmp_path / "v1.json").write_text(json.dumps(old))
+    migrated = load_report(tmp_path / "v1.json")
+    assert migrated.regressed_cases[0].line == 0 and migrated.verdict == comparison.verdict
+    (tmp_path / "v9.json").write_text(json.dumps(old | {"schema_version": 9}))
+    with pytest.raises(InputError, match="schema_version 9 is not supported"):
+        load_report(tmp_path / "v9.json")
+    broken = comparison.to_dict()
+    del broken["verdict"]
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    with pytest.raises(InputError, match="verdict"):
+        load_report(tmp_path / "broken.json")
+
+
+def test_every_output_renders(comparison, tmp_path):
+    for output in Output:
+        text = outputs.render(comparison, output, RenderOptions(golden_file="eval/golden.jsonl"))
+        assert text.strip(), output
+    written = outputs.write(comparison, tmp_path, list(Output))
+    assert set(written) == set(Output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["comment.md", "report.json"]
 
 
 def test_escape_markdown_neutralises_markup():
@@ -118,32 +139,38 @@ def test_escape_markdown_neutralises_markup():
     assert escape_markdown("see #12 and a\u202eb\u200bc, rate@5") == "see #\u206012 and abc, rate@5"
 
 
-def test_comment_starts_with_marker_and_verdict(report):
-    text = render_comment(report)
+def test_comment_starts_with_marker_and_verdict(comparison):
+    text = render_comment(comparison)
     lines = text.splitlines()
     assert lines[0] == MARKER
-    assert lines[1].startswith("## ❌ rag-gate: **fail**")
-    assert "| Hit rate@5 | 0.900 | 0.700 | -0.200 | [-0.300, -0.100] | <0.001 (0.001) | ❌ fail |" in text
+    assert lines[1] == "## ❌ rag-gate: **fail**"
+    assert "| Hit rate@1 | 1.000 | 0.733 | -0.267 |" in text
     assert "single observations" in text
-    assert "> ⚠️ golden sets differ" in text
 
 
-def test_untrusted_text_cannot_break_the_comment(report):
-    text = render_comment(report)
-    body = text.split("\n", 1)[1]
+def test_untrusted_text_cannot_break_the_comment(comparison):
+    body = render_comment(comparison).split("\n", 1)[1]
+    assert EVIL.split("\n")[0] not in body  # the raw text never appears
     assert "<script>" not in body and "<!-- hide" not in body
     assert "@octocat" not in body
     assert re.search(r"(?<!\\)\]\(http", body) is None  # no live markdown link
     table_rows = [row for row in body.splitlines() if row.startswith("| Hit rate")]
-    assert all(row.count("|") - row.count("\\|") == 8 for row in table_rows)
+    assert table_rows and all(row.count("|") - row.count("\\|") == 8 for row in table_rows)
 
 
-def test_comment_is_capped_with_a_note(report):
-    big = copy.deepcopy(report)
-    big["regressed_cases"] = [case(i, "long question " * 20) for i in range(2000)]
-    text = render_comment(big)
+def test_comment_is_capped_with_a_note(comparison):
+    entry = comparison.regressed_cases[0]
+    many = tuple(dataclasses.replace(entry, id=f"case-{i}", question="long question " * 20) for i in range(2000))
+    text = render_comment(dataclasses.replace(comparison, regressed_cases=many))
     assert len(text) <= 60_000 < GITHUB_COMMENT_LIMIT
     m = re.search(r"…and (\d+) more not shown: the full list is in `report.json`", text)
     assert m is not None
     shown = text.count("- **case-")
     assert shown + int(m.group(1)) == 2000 and shown > 10
+
+
+def test_annotations_point_at_golden_lines(comparison):
+    lines = outputs.render(comparison, Output.ANNOTATIONS, RenderOptions(golden_file="eval/golden.jsonl")).splitlines()
+    assert lines[0].startswith("::error file=eval/golden.jsonl,line=31,title=rag-gate%3A out-of-domain case ood")
+    assert sum(line.startswith("::error") for line in lines) == 9  # 1 new OOD failure + 8 regressed cases
+    assert any(",line=1,title=rag-gate%3A case q0 regressed::" in line for line in lines)

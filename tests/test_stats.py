@@ -422,25 +422,37 @@ def test_gate_decision_outcomes():
     (unsure,) = analyze_metrics([metric("u", "graded", EX2_BASE, EX2_HEAD, margin=0.10)])
     (ok,) = analyze_metrics([metric("p", "graded", EX2_HEAD, EX2_BASE, margin=0.05)])
     (ungated_fail,) = analyze_metrics([metric("x", "graded", EX2_BASE, EX2_HEAD, margin=0.05, gated=False)])
-    assert gate_decision([ok, ungated_fail], new_ood_failures=0, error_rate=0.0)[0] == "pass"
-    verdict, reasons = gate_decision([ok, fail], new_ood_failures=0, error_rate=0.5)
-    assert verdict == "fail" and reasons[0].startswith("f: significant drop")
-    assert gate_decision([ok], new_ood_failures=2, error_rate=0.0) == (
-        "fail",
-        ["2 out-of-domain question(s) refused on base are answered on head"],
+    assert gate_decision([ok, ungated_fail]).verdict == "pass"
+    decision = gate_decision([ok, fail], error_rate=0.5)
+    assert decision.verdict == "fail" and decision.reasons[0].startswith("f: significant drop")
+    assert gate_decision([ok], new_ood_failures=2).reasons == (
+        "2 out-of-domain question(s) refused on base are answered on head",
     )
-    verdict, reasons = gate_decision([ok], new_ood_failures=0, error_rate=0.06)
-    assert verdict == "inconclusive" and reasons == ["error rate 6.0% exceeds the budget of 5.0%"]
-    assert gate_decision([ok, unsure], new_ood_failures=0, error_rate=0.0)[0] == "inconclusive"
-    assert gate_decision([ok, unsure], new_ood_failures=0, error_rate=0.0, strict=True)[0] == "fail"
+    assert gate_decision([ok], new_ood_failures=2, fail_on_new_ood=False).verdict == "pass"
+    decision = gate_decision([ok], error_rate=0.06)
+    assert decision.verdict == "inconclusive" and decision.reasons == ("error rate 6.0% exceeds the budget of 5.0%",)
+    assert gate_decision([ok, unsure]).verdict == "inconclusive"
+    assert gate_decision([ok, unsure], strict=True).verdict == "fail"
+
+
+def test_new_ood_failures_block_only_with_a_significant_refusal_drop():
+    refusal_base, refusal_head = np.ones(12), np.r_[np.zeros(6), np.ones(6)]
+    (significant,) = analyze_metrics([metric("refusal", "binary", refusal_base, refusal_head)])
+    assert significant.p_adjusted == pytest.approx(stats.binomtest(0, 6, alternative="less").pvalue)  # 1/64
+    assert gate_decision([significant], new_ood_failures=6, refusal=significant).verdict == "fail"
+    (weak,) = analyze_metrics([metric("refusal", "binary", np.ones(12), np.r_[np.zeros(2), np.ones(10)])])
+    assert weak.p_adjusted == pytest.approx(0.25)  # binomtest(0, 2, alternative="less")
+    decision = gate_decision([weak], new_ood_failures=2, refusal=weak)
+    assert decision.verdict == "inconclusive" and not any("out-of-domain" in r for r in decision.reasons)
+    assert decision.warnings and "not significant (p (Holm) = 0.25)" in decision.warnings[0]
 
 
 def test_metric_without_pairs_is_inconclusive():
     base = np.full((5, 1), np.nan)
     (res,) = analyze_metrics([metric("m", "graded", base, np.ones(5))])
     assert res.n_pairs == 0 and res.status == "inconclusive" and res.reason == "only 0 paired case(s)"
-    assert gate_decision([res], new_ood_failures=0, error_rate=0.0)[0] == "inconclusive"
-    assert gate_decision([], new_ood_failures=0, error_rate=0.0) == ("pass", ["no gated metrics"])
+    assert gate_decision([res]).verdict == "inconclusive"
+    assert gate_decision([]).reasons == ("no gated metrics",)
 
 
 def test_invalid_inputs_raise():

@@ -151,17 +151,17 @@ def compare(
       rag-gate compare out/base out/head --out out/report
       rag-gate compare --golden golden.jsonl base.jsonl head.jsonl --out out/report
     """
+    from gate import outputs
+    from gate.comparison import exit_code_for
     from gate.config import load_config
     from gate.flow import compare_runs
 
     config = load_config(config_path) if config_path else None
-    outcome = compare_runs(base, head, out, config=config, golden=golden, strict=strict)
-    if fmt == "json":
-        click.echo(outcome.report_path.read_text(encoding="utf-8"), nl=False)
-    else:
-        click.echo(outcome.comment)
-    click.echo(f"verdict: {outcome.verdict} (report: {outcome.report_path})", err=True)
-    sys.exit(outcome.exit_code)
+    comparison = compare_runs(base, head, out, config=config, golden=golden, strict=strict)
+    texts = outputs.write(comparison, out, [outputs.Output.JSON, outputs.Output.COMMENT])
+    click.echo(texts[outputs.Output.JSON if fmt == "json" else outputs.Output.COMMENT], nl=fmt != "json")
+    click.echo(f"verdict: {comparison.verdict} (report: {outputs.path(out, outputs.Output.JSON)})", err=True)
+    sys.exit(exit_code_for(comparison.verdict, "fail"))
 
 
 @main.command()

@@ -17,21 +17,17 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
 
-from gate import __version__
+from gate import __version__, outputs
+from gate.comparison import Comparison, FailOn, exit_code_for
 from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
-from gate.flow import Outcome, compare_runs, run_side
-from gate.golden import file_sha256, load_golden
+from gate.flow import compare_runs, run_side
+from gate.golden import file_sha256
+from gate.outputs import Output
+from gate.outputs.annotations import annotation
 from gate.pr import cache, gitops
 from gate.pr import github as gh
-from gate.report import render_comment
-
-FailOn = Literal["fail", "inconclusive", "never"]
-FAIL_ON: tuple[FailOn, ...] = ("fail", "inconclusive", "never")
-MAX_ANNOTATIONS = 10
-"""GitHub shows at most 10 error annotations per step; the rest are counted in one more line."""
 
 UNSAFE_EVENT_HELP = (
     "rag-gate refuses to run on `pull_request_target`: that event gives the job a write token and the "
@@ -80,8 +76,8 @@ class PrResult:
     """``pass`` | ``fail`` | ``inconclusive``."""
     exit_code: int
     """0 or 1, from the verdict and ``fail_on``."""
-    report: dict[str, Any]
-    """The comparison report (``report.json``)."""
+    comparison: Comparison
+    """The comparison (``report.json``)."""
     report_path: Path
     comment_path: Path
     comment_status: str
@@ -90,25 +86,6 @@ class PrResult:
     """The merge base that was evaluated."""
     base_cached: bool
     """True when the base run came from the cache."""
-
-
-def exit_code_for(verdict: str, fail_on: FailOn) -> int:
-    """The process exit code for a verdict: 1 when ``fail_on`` says the verdict blocks the merge, else 0.
-
-    Args:
-        verdict: ``pass`` | ``fail`` | ``inconclusive``.
-        fail_on: ``fail`` (only fail blocks), ``inconclusive`` (fail and inconclusive block), ``never``.
-
-    Returns:
-        0 or 1 (2 and 3 are reserved for bad input and broken evaluation, raised as errors).
-
-    Raises:
-        InputError: unknown ``fail_on``.
-    """
-    if fail_on not in FAIL_ON:
-        raise InputError(f"--fail-on: must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
-    blocking = {"fail": {"fail"}, "inconclusive": {"fail", "inconclusive"}, "never": set()}[fail_on]
-    return 1 if verdict in blocking else 0
 
 
 def refuse_unsafe_event(context: gh.GithubContext) -> None:
@@ -183,32 +160,6 @@ def _relative(path: Path, root: Path | None) -> str:
         except ValueError:
             pass
     return str(path)
-
-
-def _case_annotations(report: Mapping[str, Any], golden: Path, repo: Path) -> list[str]:
-    """``::error`` lines for new out-of-domain failures and regressed cases, ``::warning`` for old OOD failures."""
-    lines_by_id = {case.id: case.line for case in load_golden(golden)}
-    file = _relative(golden, repo)
-    found: list[tuple[str, str, str, str]] = []
-    for case in report.get("ood_failures", []):
-        level = "error" if case.get("new") else "warning"
-        title = f"out-of-domain case {case['id']} {'is now answered' if case.get('new') else 'is not refused'}"
-        found.append((level, case["id"], title, f"{case.get('question', '')}\nanswer: {case.get('answer', '')}"))
-    for case in report.get("regressed_cases", []):
-        moves = ", ".join(
-            f"{m['name']} {m['base']:.3g} → {m['head']:.3g}"
-            for m in case.get("metrics", [])
-            if isinstance(m.get("base"), int | float) and isinstance(m.get("head"), int | float)
-        )
-        found.append(("error", case["id"], f"case {case['id']} regressed", f"{case.get('question', '')}\n{moves}"))
-    found.sort(key=lambda item: item[0] != "error")  # errors (new OOD failures, then regressions) first
-    out = [
-        gh.annotation(level, message, title=f"rag-gate: {title}", file=file, line=lines_by_id.get(case_id))
-        for level, case_id, title, message in found[:MAX_ANNOTATIONS]
-    ]
-    if len(found) > MAX_ANNOTATIONS:
-        out.append(gh.annotation("error", f"{len(found) - MAX_ANNOTATIONS} more cases: see the PR comment"))
-    return out
 
 
 def _post_comment(
@@ -297,22 +248,19 @@ def _run(
     head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats)
     shutil.rmtree(out / "head", ignore_errors=True)
     head_run = run_side(head, out / "head", progress=options.progress, git_sha=head_sha, git_ref="HEAD")
-    outcome = compare_runs(base_run, head_run, out, config=base, golden=head.golden, strict=options.strict)
-
-    comment = outcome.comment
-    if context.run_url:  # truncated lists then link to the job summary of this run
-        comment = render_comment(outcome.report, details_url=context.run_url)
-        outcome.comment_path.write_text(comment, encoding="utf-8")
-    status, url, warning = _post_comment(options, context, token, comment, policy)
+    comparison = compare_runs(base_run, head_run, out, config=base, golden=head.golden, strict=options.strict)
+    render_options = outputs.RenderOptions(details_url=context.run_url, golden_file=_relative(head.golden, repo))
+    texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
+    status, url, warning = _post_comment(options, context, token, texts[Output.COMMENT], policy)
     if status == "local":
-        emit(comment)
-    _report(outcome, context, emit, warning, repo, head.golden, status=status, url=url)
+        emit(texts[Output.COMMENT])
+    _report(comparison, render_options, out, context, emit, warning, repo, status=status, url=url)
     return PrResult(
-        verdict=outcome.verdict,
-        exit_code=exit_code_for(outcome.verdict, options.fail_on),
-        report=outcome.report,
-        report_path=outcome.report_path,
-        comment_path=outcome.comment_path,
+        verdict=comparison.verdict,
+        exit_code=exit_code_for(comparison.verdict, options.fail_on),
+        comparison=comparison,
+        report_path=outputs.path(out, Output.JSON),
+        comment_path=outputs.path(out, Output.COMMENT),
         comment_status=status,
         base_sha=base_sha,
         base_cached=cached,
@@ -320,47 +268,46 @@ def _run(
 
 
 def _report(
-    outcome: Outcome,
+    comparison: Comparison,
+    render_options: outputs.RenderOptions,
+    out: Path,
     context: gh.GithubContext,
     emit: Callable[[str], None],
     warning: str,
     repo: Path,
-    golden: Path,
     *,
     status: str,
     url: str | None,
 ) -> None:
-    """Job summary, outputs and annotations for a finished comparison."""
-    report = outcome.report
+    """Job summary, step outputs and annotations for a finished comparison."""
     if warning:
-        emit(gh.annotation("warning", warning, title="rag-gate: comment not posted"))
+        emit(annotation("warning", warning, title="rag-gate: comment not posted"))
     if context.step_summary is not None:
         note = f"> [!WARNING]\n> {warning}\n\n" if warning else ""
-        gh.append_summary(context.step_summary, note + render_comment(report, max_chars=gh.SUMMARY_LIMIT - 10_000))
+        gh.append_summary(context.step_summary, note + outputs.render(comparison, Output.SUMMARY, render_options))
     if context.output is not None:
         root = context.workspace or repo
         gh.write_outputs(
             context.output,
             {
-                "verdict": outcome.verdict,
-                "regressed-count": len(report.get("regressed_cases", [])),
-                "ood-failure-count": len(report.get("ood_failures", [])),
-                "report-path": _relative(outcome.report_path, root),
-                "comment-path": _relative(outcome.comment_path, root),
+                "verdict": comparison.verdict,
+                "regressed-count": len(comparison.regressed_cases),
+                "ood-failure-count": len(comparison.ood_failures),
+                "report-path": _relative(outputs.path(out, Output.JSON), root),
+                "comment-path": _relative(outputs.path(out, Output.COMMENT), root),
                 "comment-url": url or "",
                 "comment-status": status,
             },
         )
-    if context.in_actions:
-        for line in _case_annotations(report, golden, repo):
-            emit(line)
+    if context.in_actions and (lines := outputs.render(comparison, Output.ANNOTATIONS, render_options)):
+        emit(lines)
 
 
 def _report_error(exc: GateError, context: gh.GithubContext, emit: Callable[[str], None]) -> None:
     """Put a user-facing error in the job summary, an ``::error`` annotation and the ``verdict`` output."""
     kind = "bad input or usage" if exc.exit_code == 2 else "the evaluation itself could not run"
     if context.in_actions:
-        emit(gh.annotation("error", str(exc), title=f"rag-gate: {kind} (exit {exc.exit_code})"))
+        emit(annotation("error", str(exc), title=f"rag-gate: {kind} (exit {exc.exit_code})"))
     if context.step_summary is not None:
         gh.append_summary(
             context.step_summary,

@@ -18,16 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gate.errors import InputError, located
+from gate.outputs.annotations import escape_data
+from gate.outputs.markdown import GITHUB_COMMENT_LIMIT as COMMENT_LIMIT
+from gate.outputs.markdown import MARKER, SUMMARY_LIMIT, cap_text
 
 if TYPE_CHECKING:
     from github import Github
 
-MARKER = "<!-- rag-gate -->"
-"""Hidden marker that starts the sticky comment; the comment carrying it is edited in place on every push."""
-COMMENT_LIMIT = 65_536
-"""GitHub rejects issue comments longer than this many characters."""
-SUMMARY_LIMIT = 1_000_000
-"""The job summary of one step is limited to 1 MiB; stay a little below it (characters)."""
 DEFAULT_API_URL = "https://api.github.com"
 PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
 DOCS_URL = "https://github.com/rag-gate/rag-gate#github-action"
@@ -258,32 +255,6 @@ class CommentResult:
     """``html_url`` of the comment (empty if the server gave none)."""
 
 
-def cap_text(text: str, limit: int, where: str) -> str:
-    """Cut ``text`` to at most ``limit`` characters at a line boundary, saying what was left out.
-
-    A guard behind the report's own truncation of per-case lists: it only fires when a template grew
-    past the limit.
-
-    Args:
-        text: markdown.
-        limit: maximum length in characters (> 200).
-        where: where the full text is, e.g. "report.json and the job summary".
-
-    Returns:
-        ``text`` itself when it fits, else a prefix ending with a note; ``len(result) <= limit``.
-    """
-    if len(text) <= limit:
-        return text
-
-    def note(left: int) -> str:
-        return f"\n\n_… {left:,} more characters were left out; the full report is in {where}._\n"
-
-    keep = limit - len(note(len(text)))
-    cut = text.rfind("\n", 0, keep)
-    cut = cut if cut > 0 else keep
-    return text[:cut] + note(len(text) - cut)
-
-
 def comment_body(markdown: str, marker: str = MARKER) -> str:
     """Prefix the report with the hidden marker and cap it below GitHub's comment limit.
 
@@ -392,43 +363,6 @@ def write_outputs(path: Path, outputs: Mapping[str, object]) -> None:
                 handle.write(f"{name}<<{delimiter}\n{text}\n{delimiter}\n")
             else:
                 handle.write(f"{name}={text}\n")
-
-
-def escape_data(text: str) -> str:
-    """Escape the message of a workflow command: ``%`` → ``%25``, CR → ``%0D``, LF → ``%0A``."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    """Escape a workflow command property value: as :func:`escape_data`, plus ``:`` → ``%3A``, ``,`` → ``%2C``."""
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def annotation(
-    level: Literal["error", "warning", "notice"],
-    message: str,
-    *,
-    title: str | None = None,
-    file: str | None = None,
-    line: int | None = None,
-) -> str:
-    """Format an ``::error`` / ``::warning`` / ``::notice`` workflow command (one line, escaped).
-
-    Args:
-        level: annotation level.
-        message: free text; newlines become ``%0A``.
-        title: annotation title.
-        file: path relative to the repository root.
-        line: 1-based line in ``file``.
-
-    Returns:
-        e.g. ``::error file=eval/golden.jsonl,line=7,title=rag-gate::case q7 regressed``.
-
-    Source: GitHub Actions "Workflow commands for GitHub Actions".
-    """
-    props = {"file": file, "line": line, "title": title}
-    rendered = ",".join(f"{key}={escape_property(str(value))}" for key, value in props.items() if value is not None)
-    return f"::{level}{' ' + rendered if rendered else ''}::{escape_data(message)}"
 
 
 def add_mask(secret: str) -> str:

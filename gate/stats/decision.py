@@ -17,6 +17,9 @@ from gate.stats.power import recommendation, variance_decomposition
 from gate.stats.significance import holm, mcnemar_exact, sign_flip_test
 
 Status = Literal["pass", "fail", "inconclusive"]
+"""A metric's outcome."""
+Verdict = Literal["pass", "fail", "inconclusive"]
+"""The gate's outcome."""
 ZERO_MARGIN_ALPHA = 0.01
 """One-sided level used for a metric whose margin is 0 (STATISTICS.md §6 item 3)."""
 POWER = 0.8
@@ -356,38 +359,85 @@ def _result(
     )
 
 
+@dataclass(frozen=True)
+class Decision:
+    """The gate's verdict with the lines that explain it."""
+
+    verdict: Verdict
+    """pass, fail or inconclusive."""
+    reasons: tuple[str, ...]
+    """One line per failing, inconclusive or budget-breaking item, or one line for a pass."""
+    warnings: tuple[str, ...]
+    """Findings that did not decide the verdict (e.g. new out-of-domain failures without evidence)."""
+
+
+def error_rate(inputs: Sequence[MetricInput]) -> float:
+    """The larger of the two sides' shares of failed scores over the gated metrics.
+
+    Args:
+        inputs: every metric's input; only gated ones count.
+
+    Returns:
+        max over sides of (failed gated scores / gated scores) in [0, 1]; 0 without gated scores.
+    """
+    gated = [inp for inp in inputs if inp.gated]
+    rates = []
+    for failed, values in (("failed_base", "base"), ("failed_head", "head")):
+        rows = sum(getattr(inp, values).size for inp in gated)
+        if rows:
+            rates.append(sum(int(np.asarray(getattr(inp, failed)).sum()) for inp in gated) / rows)
+    return max(rates, default=0.0)
+
+
 def gate_decision(
     results: Sequence[MetricResult],
     *,
-    new_ood_failures: int,
-    error_rate: float,
+    new_ood_failures: int = 0,
+    refusal: MetricResult | None = None,
+    fail_on_new_ood: bool = True,
+    alpha: float = 0.05,
+    error_rate: float = 0.0,
     error_budget: float = 0.05,
     strict: bool = False,
-) -> tuple[Status, list[str]]:
+) -> Decision:
     """The verdict of the whole gate from the gated metrics, out-of-domain failures and the error rate.
 
-    FAIL if any gated metric fails or an out-of-domain question that base refused is now answered;
-    otherwise INCONCLUSIVE if the share of failed evaluations exceeds ``error_budget`` (pairs are then
-    drawn from a possibly biased subset) or any gated metric is inconclusive; otherwise PASS. A shown
-    regression is not excused by errors. ``strict`` turns INCONCLUSIVE into FAIL.
+    FAIL if any gated metric fails, or (``fail_on_new_ood``) out-of-domain questions that base refused in every
+    repeat are answered on head in every repeat **and** the refusal metric's one-sided test shows a drop at
+    ``alpha`` (its Holm p when gated, raw p otherwise; no margin) — a lone flip of a sampled generator is noise
+    as often as not, so without that evidence the flips are a warning. Otherwise INCONCLUSIVE if the share of
+    failed evaluations exceeds ``error_budget`` (pairs are then drawn from a possibly biased subset) or any gated
+    metric is inconclusive; otherwise PASS. A shown regression is not excused by errors. ``strict`` turns
+    INCONCLUSIVE into FAIL.
 
     Args:
         results: from :func:`analyze_metrics`; ungated ones are ignored.
         new_ood_failures: out-of-domain cases refused on base and answered on head, ≥ 0.
-        error_rate: failed evaluations / all evaluations over both sides, in [0, 1].
+        refusal: the refusal metric's result, when the metric is computed.
+        fail_on_new_ood: let new out-of-domain failures block (DESIGN §4).
+        alpha: the level for the refusal drop, in (0, 0.5).
+        error_rate: from :func:`error_rate`, in [0, 1].
         error_budget: largest tolerated ``error_rate``, in [0, 1].
         strict: release mode.
 
     Returns:
-        (verdict, reasons): one reason per failing, inconclusive or budget-breaking item, or a single
-        reason for a pass.
+        The :class:`Decision`.
 
     Source: STATISTICS.md §3 and §6 (three-outcome rule, strict mode); DESIGN.md §4.
 
     """
-    fails, doubts = [], []
-    if new_ood_failures > 0:
-        fails.append(f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head")
+    fails, doubts, warnings = [], [], []
+    if new_ood_failures and fail_on_new_ood:
+        p_refusal = None if refusal is None else (refusal.p_adjusted if refusal.gated else refusal.p_value)
+        if p_refusal is None or p_refusal <= alpha:
+            fails.append(f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head")
+        else:
+            label = "p (Holm)" if refusal is not None and refusal.gated else "p"
+            warnings.append(
+                f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head, but the drop "
+                f"in refusals is not significant ({label} = {p_refusal:.3g}): listed, not blocking (more cases or "
+                "repeats tell a real drop from noise)"
+            )
     for res in results:
         if res.gated and res.status == "fail":
             fails.append(f"{res.name}: {res.reason}")
@@ -396,10 +446,9 @@ def gate_decision(
     if error_rate > error_budget:
         doubts.insert(0, f"error rate {error_rate:.1%} exceeds the budget of {error_budget:.1%}")
     if fails:
-        return "fail", fails
+        return Decision("fail", tuple(fails), tuple(warnings))
     if doubts:
-        return ("fail" if strict else "inconclusive"), doubts
+        return Decision("fail" if strict else "inconclusive", tuple(doubts), tuple(warnings))
     n_gated = sum(res.gated for res in results)
-    return "pass", [
-        f"all {n_gated} gated metric(s) non-inferior within their margins" if n_gated else "no gated metrics"
-    ]
+    reason = f"all {n_gated} gated metric(s) non-inferior within their margins" if n_gated else "no gated metrics"
+    return Decision("pass", (reason,), tuple(warnings))

@@ -1,4 +1,4 @@
-"""Render the report object as a markdown PR comment (Jinja2), safely and within GitHub's size limit.
+"""Markdown renderers (Jinja2): the PR comment and the job summary, safely and within GitHub's size limits.
 
 Every value a template prints is escaped by default (Jinja ``finalize``): markdown and HTML metacharacters,
 table pipes, backticks and ``@mentions`` in questions, answers and chunks cannot break the layout or ping anyone.
@@ -15,12 +15,18 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from gate.comparison import Comparison, clip
+
 MARKER = "<!-- rag-gate -->"
 """Hidden marker that identifies the sticky comment."""
 GITHUB_COMMENT_LIMIT = 65_536
 """GitHub's maximum comment body length, in characters."""
+SUMMARY_LIMIT = 1_000_000
+"""The job summary of one step is limited to 1 MiB; stay a little below it (characters)."""
 DEFAULT_MAX_CHARS = 60_000
 """Default cap: below GitHub's limit, with room for the marker and a footer."""
+CASE_LISTS = ("regressed_cases", "suspected_cases", "ood_failures", "improved_cases", "flaky_cases", "errors")
+"""The per-case lists of a :class:`~gate.comparison.Comparison` that are shortened when a comment is too long."""
 CELL_LIMIT = 300
 """Characters of untrusted text kept in one table cell or list item."""
 
@@ -41,9 +47,7 @@ def escape_markdown(text: Any, limit: int = CELL_LIMIT) -> str:
     ``#`` that starts a word, so that ``@user`` mentions nobody and ``#123`` links no issue (``rate@5`` is left
     alone: GitHub mentions need a non-word character before the ``@``).
     """
-    text = " ".join(_INVISIBLE.sub("", str(text)).split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
+    text = clip(" ".join(_INVISIBLE.sub("", str(text)).split()), limit) or ""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MD_SPECIAL.sub(r"\\\1", text)
     text = _REFERENCE.sub("#\u2060", text)
@@ -75,7 +79,7 @@ def fmt_p(value: Any) -> Markup:
 
 
 def _environment(template_dir: Path | None) -> jinja2.Environment:
-    loaders: list[jinja2.BaseLoader] = [jinja2.PackageLoader("gate", "templates")]
+    loaders: list[jinja2.BaseLoader] = [jinja2.PackageLoader("gate.outputs", "templates")]
     if template_dir is not None:
         loaders.insert(0, jinja2.FileSystemLoader(str(template_dir)))
     env = jinja2.Environment(
@@ -93,20 +97,20 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
 
 
 def render_comment(
-    report: dict[str, Any],
+    comparison: Comparison,
     *,
     max_chars: int = DEFAULT_MAX_CHARS,
     template_dir: Path | None = None,
     details_url: str | None = None,
 ) -> str:
-    """Render the markdown comment from a report object, at most ``max_chars`` characters.
+    """Render the markdown comment of a comparison, at most ``max_chars`` characters.
 
     When the full comment is too long, the per-case lists are cut (fewer and fewer items, down to none) and each
     cut list ends with a line saying how many cases were left out and where the full list is.
 
     Args:
-        report: the object of ``report.json`` (see ``gate.compare.build_report``).
-        max_chars: hard cap on the result (GitHub allows 65,536).
+        comparison: what to render.
+        max_chars: hard cap on the result (GitHub allows 65,536 in a comment, 1 MiB in a job summary).
         template_dir: a directory with a ``comment.md.j2`` overriding the shipped template.
         details_url: where the full report is (an artifact or run URL), mentioned in truncation notes.
 
@@ -117,25 +121,36 @@ def render_comment(
     template = _environment(template_dir).get_template("comment.md.j2")
     limit: int | None = None
     while True:
-        text = template.render(report=report, limit=limit, details_url=details_url)
+        text = template.render(report=comparison, limit=limit, details_url=details_url)
         if len(text) <= max_chars:
             return text
-        longest = max(
-            len(report.get(key, []))
-            for key in (
-                "regressed_cases",
-                "suspected_cases",
-                "ood_failures",
-                "improved_cases",
-                "flaky_cases",
-                "errors",
-            )
-        )
         if limit == 0:
             raise ValueError(f"the comment is {len(text)} characters even without case lists (cap {max_chars})")
+        longest = max(len(getattr(comparison, key)) for key in CASE_LISTS)
         limit = min(longest, limit if limit is not None else longest) // 2
 
 
-def render_summary(report: dict[str, Any], template_dir: Path | None = None) -> str:
-    """The full report as markdown for the job summary (no per-list truncation; GitHub allows 1 MiB there)."""
-    return render_comment(report, max_chars=1_000_000, template_dir=template_dir)
+def cap_text(text: str, limit: int, where: str) -> str:
+    """Cut ``text`` to at most ``limit`` characters at a line boundary, saying what was left out.
+
+    A guard behind the renderers' own truncation of per-case lists: it only fires when a template grew
+    past the limit.
+
+    Args:
+        text: markdown.
+        limit: maximum length in characters (> 200).
+        where: where the full text is, e.g. "report.json and the job summary".
+
+    Returns:
+        ``text`` itself when it fits, else a prefix ending with a note; ``len(result) <= limit``.
+    """
+    if len(text) <= limit:
+        return text
+
+    def note(left: int) -> str:
+        return f"\n\n_… {left:,} more characters were left out; the full report is in {where}._\n"
+
+    keep = limit - len(note(len(text)))
+    cut = text.rfind("\n", 0, keep)
+    cut = cut if cut > 0 else keep
+    return text[:cut] + note(len(text) - cut)

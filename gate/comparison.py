@@ -1,0 +1,366 @@
+"""The typed result of comparing base with head: :class:`Comparison`, and ``report.json``, its serialisation.
+
+Everything a renderer shows (the PR comment, the job summary, annotations, JSON) is read from a
+:class:`Comparison`; nothing is recomputed or decided while rendering. ``report.json`` is
+:meth:`Comparison.to_dict` written as JSON (NaN as ``null``, validated by ``gate/schemas/report.schema.json``);
+:func:`load_report` reads it back, also from older schema versions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from gate.errors import InputError
+from gate.jsonl import clean_nan, pretty_json
+from gate.stats.cases import CaseStatus
+from gate.stats.decision import MetricResult, Verdict
+
+SCHEMA_VERSION = 2
+"""Version of ``report.json``; :func:`load_report` migrates older versions."""
+TEXT_LIMIT = 600
+"""Characters of untrusted text (questions, answers, chunks) kept per field in a comparison."""
+MESSAGE_LIMIT = 300
+"""Characters of an error message kept per entry."""
+FailOn = Literal["fail", "inconclusive", "never"]
+"""Which verdicts block a merge (exit 1): fail; inconclusive (and fail); never."""
+FAIL_ON: tuple[FailOn, ...] = ("fail", "inconclusive", "never")
+
+
+def clip(text: str | None, limit: int = TEXT_LIMIT) -> str | None:
+    """``text`` cut to at most ``limit`` characters (the last one an ellipsis when cut); None stays None."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """Summary of one side's per-case means of a metric (cases where it applies)."""
+
+    n: int
+    """Cases with a valid value."""
+    mean: float | None
+    """Mean of the per-case means; None when ``n`` is 0."""
+    sd: float | None
+    """Sample standard deviation (ddof 1) of the per-case means; 0 for one case, None for none."""
+    p10: float | None
+    """10th percentile of the per-case means (numpy's linear interpolation)."""
+    share_below_0_5: float | None
+    """Share of cases whose mean is below 0.5, in [0, 1]."""
+
+
+@dataclass(frozen=True)
+class SideAggregates:
+    """A metric's :class:`Aggregate` on each side."""
+
+    base: Aggregate
+    """Base side."""
+    head: Aggregate
+    """Head side."""
+
+
+@dataclass(frozen=True)
+class MetricRow(MetricResult):
+    """One metric of the comparison: the statistics of :class:`~gate.stats.decision.MetricResult` plus display data."""
+
+    label: str
+    """Display label, e.g. ``Hit rate@5``."""
+    aggregates: SideAggregates
+    """Per-side summaries of the per-case means."""
+
+
+@dataclass(frozen=True)
+class CaseMetric:
+    """How one metric moved on one case."""
+
+    name: str
+    """Metric name."""
+    base: float
+    """Mean over the case's valid base repeats (metric units)."""
+    head: float
+    """Mean over the case's valid head repeats."""
+    effect: float
+    """Oriented head − base (negative = worse)."""
+    p_value: float
+    """One-sided per-case p for "head worse"; NaN for a single observation per side."""
+    p_adjusted: float
+    """Benjamini–Hochberg adjusted p across the metric's cases; NaN when ``p_value`` is."""
+    status: CaseStatus
+    """The case's status for this metric."""
+    evidence: Literal["tested", "single observation"]
+    """Whether a per-case test backs the status, or it rests on one observation per side."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of the head's answer that the judge did not find supported, with its closest chunk."""
+
+    claim: str
+    """The claim text."""
+    verdict: str
+    """``contradicted`` or ``unverifiable`` (supported claims are not listed)."""
+    chunk_id: str | None = None
+    """Id of the closest chunk, if any."""
+    chunk_text: str | None = None
+    """That chunk's text (or its best-matching sentence), clipped."""
+    similarity: float = 0.0
+    """Similarity of claim and chunk in [0, 1]."""
+    contradiction_level: str = "NONE"
+    """NONE, SOMETIMES or ALL across the chunks that cover the claim."""
+    reason: str = ""
+    """The judge's one-line reason."""
+
+
+@dataclass(frozen=True)
+class CaseEntry:
+    """A golden case listed in the comparison (regressed, suspected, improved or flaky)."""
+
+    id: str
+    """Golden case id."""
+    question: str
+    """The question (clipped)."""
+    line: int
+    """1-based line of the case in the golden file (0 when unknown)."""
+    metrics: tuple[CaseMetric, ...]
+    """The metrics that put the case in its list."""
+    answer_base: str | None
+    """Base's first valid answer (clipped), None when every repeat failed."""
+    answer_head: str | None
+    """Head's first valid answer (clipped)."""
+    claims: tuple[Claim, ...]
+    """Unsupported and contradicted claims of head's first judged answer."""
+    dropped_docs: tuple[str, ...]
+    """Expected documents in base's top k that are not in head's top k."""
+    expected_doc_ids: tuple[str, ...]
+    """The case's expected documents."""
+
+
+@dataclass(frozen=True)
+class OodFailure:
+    """An out-of-domain case that head answered instead of refusing (in most repeats)."""
+
+    id: str
+    """Golden case id."""
+    question: str
+    """The question (clipped)."""
+    line: int
+    """1-based line of the case in the golden file (0 when unknown)."""
+    answer: str | None
+    """Head's first non-refusing answer (clipped)."""
+    new: bool
+    """Base refused in every repeat and head answered in every repeat."""
+    base_refusal_rate: float
+    """Share of base's valid repeats that refused (NaN when all failed)."""
+    head_refusal_rate: float
+    """Share of head's valid repeats that refused."""
+
+
+@dataclass(frozen=True)
+class ErrorEntry:
+    """A failed prediction or judge call."""
+
+    side: Literal["base", "head"]
+    """Which side failed."""
+    id: str
+    """Golden case id."""
+    repeat: int
+    """0-based repeat index."""
+    metric: str | None
+    """The metric a judge failure hit; None for a failed prediction."""
+    message: str
+    """Why (clipped to :data:`MESSAGE_LIMIT` characters)."""
+
+
+@dataclass(frozen=True)
+class JudgeInfo:
+    """The judge that scored a side."""
+
+    id: str
+    """Judge id."""
+    version: str
+    """Judge version."""
+
+
+@dataclass(frozen=True)
+class SideInfo:
+    """What was evaluated on one side."""
+
+    label: Literal["base", "head"]
+    """Which side."""
+    git_sha: str | None
+    """Commit evaluated, when known."""
+    git_ref: str | None
+    """Ref evaluated, when known."""
+    golden_sha256: str | None
+    """sha256 of the golden set file the side ran."""
+    config_sha256: str | None
+    """sha256 of the side's config file."""
+    judge: JudgeInfo | None
+    """The judge that scored the side."""
+    repeats: int
+    """Repeats per case (≥ 1)."""
+    n_cases: int
+    """Cases in the side's golden set."""
+    n_prediction_errors: int
+    """Failed predictions (case × repeat rows with an error)."""
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """Repeats per case on each side."""
+
+    base: int
+    """Base side."""
+    head: int
+    """Head side."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Base against head: per-metric statistics, case lists, failures and the gate's verdict.
+
+    Built by :func:`gate.compare.compare`; read by every renderer in :mod:`gate.outputs`. Floats that are
+    undefined are NaN here and ``null`` in ``report.json``.
+    """
+
+    schema_version: int
+    """:data:`SCHEMA_VERSION` of the model that wrote it."""
+    verdict: Verdict
+    """pass, fail or inconclusive (see :func:`gate.stats.decision.gate_decision`)."""
+    reasons: tuple[str, ...]
+    """One line per failing, inconclusive or budget-breaking item, or one line for a pass."""
+    warnings: tuple[str, ...]
+    """Things a reviewer should know that did not decide the verdict."""
+    gate_version: str
+    """rag-gate version that made the comparison."""
+    n_cases: int
+    """Cases compared (present in both golden sets)."""
+    n_out_of_domain: int
+    """Of those, out-of-domain cases."""
+    repeats: Repeats
+    """Repeats per case on each side."""
+    seed: int
+    """Seed of the bootstrap and the randomization tests."""
+    alpha: float
+    """One-sided family-wise level across gated metrics (Holm)."""
+    strict: bool
+    """Whether inconclusive counted as fail."""
+    error_rate: float
+    """Largest share of failed gated scores on one side, in [0, 1]."""
+    error_budget: float
+    """Largest tolerated ``error_rate``."""
+    base: SideInfo
+    """The base side."""
+    head: SideInfo
+    """The head side."""
+    metrics: tuple[MetricRow, ...]
+    """One row per configured metric, in config order."""
+    regressed_cases: tuple[CaseEntry, ...]
+    """Cases that regressed (worst first)."""
+    suspected_cases: tuple[CaseEntry, ...]
+    """Cases whose drop exceeds τ but is not significant (worst first)."""
+    improved_cases: tuple[CaseEntry, ...]
+    """Cases that improved (best first)."""
+    flaky_cases: tuple[CaseEntry, ...]
+    """Cases whose outcome varies across repeats on a side."""
+    ood_failures: tuple[OodFailure, ...]
+    """Out-of-domain cases head answered (new ones first)."""
+    new_ood_failures: int
+    """How many of ``ood_failures`` are new."""
+    unpaired_cases: tuple[str, ...]
+    """Ids present in only one side's golden set."""
+    errors: tuple[ErrorEntry, ...]
+    """Failed predictions and judge calls on both sides."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form of ``report.json`` (NaN and ±inf as None; tuples as lists)."""
+        return clean_nan(asdict(self))
+
+    def to_json(self) -> str:
+        """``report.json``'s text: indented JSON, non-ASCII kept, trailing newline; byte-identical for equal inputs."""
+        return pretty_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Comparison:
+        """Build a comparison from ``report.json``'s object (current schema version; see :func:`load_report`).
+
+        Raises:
+            ValueError: a field is missing or has the wrong type.
+        """
+        import dacite  # local: only readers of old reports need it
+
+        config = dacite.Config(type_hooks={float: _float}, cast=[tuple], strict=True)
+        try:
+            return dacite.from_dict(cls, data, config=config)
+        except dacite.DaciteError as exc:
+            raise ValueError(str(exc)) from None
+
+    @property
+    def gated(self) -> tuple[MetricRow, ...]:
+        """The metrics that decide the verdict."""
+        return tuple(m for m in self.metrics if m.gated)
+
+
+def exit_code_for(verdict: str, fail_on: FailOn) -> int:
+    """The process exit code for a verdict: 1 when ``fail_on`` says the verdict blocks the merge, else 0.
+
+    Args:
+        verdict: ``pass`` | ``fail`` | ``inconclusive``.
+        fail_on: ``fail`` (only fail blocks), ``inconclusive`` (fail and inconclusive block), ``never``.
+
+    Returns:
+        0 or 1 (2 and 3 are reserved for bad input and broken evaluation, raised as errors).
+
+    Raises:
+        InputError: unknown ``fail_on``.
+    """
+    if fail_on not in FAIL_ON:
+        raise InputError(f"--fail-on: must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+    blocking = {"fail": {"fail"}, "inconclusive": {"fail", "inconclusive"}, "never": set()}[fail_on]
+    return 1 if verdict in blocking else 0
+
+
+def _float(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 → 2: case entries and out-of-domain failures gained ``line`` (0 = unknown)."""
+    out = dict(data, schema_version=2)
+    for key in ("regressed_cases", "suspected_cases", "improved_cases", "flaky_cases", "ood_failures"):
+        out[key] = [{"line": 0, **entry} for entry in data.get(key, [])]
+    return out
+
+
+_MIGRATIONS = {1: _migrate_v1}
+
+
+def load_report(path: Path | str) -> Comparison:
+    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 and 2).
+
+    Raises:
+        InputError: the file is missing, not JSON, of an unknown schema version, or does not match the schema.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON report ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    version = data.get("schema_version")
+    while version in _MIGRATIONS:
+        data = _MIGRATIONS[version](data)
+        version = data["schema_version"]
+    if version != SCHEMA_VERSION:
+        raise InputError(f"{path}: schema_version {data.get('schema_version')!r} is not supported")
+    try:
+        return Comparison.from_dict(data)
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None

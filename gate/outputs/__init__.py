@@ -1,0 +1,111 @@
+"""Renderers: every output of a comparison is a pure function of the :class:`~gate.comparison.Comparison`.
+
+Callers pick the outputs they need (:class:`Output`); each is rendered once by :func:`render`, and :func:`write`
+writes the ones that are files into a directory. Nothing here decides anything: the verdict, the lists and every
+figure come from the comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from gate.comparison import Comparison
+from gate.jsonl import write_text_atomic
+from gate.outputs.annotations import render_annotations
+from gate.outputs.markdown import DEFAULT_MAX_CHARS, SUMMARY_LIMIT, render_comment
+
+
+class Output(StrEnum):
+    """The outputs of a comparison."""
+
+    JSON = "json"
+    """``report.json``: the comparison itself (schema ``gate/schemas/report.schema.json``)."""
+    COMMENT = "comment"
+    """``comment.md``: the PR comment (markdown, capped below GitHub's comment limit)."""
+    SUMMARY = "summary"
+    """The job summary: the comment's layout with every list in full (GitHub allows 1 MiB)."""
+    ANNOTATIONS = "annotations"
+    """``::error`` / ``::warning`` workflow commands for failing cases."""
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """Settings shared by the renderers."""
+
+    max_chars: int = DEFAULT_MAX_CHARS
+    """Cap of the comment, in characters."""
+    template_dir: Path | None = None
+    """A directory whose ``comment.md.j2`` overrides the shipped template."""
+    details_url: str | None = None
+    """Where the full report is (the workflow run), named when the comment's lists are cut."""
+    golden_file: str | None = None
+    """The golden set's path relative to the repository root (annotations point at its lines)."""
+
+
+@dataclass(frozen=True)
+class Renderer:
+    """How one output is made, and the file it is written to (None: not a file)."""
+
+    render: Callable[[Comparison, RenderOptions], str]
+    """Pure function of the comparison."""
+    filename: str | None
+    """File name in the output directory."""
+
+
+RENDERERS: dict[Output, Renderer] = {
+    Output.JSON: Renderer(lambda c, o: c.to_json(), "report.json"),
+    Output.COMMENT: Renderer(
+        lambda c, o: render_comment(c, max_chars=o.max_chars, template_dir=o.template_dir, details_url=o.details_url),
+        "comment.md",
+    ),
+    Output.SUMMARY: Renderer(
+        lambda c, o: render_comment(c, max_chars=SUMMARY_LIMIT - 10_000, template_dir=o.template_dir),
+        None,
+    ),
+    Output.ANNOTATIONS: Renderer(lambda c, o: render_annotations(c, o.golden_file), None),
+}
+"""Every :class:`Output` and its renderer."""
+
+
+def path(out_dir: Path, output: Output) -> Path:
+    """Where :func:`write` puts ``output`` in ``out_dir``.
+
+    Raises:
+        ValueError: the output is not a file.
+    """
+    name = RENDERERS[output].filename
+    if name is None:
+        raise ValueError(f"{output} is not written to a file")
+    return out_dir / name
+
+
+def render(comparison: Comparison, output: Output, options: RenderOptions | None = None) -> str:
+    """Render one output of ``comparison``.
+
+    Raises:
+        ValueError: the comment cannot fit ``options.max_chars`` even without case lists.
+    """
+    return RENDERERS[output].render(comparison, options or RenderOptions())
+
+
+def write(
+    comparison: Comparison, out_dir: Path, outputs: Iterable[Output], options: RenderOptions | None = None
+) -> dict[Output, str]:
+    """Render the chosen outputs once each, writing those that are files into ``out_dir`` (atomically).
+
+    Returns:
+        Output → rendered text, for the caller to print or post.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    texts = {}
+    for output in outputs:
+        texts[output] = text = render(comparison, output, options)
+        if RENDERERS[output].filename is not None:
+            write_text_atomic(path(out_dir, output), text)
+    return texts
+
+
+__all__ = ["RENDERERS", "Output", "RenderOptions", "Renderer", "path", "render", "write"]
