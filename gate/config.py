@@ -15,6 +15,7 @@ from gate.jsonl import schema_validator
 from gate.judges import JUDGES
 from gate.metrics import DEFAULT_METRICS, resolve
 from gate.metrics.generation import DEFAULT_REFUSAL_PHRASES
+from gate.sandbox import check_passthrough
 
 PRIMARY_METRICS = ("hit_rate@k", "mrr", "faithfulness", "answer_f1", "refusal", "false_refusal")
 """Metric families gated by default: one per question a user asks (found? ranked? grounded? correct? refuses?
@@ -153,6 +154,8 @@ class PipelineSpec:
     options: dict[str, Any] = field(default_factory=dict)
     workdir: Path = Path(".")
     env: dict[str, str] = field(default_factory=dict)
+    env_passthrough: tuple[str, ...] = ()
+    """Variables of rag-gate's environment given to the pipeline by name (on a PR, the base config's list)."""
     concurrency: int = 4
     timeout_s: float = 60.0
     startup_timeout_s: float = 120.0
@@ -345,6 +348,11 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
         trend=trend,
     )
     raw = data["pipeline"]
+    for i, name in enumerate(raw.get("env_passthrough", ())):
+        reason = check_passthrough(name)
+        if reason is not None:
+            keys = ["pipeline", "env_passthrough", i]
+            raise InputError(located(path, _line_of(text, keys), f"pipeline.env_passthrough.{i}", reason))
     pipeline = PipelineSpec(
         python=raw.get("python"),
         command=raw.get("command"),
@@ -352,6 +360,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
         options=dict(raw.get("options", {})),
         workdir=(root / raw.get("workdir", ".")).resolve(),
         env=dict(raw.get("env", {})),
+        env_passthrough=tuple(raw.get("env_passthrough", ())),
         concurrency=raw.get("concurrency", 4),
         timeout_s=float(raw.get("timeout_s", 60)),
         startup_timeout_s=float(raw.get("startup_timeout_s", 120)),

@@ -6,6 +6,10 @@
 - ``command: ...`` — a shell template run once per repeat in the side's directory; it must write predictions JSONL
   to ``{predictions}`` (placeholders: ``{golden}``, ``{predictions}``, ``{repeat}``).
 - ``predictions: FILE`` — precomputed predictions.
+
+Both run in a :class:`~gate.sandbox.Sandbox`: an allow-listed environment (plus the variables the config passes
+through by name), as the pipeline user when there is one, their output forwarded redacted; every string that comes
+back (answers, chunks, ids, error messages) is redacted before rag-gate keeps or shows it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import os
 import queue
 import shlex
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -30,6 +33,8 @@ from gate.errors import EvaluationError, InputError
 from gate.jsonl import validate
 from gate.models import GoldenCase, Prediction
 from gate.predictions import load_predictions, prediction_from_record
+from gate.redact import Redactor
+from gate.sandbox import Sandbox
 
 
 class CallFailed(Exception):
@@ -39,33 +44,41 @@ class CallFailed(Exception):
 class _Worker:
     """One long-lived worker subprocess serving calls to ``module:function``."""
 
-    def __init__(self, spec: PipelineSpec):
+    def __init__(self, spec: PipelineSpec, sandbox: Sandbox, tmpdir: Path):
         self._spec = spec
+        self._sandbox = sandbox
+        self._tmpdir = tmpdir
         self._proc: subprocess.Popen[str] | None = None
         self._replies: queue.Queue[str | None] = queue.Queue()
 
     def _start(self) -> None:
-        env = {**os.environ, **self._spec.env}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self._spec.workdir), env.get("PYTHONPATH")]))
+        spec, sandbox = self._spec, self._sandbox
+        env = sandbox.environment(spec.env_passthrough, spec.env, tmpdir=self._tmpdir)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(spec.workdir), env.get("PYTHONPATH")]))
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "gate._worker", self._spec.python],
-            cwd=self._spec.workdir,
+            [sandbox.python, "-m", "gate._worker", spec.python],
+            cwd=spec.workdir,
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=None,
+            stderr=subprocess.PIPE,
             text=True,
             encoding="utf-8",
+            errors="replace",
+            **sandbox.popen_kwargs(),
         )
+        assert self._proc.stderr is not None
+        sandbox.forward(self._proc.stderr)
         self._replies = queue.Queue()
         threading.Thread(target=self._read, args=(self._proc, self._replies), daemon=True).start()
         try:
-            ready = self._reply(timeout=self._spec.startup_timeout_s)
+            ready = self._reply(timeout=spec.startup_timeout_s)
         except CallFailed as exc:  # a worker that cannot start would fail every case: stop the run
-            raise EvaluationError(f"pipeline {self._spec.python} did not start: {exc} (importing the module)") from None
+            raise EvaluationError(f"pipeline {spec.python} did not start: {exc} (importing the module)") from None
         if not ready.get("ready"):
             self.stop()
-            raise EvaluationError(f"pipeline {self._spec.python}: {ready.get('error', 'worker did not start')}")
+            error = sandbox.redactor(str(ready.get("error", "worker did not start")))
+            raise EvaluationError(f"pipeline {spec.python}: {error}")
 
     @staticmethod
     def _read(proc: subprocess.Popen[str], replies: queue.Queue[str | None]) -> None:
@@ -99,7 +112,7 @@ class _Worker:
             raise CallFailed("pipeline process died") from None
         reply = self._reply(self._spec.timeout_s)
         if not reply.get("ok"):
-            raise CallFailed(reply.get("error", "unknown error"))
+            raise CallFailed(self._sandbox.redactor(str(reply.get("error", "unknown error"))))
         return reply
 
     def stop(self) -> None:
@@ -110,11 +123,11 @@ class _Worker:
             self._proc = None
 
 
-def _to_prediction(case: GoldenCase, repeat: int, reply: dict[str, Any], source: str) -> Prediction:
+def _to_prediction(case: GoldenCase, repeat: int, reply: dict[str, Any], source: str, redactor: Redactor) -> Prediction:
     result = reply["result"]
     if not isinstance(result, dict):
         raise CallFailed(f"expected a dict with 'answer' and 'retrieved', got {type(result).__name__}")
-    record = {"id": case.id, "repeat": repeat, **result}
+    record = {"id": case.id, "repeat": repeat, **redactor.redact(result)}
     record.setdefault("latency_ms", reply.get("latency_ms"))
     try:
         validate(record, "prediction", source, None)
@@ -124,20 +137,45 @@ def _to_prediction(case: GoldenCase, repeat: int, reply: dict[str, Any], source:
 
 
 def run_python(
-    spec: PipelineSpec, jobs: Iterable[tuple[GoldenCase, int]], on_result: Callable[[Prediction], None]
+    spec: PipelineSpec,
+    jobs: Iterable[tuple[GoldenCase, int]],
+    on_result: Callable[[Prediction], None],
+    *,
+    sandbox: Sandbox | None = None,
 ) -> None:
     """Call ``spec.python`` for each (case, repeat), ``spec.concurrency`` at a time; report each prediction.
 
     Calls that raise, crash the worker or time out are retried ``spec.retries`` times (retries are never counted
     as repeats); a call that still fails yields a prediction with ``error`` set.
 
+    Args:
+        spec: the pipeline section of the config.
+        jobs: (case, repeat index) pairs.
+        on_result: receives each prediction (redacted), in the order of ``jobs``.
+        sandbox: where the workers run (default: :meth:`Sandbox.from_environ` of ``os.environ``).
+
     Raises:
         EvaluationError: when the module cannot be imported (every call would fail).
 
     """
+    sandbox = sandbox or Sandbox.from_environ(os.environ)
+    with sandbox.scratch() as tmpdir:
+        try:
+            _serve(spec, jobs, on_result, sandbox, tmpdir)
+        finally:
+            sandbox.sweep()
+
+
+def _serve(
+    spec: PipelineSpec,
+    jobs: Iterable[tuple[GoldenCase, int]],
+    on_result: Callable[[Prediction], None],
+    sandbox: Sandbox,
+    tmpdir: Path,
+) -> None:
     workers: queue.Queue[_Worker] = queue.Queue()
     for _ in range(spec.concurrency):
-        workers.put(_Worker(spec))
+        workers.put(_Worker(spec, sandbox, tmpdir))
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(spec.retries + 1),
         retry=tenacity.retry_if_exception_type(CallFailed),
@@ -149,7 +187,7 @@ def run_python(
         worker = workers.get()
         try:
             reply = retrying(worker.call, case.to_dict())
-            return _to_prediction(case, repeat, reply, spec.python or "pipeline")
+            return _to_prediction(case, repeat, reply, spec.python or "pipeline", sandbox.redactor)
         except CallFailed as exc:
             return Prediction(id=case.id, repeat=repeat, error=str(exc))
         finally:
@@ -165,43 +203,64 @@ def run_python(
 
 
 def run_command(
-    spec: PipelineSpec, golden_path: Path, repeats: Iterable[int], n_cases: int, work_dir: Path
+    spec: PipelineSpec,
+    golden_path: Path,
+    repeats: Iterable[int],
+    n_cases: int,
+    work_dir: Path,
+    *,
+    sandbox: Sandbox | None = None,
 ) -> Iterator[Prediction]:
     """Run ``spec.command`` once per repeat and yield the predictions it wrote.
 
     The placeholders ``{golden}``, ``{predictions}`` and ``{repeat}`` are replaced (shell-quoted); other braces
-    are left alone (awk, JSON). The command writes ``work_dir/command-output-<repeat>.jsonl``, which is kept.
+    are left alone (awk, JSON). ``{predictions}`` is a file in a private temporary directory the command can write;
+    rag-gate keeps a redacted copy as ``work_dir/command-output-<repeat>.jsonl``. The command's output goes to
+    rag-gate's stderr, redacted.
+
+    Args:
+        spec: the pipeline section of the config.
+        golden_path: the golden set, given to the command as ``{golden}``.
+        repeats: repeat indices to run.
+        n_cases: cases in the golden set (the timeout is ``spec.timeout_s`` per case).
+        work_dir: the run directory.
+        sandbox: where the command runs (default: :meth:`Sandbox.from_environ` of ``os.environ``).
 
     Raises:
         EvaluationError: when the command fails, times out, writes no file, or writes a malformed one.
     """
+    sandbox = sandbox or Sandbox.from_environ(os.environ)
     for repeat in repeats:
-        out = work_dir / f"command-output-{repeat}.jsonl"
-        out.unlink(missing_ok=True)
-        command = (
-            spec.command.replace("{golden}", shlex.quote(str(golden_path)))
-            .replace("{predictions}", shlex.quote(str(out)))
-            .replace("{repeat}", str(repeat))
-        )
-        start = time.perf_counter()
-        try:
-            done = subprocess.run(
-                command,
-                shell=True,
-                cwd=spec.workdir,
-                env={**os.environ, **spec.env},
-                timeout=spec.timeout_s * max(n_cases, 1),
-                check=False,
+        kept = work_dir / f"command-output-{repeat}.jsonl"
+        kept.unlink(missing_ok=True)
+        with sandbox.scratch() as scratch:
+            out = scratch / f"predictions-{repeat}.jsonl"
+            command = (
+                spec.command.replace("{golden}", shlex.quote(str(golden_path)))
+                .replace("{predictions}", shlex.quote(str(out)))
+                .replace("{repeat}", str(repeat))
             )
-        except subprocess.TimeoutExpired:
-            raise EvaluationError(f"pipeline command timed out (repeat {repeat}): {command}") from None
-        if done.returncode != 0:
-            raise EvaluationError(f"pipeline command exited with {done.returncode} (repeat {repeat}): {command}")
-        if not out.exists():
-            raise EvaluationError(f"pipeline command wrote no predictions to {{predictions}}: {command}")
-        per_case_ms = (time.perf_counter() - start) * 1000.0 / max(n_cases, 1)
+            start = time.perf_counter()
+            try:
+                code = _run_shell(command, spec, sandbox, scratch, timeout=spec.timeout_s * max(n_cases, 1))
+            finally:
+                sandbox.sweep()
+            shown = sandbox.redactor(command)
+            if code is None:
+                raise EvaluationError(f"pipeline command timed out (repeat {repeat}): {shown}")
+            if code != 0:
+                raise EvaluationError(f"pipeline command exited with {code} (repeat {repeat}): {shown}")
+            if not out.is_file():
+                raise EvaluationError(f"pipeline command wrote no predictions to {{predictions}}: {shown}")
+            per_case_ms = (time.perf_counter() - start) * 1000.0 / max(n_cases, 1)
+            with (
+                out.open(encoding="utf-8", errors="surrogateescape") as source,
+                kept.open("w", encoding="utf-8", errors="surrogateescape") as copy,
+            ):
+                for line in source:
+                    copy.write(sandbox.redactor(line))
         try:
-            predictions = load_predictions(out)
+            predictions = load_predictions(kept)
         except InputError as exc:
             raise EvaluationError(f"pipeline command wrote malformed predictions: {exc}") from None
         for prediction in predictions:
@@ -209,3 +268,30 @@ def run_command(
             if values.get("latency_ms") is None:
                 values["latency_ms"] = per_case_ms
             yield prediction_from_record(values)
+
+
+def _run_shell(command: str, spec: PipelineSpec, sandbox: Sandbox, tmpdir: Path, *, timeout: float) -> int | None:
+    """Run ``command`` through the shell in the sandbox, its output forwarded; its exit code, or None on timeout."""
+    proc = subprocess.Popen(  # noqa: S602 - the config's own command
+        command,
+        shell=True,
+        cwd=spec.workdir,
+        env=sandbox.environment(spec.env_passthrough, spec.env, tmpdir=tmpdir),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        **sandbox.popen_kwargs(),
+    )
+    assert proc.stdout is not None
+    pump = sandbox.forward(proc.stdout)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None
+    finally:
+        pump.join(timeout=5)
