@@ -1,7 +1,8 @@
 """A local OpenAI-compatible chat-completions server on 127.0.0.1 for the LLM-backed judge tests.
 
-It answers ``POST /v1/chat/completions`` with scripted replies: valid JSON, broken JSON, HTTP 429 with
-``Retry-After``, HTTP 500, slow answers, truncated answers (``finish_reason: "length"``). Replies are taken
+It answers ``POST /v1/chat/completions`` with scripted replies: valid JSON, broken JSON, HTTP errors (401,
+429 with ``Retry-After``, 500, ...) with a message and code, slow or trickled answers, truncated answers
+(``finish_reason: "length"``), a JSON body cut short, completions with or without ``usage``. Replies are taken
 from a queue in order; when the queue is empty, ``responder(body) -> Reply`` answers. Every request is
 recorded (path, headers, parsed body) so tests can assert what a judge sent.
 """
@@ -13,9 +14,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+"""The ``usage`` every completion reports unless its reply says otherwise."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,16 @@ class Reply:
     status: int = 200
     headers: tuple[tuple[str, str], ...] = ()
     delay_s: float = 0.0
+    message: str | None = None
+    """The error message of an HTTP error reply (default "fake error <status>")."""
+    code: str | None = None
+    """The error code of an HTTP error reply (e.g. "model_not_found")."""
+    body: bytes | None = None
+    """Sent verbatim (with ``status``) instead of a completion: e.g. a JSON body cut short."""
+    usage: dict[str, int] | None = field(default_factory=lambda: dict(USAGE))
+    """The completion's ``usage``; None leaves the field out."""
+    trickle_s: float = 0.0
+    """Seconds between the bytes of the body (a server that trickles its answer)."""
 
     @classmethod
     def json(cls, obj: Any, **kw: Any) -> Reply:
@@ -44,15 +58,23 @@ class Reply:
         return cls(content=text, finish_reason="length")
 
     @classmethod
-    def error(cls, status: int, retry_after: float | None = None) -> Reply:
-        """An HTTP error (429, 500, ...), optionally with a ``Retry-After`` header in seconds."""
+    def error(cls, status: int, retry_after: float | None = None, message: str | None = None,
+              code: str | None = None) -> Reply:  # fmt: skip
+        """An HTTP error (401, 429, 500, ...), optionally with ``Retry-After`` (seconds), a message and a code."""
         headers = (("Retry-After", f"{retry_after:g}"),) if retry_after is not None else ()
-        return cls(status=status, headers=headers)
+        return cls(status=status, headers=headers, message=message, code=code)
+
+    @classmethod
+    def cut(cls, text: str = '{"faithfulness": 3, "relevance": 3, "reason": "ok"}', keep: int = 60) -> Reply:
+        """HTTP 200 whose JSON body (a completion of ``text``) is cut after ``keep`` bytes."""
+        whole = json.dumps({"id": "chatcmpl-cut", "object": "chat.completion", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})  # fmt: skip
+        return cls(body=whole.encode()[:keep])
 
     @classmethod
     def slow(cls, delay_s: float, then: Reply) -> Reply:
         """``then``, sent after sleeping ``delay_s`` seconds."""
-        return cls(then.content, then.finish_reason, then.status, then.headers, delay_s)
+        return replace(then, delay_s=delay_s)
 
 
 @dataclass(frozen=True)
@@ -143,9 +165,13 @@ class FakeOpenAI:
                         time.sleep(reply.delay_s)
                 finally:
                     fake._enter(-1)
+                if reply.body is not None:
+                    return self._send_raw(reply.status, reply.body, reply.headers, reply.trickle_s)
                 if reply.status != 200:
-                    message = {"error": {"message": f"fake error {reply.status}", "type": "server_error"}}
-                    return self._send(reply.status, message, reply.headers)
+                    error = {"message": reply.message or f"fake error {reply.status}", "type": "server_error"}
+                    if reply.code is not None:
+                        error["code"] = reply.code
+                    return self._send(reply.status, {"error": error}, reply.headers)
                 completion = {
                     "id": f"chatcmpl-{len(fake.requests)}",
                     "object": "chat.completion",
@@ -158,12 +184,15 @@ class FakeOpenAI:
                             "finish_reason": reply.finish_reason,
                         }
                     ],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 }
-                self._send(200, completion, reply.headers)
+                if reply.usage is not None:
+                    completion["usage"] = reply.usage
+                self._send(200, completion, reply.headers, reply.trickle_s)
 
-            def _send(self, status: int, payload: dict[str, Any], headers: tuple = ()) -> None:
-                data = json.dumps(payload).encode()
+            def _send(self, status: int, payload: dict[str, Any], headers: tuple = (), trickle_s: float = 0) -> None:
+                self._send_raw(status, json.dumps(payload).encode(), headers, trickle_s)
+
+            def _send_raw(self, status: int, data: bytes, headers: tuple = (), trickle_s: float = 0) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
@@ -171,7 +200,13 @@ class FakeOpenAI:
                     for name, value in headers:
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(data)
+                    if not trickle_s:
+                        self.wfile.write(data)
+                        return
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(trickle_s)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
                     pass
 

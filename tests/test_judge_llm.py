@@ -6,16 +6,25 @@ import json
 import math
 import re
 import threading
+import time
 import warnings
+from dataclasses import replace
 
 import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytest.importorskip("openai")
 
 from fake_openai import FakeOpenAI, Reply, fast_judge_options  # noqa: E402
 
-from gate.judges.llm import PROMPT_VERSION, RubricJudge, parse_grades  # noqa: E402
-from gate.judges.llmclient import DiskCache, extract_json, retry_after_s  # noqa: E402
+from gate.cli import main  # noqa: E402
+from gate.errors import EvaluationError  # noqa: E402
+from gate.judges.base import judge_usage  # noqa: E402
+from gate.judges.lexical import LexicalJudge  # noqa: E402
+from gate.judges.llm import PROMPT_VERSION, VERSION, RubricJudge, parse_grades  # noqa: E402
+from gate.judges.llmclient import DiskCache, JudgeConfigError, extract_json, retry_after_s  # noqa: E402
 from gate.models import Chunk  # noqa: E402
 
 CHUNKS = (Chunk("doc-7", "The Eiffel Tower is 330 metres tall."), Chunk("doc-2", "It opened in 1889."))
@@ -79,9 +88,11 @@ def test_fenced_json_after_prose_is_accepted(fake, make_judge):
     ("content", "why"),
     [
         ('{"faithfulness": 3, "relevance": ', "no JSON object"),
-        ('{"faithfulness": 4, "relevance": 3, "reason": "x"}', "'faithfulness' must be 1, 2 or 3"),
-        ('{"relevance": 3, "reason": "x"}', "'faithfulness' must be 1, 2 or 3"),
-        ('{"faithfulness": 3, "relevance": 3, "reason": ["x"]}', "'reason' must be a string"),
+        ('{"faithfulness": 4, "relevance": 3, "reason": "x"}', "field 'faithfulness': 4 is not one of [1, 2, 3"),
+        ('{"relevance": 3, "reason": "x"}', "'faithfulness' is a required property"),
+        ('{"faithfulness": 3, "relevance": 3, "reason": ["x"]}', "field 'reason': ['x'] is not of type 'string'"),
+        ('{"faithfulness": true, "relevance": 3}', "field 'faithfulness': True is not one of"),
+        ('{"faithfulness": 2.5, "relevance": 3}', "field 'faithfulness': 2.5 is not one of"),
     ],
 )
 def test_broken_json_is_a_failure_not_a_score_and_is_not_cached(fake, make_judge, content, why):
@@ -192,7 +203,7 @@ def test_same_judge_and_generator_model_warns(make_judge):
 
 def test_id_version_and_describe_pin_the_settings(make_judge, fake):
     judge = make_judge(temperature=0.7, max_tokens=64)
-    assert judge.id == "llm:judge-m@t0.7" and judge.version == PROMPT_VERSION
+    assert judge.id == "llm:judge-m@t0.7" and judge.version == VERSION
     assert make_judge().id == "llm:judge-m@t0"
     text = judge.describe()
     for part in (
@@ -243,6 +254,7 @@ def test_missing_key_for_openai_endpoint_raises_and_key_is_sent(fake, tmp_path):
         ('```\n{"a": 2}\n```', {"a": 2}),
         ('[1, 2] then {"a": 3}', {"a": 3}),
         ('{broken {"a": 4}', {"a": 4}),
+        ('{"a": 1} and then {"b": {"c": 2}} last', {"b": {"c": 2}}),
     ],
 )
 def test_extract_json_is_lenient(text, expected):
@@ -257,8 +269,7 @@ def test_extract_json_without_object_raises(text):
 
 def test_parse_grades_accepts_numeric_strings_and_collapses_reason():
     assert parse_grades('{"faithfulness": "2", "relevance": 3.0, "reason": " a\\n b "}') == (2, 3, "a b")
-    with pytest.raises(ValueError):
-        parse_grades('{"faithfulness": true, "relevance": 3}')
+    assert parse_grades('{"faithfulness": 1, "relevance": 2, "extra": [1]}') == (1, 2, "")
 
 
 def test_retry_after_parsing():
@@ -294,3 +305,308 @@ def test_unwritable_cache_does_not_fail_the_judgment(fake, make_judge, tmp_path)
     blocker.write_text("not a directory")
     fake.script(grades(3, 3))
     assert make_judge(cache_dir=blocker).judge(QUESTION, ANSWER, CHUNKS).score == 1.0
+
+
+# ---------------------------------------------------------------------- the final answer (issue 9 §5)
+
+DRAFT = '{"faithfulness": 1, "relevance": 1, "reason": "draft"}'
+FINAL = '{"faithfulness": 3, "relevance": 2, "reason": "final"}'
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        f"<think>First draft: {DRAFT} ... re-reading the context, I revise.</think>\n{FINAL}",
+        f"<thinking>\n{DRAFT}\n</thinking>{FINAL}",
+        f"<THINK>{DRAFT}</THINK> {FINAL}",
+        f"The required format is {DRAFT}. My grading: {FINAL}",
+        f"Draft:\n```json\n{DRAFT}\n```\nRevised:\n```json\n{FINAL}\n```\nThat is all.",
+        f"{DRAFT} hmm, no.\n</think>\n\n{FINAL}",  # the chat template opened <think> in the prompt
+        f"<|channel|>analysis<|message|>{DRAFT}<|end|><|start|>assistant<|channel|>final<|message|>{FINAL}",
+    ],
+)
+def test_grade_comes_from_the_final_json_answer(fake, make_judge, content):
+    fake.script(Reply.text(content))
+    judgment = make_judge().judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error is None
+    assert judgment.extra["grades"] == {"faithfulness": 3, "relevance": 2} and judgment.extra["reason"] == "final"
+    assert judgment.score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (f"<think>{FINAL} still thinking about it", "reasoning block <think> is never closed"),
+        (f"<think>{DRAFT}</think> I cannot grade this.", "no JSON object in the model's answer"),
+        (f'{FINAL}\nCorrection: {{"faithfulness": 5, "relevance": 3}}', "field 'faithfulness': 5 is not one of"),
+        (f'{FINAL}\nCorrection: {{"relevance": 3}}', "'faithfulness' is a required property"),
+    ],
+)
+def test_an_unusable_final_answer_is_a_failure_never_an_earlier_object(fake, make_judge, content, why):
+    fake.script(Reply.text(content))
+    judgment = make_judge().judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error is not None and why in judgment.error, judgment.error
+    assert judgment.score is None and math.isnan(judgment.faithfulness)
+
+
+@given(
+    draft=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    final=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    prose=st.text(alphabet=st.characters(blacklist_characters="{}<>`", blacklist_categories=("Cs",)), max_size=40),
+    shape=st.sampled_from(["think", "example", "fence"]),
+)
+def test_property_any_draft_before_the_final_json_is_ignored(draft, final, prose, shape):
+    first = json.dumps({"faithfulness": draft[0], "relevance": draft[1], "reason": "d"})
+    last = json.dumps({"faithfulness": final[0], "relevance": final[1], "reason": "f"})
+    text = {
+        "think": f"<think>{prose}{first}{prose}</think>{prose}{last}",
+        "example": f"{prose}{first}{prose}{last}{prose}",
+        "fence": f"{prose}```json\n{first}\n```{prose}```json\n{last}\n```{prose}",
+    }[shape]
+    assert parse_grades(text) == (final[0], final[1], "f")
+
+
+# -------------------------------------------------------- configuration failures stop the run (issue 9 §3)
+
+
+@pytest.mark.parametrize(
+    ("reply", "status_and_reason", "hint"),
+    [
+        (Reply.error(401, message="Incorrect API key provided", code="invalid_api_key"),
+         "HTTP 401: Incorrect API key provided", "check the API key in $OPENAI_API_KEY"),
+        (Reply.error(403, message="Project does not have access"), "HTTP 403: Project does not have access",
+         "the key lacks access to this model"),
+        (Reply.error(404, message="The model `judge-m` does not exist."),
+         "HTTP 404: The model `judge-m` does not exist.", "check base_url and model 'judge-m'"),
+        (Reply.error(400, message="Invalid model name passed in model=judge-m"),
+         "HTTP 400: Invalid model name passed in model=judge-m", "check base_url and model 'judge-m'"),
+        (Reply.error(400, message="no such thing", code="model_not_found"), "HTTP 400: no such thing",
+         "check base_url and model 'judge-m'"),
+    ],
+)  # fmt: skip
+def test_authentication_or_configuration_failure_stops_the_judge(fake, make_judge, reply, status_and_reason, hint):
+    fake.responder = lambda body: reply
+    judge = make_judge()
+    with pytest.raises(JudgeConfigError) as info:
+        judge.judge(QUESTION, ANSWER, CHUNKS)
+    assert str(info.value) == f"judge endpoint {fake.base_url} rejected the request: {status_and_reason} ({hint})"
+    assert isinstance(info.value, EvaluationError) and info.value.exit_code == 3
+    with pytest.raises(JudgeConfigError):  # every later call too, without a request
+        judge.judge("Another question?", ANSWER, CHUNKS)
+    assert len(fake.requests) == 1
+
+
+def test_a_bad_request_for_one_case_is_a_failure_not_a_stop(fake, make_judge):
+    fake.script(Reply.error(400, message="This model's maximum context length is 8192 tokens"), grades(3, 3))
+    judge = make_judge()
+    judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error == "llm:judge-m@t0: HTTP 400: This model's maximum context length is 8192 tokens"
+    assert len(fake.requests) == 1  # not retried
+    assert judge.judge("Another question?", ANSWER, CHUNKS).score == 1.0
+
+
+def test_a_cut_json_body_is_a_failure_for_that_case_only(fake, make_judge):
+    fake.script(Reply.cut(), Reply.cut(), Reply.cut(), grades(2, 3))
+    judge = make_judge(max_retries=2)
+    judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error.startswith("llm:judge-m@t0: unreadable response body (not the JSON announced")
+    assert len(fake.requests) == 3  # retried: a dropped connection may not happen again
+    assert judge.judge("Another question?", ANSWER, CHUNKS).score == 0.5
+    assert {k: judge.usage()[k] for k in ("requests", "retries", "failures")} == {"requests": 4, "retries": 2,
+                                                                                  "failures": 1}  # fmt: skip
+
+
+# --------------------------------------------------------------- circuit breaker and deadline (issue 9 §3)
+
+
+def test_circuit_opens_after_k_consecutive_failures_and_stops_calling(fake, make_judge):
+    fake.responder = lambda body: Reply.slow(5, grades(3, 3))  # accepts the connection, never answers in time
+    judge = make_judge(timeout_s=0.2, max_retries=0, max_consecutive_failures=3, concurrency=1)
+    errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(6)]
+    opened = "circuit open after 3 consecutive failures (last: request timed out)"
+    assert errors == ["llm:judge-m@t0: request timed out"] * 3 + [f"llm:judge-m@t0: {opened}"] * 3
+    assert len(fake.requests) == 3
+    usage = judge.usage()
+    assert (usage["requests"], usage["failures"], usage["stopped"]) == (3, 6, opened)
+
+
+def test_failed_retries_count_towards_the_breaker(fake, make_judge):
+    judge = make_judge(max_retries=9, max_consecutive_failures=3)  # the default responder answers 500
+    judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
+    assert (
+        judgment.error == "llm:judge-m@t0: circuit open after 3 consecutive failures (last: HTTP 500: fake error 500)"
+    )
+    assert len(fake.requests) == 3  # not 10
+
+
+def test_a_success_resets_the_count_and_rate_limits_do_not_count(fake, make_judge):
+    fake.script(
+        Reply.error(500), Reply.error(500), grades(3, 3),
+        Reply.error(500), Reply.error(429, retry_after=0), Reply.error(429, retry_after=0), Reply.error(500),
+        grades(3, 3),
+    )  # fmt: skip
+    judge = make_judge(max_retries=0, max_consecutive_failures=3)
+    scores = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).score for i in range(8)]
+    assert scores == [None, None, 1.0, None, None, None, None, 1.0]
+    assert len(fake.requests) == 8 and judge.usage()["stopped"] is None
+
+
+def test_unparseable_answers_count_towards_the_breaker(fake, make_judge):
+    fake.responder = lambda body: Reply.text("I think it is fine.")
+    judge = make_judge(max_consecutive_failures=2)
+    errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(3)]
+    assert errors[2].startswith("llm:judge-m@t0: circuit open after 2 consecutive failures (last: unusable answer")
+    assert len(fake.requests) == 2
+
+
+def test_deadline_cuts_the_request_in_flight_and_fails_the_rest_at_once(fake, make_judge):
+    fake.responder = lambda body: Reply.slow(3, grades(3, 3))
+    judge = make_judge(timeout_s=10, max_retries=3, deadline_s=0.5)
+    start = time.monotonic()
+    errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(3)]
+    elapsed = time.monotonic() - start
+    assert errors == ["llm:judge-m@t0: judge deadline of 0.5 s exceeded (option deadline_s)"] * 3
+    assert len(fake.requests) == 1
+    assert elapsed < 2.5  # the answer would take 3 s: the request in flight was cut at the deadline
+
+
+def test_a_server_that_trickles_its_answer_is_cut_at_timeout_s(fake, make_judge):
+    fake.script(replace(grades(3, 3), trickle_s=0.05))  # each read is quick; the whole body takes ~15 s
+    judge = make_judge(timeout_s=0.5, max_retries=0)
+    start = time.monotonic()
+    judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error == "llm:judge-m@t0: request timed out"
+    assert time.monotonic() - start < 3
+
+
+# ------------------------------------------------------------------- accounting (issue 12 item 5)
+
+
+def test_usage_counts_requests_retries_failures_tokens_and_cost(fake, make_judge):
+    fake.script(
+        grades(3, 3),  # q0: 10 + 5 tokens
+        Reply.error(500), grades(2, 2),  # q1: a retry, then 10 + 5
+        Reply.text("no json here"),  # q2: answered (10 + 5) but unusable: a failure
+        replace(grades(3, 3), usage={"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}),  # q3
+        replace(grades(1, 1), usage=None),  # q4: the server reports no usage
+    )  # fmt: skip
+    judge = make_judge(max_retries=1, cost_per_1k_input=0.5, cost_per_1k_output=2.0)
+    for i in range(5):
+        judge.judge(f"Question {i}?", ANSWER, CHUNKS)
+    judge.judge("Question 0?", ANSWER, CHUNKS)  # served from the cache
+    assert judge.usage() == {
+        "requests": 6,
+        "retries": 1,
+        "failures": 1,
+        "cache_hits": 1,
+        "input_tokens": 37,
+        "output_tokens": 16,
+        "responses_without_usage": 1,
+        "cost_usd": pytest.approx(37 / 1000 * 0.5 + 16 / 1000 * 2.0),
+        "stopped": None,
+    }
+    assert judge_usage(judge) == judge.usage()
+
+
+def test_cost_is_none_without_prices_and_lexical_has_no_usage(fake, make_judge):
+    fake.script(grades(3, 3))
+    judge = make_judge()
+    judge.judge(QUESTION, ANSWER, CHUNKS)
+    assert judge.usage()["cost_usd"] is None and judge.usage()["input_tokens"] == 10
+    assert judge_usage(LexicalJudge()) is None
+
+
+# ------------------------------------------------------------------------- identity (issue 9 §4)
+
+SCORING = {"model": "judge-n", "base_url": "http://127.0.0.1:9/v1", "temperature": 0.3, "max_tokens": 300}
+NOT_SCORING = {
+    "timeout_s": 9, "max_retries": 0, "backoff_s": 2, "max_wait_s": 3, "concurrency": 9, "deadline_s": 5,
+    "max_consecutive_failures": 2, "cost_per_1k_input": 1.0, "cost_per_1k_output": 1.0, "api_key_env": "OTHER",
+    "cache_dir": False, "generator_model": "gen-x",
+}  # fmt: skip
+
+
+def test_identity_holds_every_scoring_option_and_nothing_else(make_judge, fake):
+    identity = make_judge().identity
+    assert identity == {
+        "name": "llm",
+        "version": VERSION,
+        "prompt_version": PROMPT_VERSION,
+        "model": "judge-m",
+        "base_url": fake.base_url,
+        "temperature": 0.0,
+        "max_tokens": 256,
+    }
+    assert json.loads(json.dumps(identity)) == identity
+    for option, value in SCORING.items():
+        changed = make_judge(**{option: value}).identity
+        assert changed != identity and changed[option] == value, option
+    for option, value in NOT_SCORING.items():
+        assert make_judge(**{option: value}).identity == identity, option
+    assert make_judge(base_url=fake.base_url + "/").identity == identity  # the same endpoint
+
+
+def test_lexical_identity_has_its_thresholds():
+    assert LexicalJudge().identity == {"name": "lexical", "version": "1", "cover": 0.75, "support": 0.75}
+    assert LexicalJudge(support=0.8).identity["support"] == 0.8
+
+
+# ------------------------------------------------- the scoring loop and the CLI (real runs, fake endpoint)
+
+
+def write_side(tmp_path, fake, n, **judge_options):
+    """A golden set of n cases, precomputed predictions and a config whose llm judge points at ``fake``."""
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("".join(json.dumps({"id": f"c{i}", "question": f"What is item {i}?"}) + "\n" for i in range(n)))
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("".join(json.dumps({
+        "id": f"c{i}", "answer": f"Item {i} is a widget.",
+        "retrieved": [{"id": f"d{i}", "text": f"Item {i} is a widget."}], "latency_ms": 5.0}) + "\n"
+        for i in range(n)))  # fmt: skip
+    options = {"name": "llm", "model": "judge-m", "base_url": fake.base_url, "cache_dir": False, **judge_options}
+    config = tmp_path / "rag-gate.yml"
+    config.write_text(
+        f"golden: golden.jsonl\npipeline: {{predictions: preds.jsonl}}\nmetrics: [hit_rate@5, faithfulness]\n"
+        f"judge_concurrency: {judge_options.get('concurrency', 4)}\njudge: {json.dumps(options)}\n"
+    )
+    return config
+
+
+def test_run_stops_with_exit_3_on_401_and_keeps_the_scores_already_written(tmp_path, fake):
+    config = write_side(tmp_path, fake, 6, concurrency=1)
+    fake.script(grades(3, 3), grades(3, 3), grades(3, 3))
+    fake.responder = lambda body: Reply.error(401, message="Incorrect API key provided")
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 3
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"rag-gate: error: judge endpoint {fake.base_url} rejected the request: HTTP 401: Incorrect API key "
+        "provided (check the API key in $OPENAI_API_KEY)"
+    )
+    rows = [json.loads(line) for line in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
+    assert sorted({r["id"] for r in rows}) == ["c0", "c1", "c2"] and len(rows) == 6
+    assert all(r["value"] == 1.0 for r in rows if r["metric"] == "faithfulness")
+    assert len(fake.requests) == 4  # nothing is asked after the 401
+
+
+def test_scoring_stops_calling_after_a_401_whatever_the_concurrency(tmp_path, fake):
+    config = write_side(tmp_path, fake, 40, concurrency=4)
+    fake.responder = lambda body: Reply.slow(0.05, Reply.error(401, message="bad key"))
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 3 and "HTTP 401: bad key" in result.stderr
+    assert len(fake.requests) <= 4  # only the calls already in flight
+
+
+def test_a_hung_judge_gives_up_quickly_and_every_row_is_recorded(tmp_path, fake):
+    config = write_side(tmp_path, fake, 12, concurrency=2, timeout_s=0.3, max_retries=1, backoff_s=0.01,
+                        max_consecutive_failures=3)  # fmt: skip
+    fake.responder = lambda body: Reply.slow(30, grades(3, 3))
+    start = time.monotonic()
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "run")])
+    elapsed = time.monotonic() - start
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
+    faith = [r for r in rows if r["metric"] == "faithfulness"]
+    assert len(faith) == 12 and all(r["error"] and r["value"] is None for r in faith)
+    opened = [r for r in faith if "circuit open after 3 consecutive failures (last: request timed out)" in r["error"]]
+    assert len(opened) >= 10 and len(fake.requests) <= 4
+    assert elapsed < 10  # 12 cases × 2 attempts × 0.3 s without the breaker, 30 s per answer

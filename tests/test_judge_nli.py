@@ -21,6 +21,7 @@ from gate.judges.nli import (
     build_premises,
     canonical_label,
     label_columns,
+    model_fingerprint,
 )
 from gate.models import Chunk
 
@@ -265,3 +266,57 @@ def test_aggregate_without_premises():
     assert aggregate("c", (), [], np.zeros((0, 3))) == ClaimVerdict(
         "c", "unverifiable", reason="no retrieved text to check against"
     )
+
+
+def test_identity_names_the_model_by_its_files_not_its_path(models, tmp_path):
+    import shutil
+
+    judge = NLIJudge(model_path=models["random"], batch_size=4, window=3)
+    identity = judge.identity
+    assert identity == {
+        "name": "nli",
+        "version": "nli-v1",
+        "model": "random",
+        "model_sha256": model_fingerprint(models["random"]),
+        "labels": ["contradiction", "entailment", "neutral"],
+        "max_length": 512,
+        "window": 3,
+    }
+    copy = shutil.copytree(models["random"], tmp_path / "random")
+    assert NLIJudge(model_path=copy, batch_size=16, device="cpu", window=3).identity == identity
+    other = NLIJudge(model_path=models["always_index2_cen"], window=3).identity
+    assert other["model_sha256"] != identity["model_sha256"]
+    assert NLIJudge(model_path=models["random"], window=2).identity != identity
+
+
+def make_model_dir(path, weights: bytes):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text('{"id2label": {"0": "entailment"}}')
+    (path / "model.safetensors").write_bytes(weights)
+    return path
+
+
+def test_model_fingerprint_tells_apart_models_not_places(tmp_path):
+    weights = bytes(range(256)) * 64  # 16 KiB
+    fingerprint = model_fingerprint(make_model_dir(tmp_path / "a", weights))
+    assert len(fingerprint) == 64
+    assert model_fingerprint(make_model_dir(tmp_path / "b", weights)) == fingerprint
+    changed = bytearray(weights)
+    changed[8000] ^= 1
+    assert model_fingerprint(make_model_dir(tmp_path / "c", bytes(changed))) != fingerprint
+    (tmp_path / "a" / "config.json").write_text('{"id2label": {"0": "ENTAILMENT"}}')
+    assert model_fingerprint(tmp_path / "a") != fingerprint
+
+
+def test_model_fingerprint_of_large_files_reads_their_ends_and_size(tmp_path):
+    weights = bytes(range(256)) * 64
+    small = {"whole_below": 1024, "edge": 512}  # the 16 KiB weights count as large here
+    fingerprint = model_fingerprint(make_model_dir(tmp_path / "a", weights), **small)
+    for offset in (0, len(weights) - 1):
+        changed = bytearray(weights)
+        changed[offset] ^= 1
+        assert model_fingerprint(make_model_dir(tmp_path / f"end{offset}", bytes(changed)), **small) != fingerprint
+    assert model_fingerprint(make_model_dir(tmp_path / "longer", weights + b"\0"), **small) != fingerprint
+    middle = bytearray(weights)
+    middle[8000] ^= 1  # not read: the price of fingerprinting gigabytes in milliseconds
+    assert model_fingerprint(make_model_dir(tmp_path / "middle", bytes(middle)), **small) == fingerprint

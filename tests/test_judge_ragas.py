@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -12,8 +13,10 @@ import pytest
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 pytest.importorskip("ragas")
 
+import ragas  # noqa: E402
 from fake_openai import FakeOpenAI, Reply, fast_judge_options  # noqa: E402
 
+from gate.judges.llmclient import JudgeConfigError  # noqa: E402
 from gate.judges.ragas_judge import REASKS, RagasJudge  # noqa: E402
 from gate.models import Chunk  # noqa: E402
 
@@ -23,8 +26,12 @@ ANSWER = "The Eiffel Tower is 330 metres tall and painted blue."
 STATEMENTS = ["The Eiffel Tower is 330 metres tall.", "The Eiffel Tower is painted blue."]
 
 
+def prompt(body) -> str:
+    return "\n".join(m["content"] for m in body["messages"])
+
+
 def is_extraction(body) -> bool:
-    return "Break down each sentence" in "\n".join(m["content"] for m in body["messages"])
+    return "Break down each sentence" in prompt(body)
 
 
 def extraction(statements=STATEMENTS) -> Reply:
@@ -186,3 +193,122 @@ def test_id_version_and_options(make_judge, fake):
 def test_empty_answer_is_not_judged(fake, make_judge):
     judgment = make_judge().judge(QUESTION, "", CHUNKS)
     assert judgment.error is None and math.isnan(judgment.faithfulness) and fake.requests == []
+
+
+def test_reasoning_and_drafts_never_reach_instructor(fake, make_judge):
+    def thinking(body):
+        good = honest(body)
+        draft = json.dumps({"statements": ["draft statement"]} if is_extraction(body) else {"statements": []})
+        return Reply.text(
+            f"<think>A first try: {draft}. Let me check again.</think>\nThe format is {draft}. {good.content}"
+        )
+
+    fake.responder = thinking
+    judge = make_judge(cache_dir=False)
+    answer = "The Eiffel Tower is 330 metres tall. It is in Rome."
+    judgment = judge.judge(QUESTION, answer, CHUNKS)
+    assert judgment.error is None
+    assert [(c.claim, c.verdict) for c in judgment.claims] == [
+        ("The Eiffel Tower is 330 metres tall.", "supported"),
+        ("It is in Rome.", "unverifiable"),
+    ]
+    assert judgment.score == 0.5 and len(fake.requests) == 2  # no re-ask was needed
+
+
+def test_a_cut_json_body_is_a_failure_for_that_case_only(fake, make_judge):
+    fake.script(Reply.cut(), Reply.cut())
+    judge = make_judge(max_retries=1, cache_dir=False)
+    judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
+    assert judgment.error.startswith("ragas:judge-r@t0: unreadable response body (not the JSON announced")
+    assert len(fake.requests) == 2
+    fake.responder = honest
+    assert judge.judge(QUESTION, "The Eiffel Tower is 330 metres tall.", CHUNKS).score == 1.0
+
+
+def test_401_stops_the_judge(fake, make_judge):
+    fake.responder = lambda body: Reply.error(401, message="Incorrect API key provided")
+    judge = make_judge()
+    for _ in range(2):
+        with pytest.raises(JudgeConfigError, match=r"^judge endpoint .* rejected the request: HTTP 401: Incorrect"):
+            judge.judge(QUESTION, ANSWER, CHUNKS)
+    assert len(fake.requests) == 1
+
+
+def test_a_hung_endpoint_opens_the_circuit(fake, make_judge):
+    fake.responder = lambda body: Reply.slow(5, extraction())
+    judge = make_judge(timeout_s=0.2, max_retries=0, max_consecutive_failures=2, concurrency=1, cache_dir=False)
+    errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(4)]
+    assert errors[:2] == ["ragas:judge-r@t0: request timed out"] * 2
+    assert errors[2:] == ["ragas:judge-r@t0: circuit open after 2 consecutive failures (last: request timed out)"] * 2
+    assert len(fake.requests) == 2 and judge.usage()["failures"] == 4
+
+
+def test_usage_counts_reasks_and_tokens(fake, make_judge):
+    fake.responder = lambda body: Reply.text('{"statements": ["unterminated')
+    judge = make_judge(cache_dir=False, cost_per_1k_input=1.0, cost_per_1k_output=3.0)
+    judge.judge(QUESTION, ANSWER, CHUNKS)
+    fake.responder = honest
+    judge.judge(QUESTION, "The Eiffel Tower is 330 metres tall.", CHUNKS)
+    usage = judge.usage()
+    n = REASKS + 1 + 2
+    assert (usage["requests"], usage["failures"], usage["input_tokens"], usage["output_tokens"]) == (
+        n,
+        1,
+        10 * n,
+        5 * n,
+    )
+    assert usage["cost_usd"] == pytest.approx(10 * n / 1000 * 1.0 + 5 * n / 1000 * 3.0)
+
+
+def test_concurrent_reasks_keep_their_own_count(fake, make_judge):
+    """One answer's re-asks must not use up another's: instructor's retry state is per call."""
+
+    def responder(body):
+        if "painted blue" in prompt(body):
+            return Reply.slow(0.05, Reply.text('{"statements": ["unterminated'))
+        return Reply.slow(0.05, honest(body))
+
+    fake.responder = responder
+    judge = make_judge(concurrency=4, cache_dir=False)
+    results = {}
+
+    def work(i):
+        answer = ANSWER if i % 2 else "The Eiffel Tower is 330 metres tall."
+        results[i] = judge.judge(QUESTION, answer, CHUNKS)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(results[i].error and "InstructorRetryException" in results[i].error for i in (1, 3, 5))
+    assert all(results[i].score == 1.0 for i in (0, 2, 4))
+    broken = [r for r in fake.requests if "painted blue" in r.prompt]
+    assert len(broken) == 3 * (REASKS + 1) and len(fake.requests) == 3 * (REASKS + 1) + 3 * 2
+
+
+def test_judge_works_from_a_thread_with_a_running_event_loop(fake, make_judge):
+    fake.responder = honest
+    judge = make_judge(cache_dir=False)
+
+    async def inside_a_loop():
+        return judge.judge(QUESTION, "The Eiffel Tower is 330 metres tall.", CHUNKS)
+
+    assert asyncio.run(inside_a_loop()).score == 1.0
+
+
+def test_identity_holds_every_scoring_option_and_nothing_else(make_judge, fake):
+    identity = make_judge().identity
+    assert identity == {
+        "name": "ragas",
+        "version": f"ragas-{ragas.__version__}-faithfulness+final-json",
+        "reasks": REASKS,
+        "model": "judge-r",
+        "base_url": fake.base_url,
+        "temperature": 0.0,
+        "max_tokens": 1024,
+    }
+    for option, value in {"model": "m2", "temperature": 0.5, "max_tokens": 99, "base_url": "http://x/v1"}.items():
+        assert make_judge(**{option: value}).identity[option] == value
+    for option, value in {"timeout_s": 3, "concurrency": 8, "deadline_s": 9, "cache_dir": False}.items():
+        assert make_judge(**{option: value}).identity == identity

@@ -122,14 +122,40 @@ class Judge(Protocol):
     """A claim-level judge. Implementations must be safe to call from several threads."""
 
     id: str
-    """Stable identifier including the backend and its settings (e.g. "lexical", "llm:gpt-4o-mini")."""
+    """Short label including the backend and its main settings (e.g. "lexical", "llm:gpt-4o-mini@t0")."""
     version: str
     """Bumped whenever the judge's behaviour changes (part of cache keys and of manifest.json)."""
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Everything that changes a score, JSON-ready.
+
+        At least ``name`` and ``version``, plus every scoring option (model, endpoint, temperature, max_tokens,
+        prompt version, thresholds...). Two judges with equal identities give comparable scores; options that
+        only decide whether or how fast a call succeeds (timeouts, retries, concurrency, cache) are left out.
+        """
+        ...
 
     def judge(self, question: str, answer: str, chunks: Sequence[Chunk], *, repeat: int = 0) -> Judgment:
         """Judge ``answer`` (to ``question``) against ``chunks`` (rank order).
 
         ``repeat`` is the 0-based repeat index: LLM judges put it in their cache key so that each repeat gets its
-        own judge sample. Never raises for a judge failure: returns ``Judgment(error=...)`` instead.
+        own judge sample. Never raises for a judge failure: returns ``Judgment(error=...)`` instead. Raises
+        :class:`gate.errors.EvaluationError` (e.g. ``JudgeConfigError``) only when no call can succeed: the
+        endpoint rejected the key, the URL or the model.
         """
         ...
+
+
+def judge_usage(judge: object) -> dict[str, Any] | None:
+    """A judge's accounting (requests, retries, failures, cache hits, tokens, cost), or None.
+
+    None for a judge that calls no API (lexical, nli).
+
+    Returns:
+        ``judge.usage()`` when the judge has it: ``{"requests", "retries", "failures", "cache_hits",
+        "input_tokens", "output_tokens", "responses_without_usage", "cost_usd" (USD or None), "stopped"}``.
+
+    """
+    usage = getattr(judge, "usage", None)
+    return usage() if callable(usage) else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -105,6 +105,11 @@ class LexicalJudge:
 
     id: ClassVar[str] = "lexical"
     version: ClassVar[str] = "1"
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Everything that changes a score: name, version and the two thresholds."""
+        return {"name": self.id, "version": self.version, "cover": self.cover, "support": self.support}
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.cover <= 1.0 and 0.0 <= self.support <= 1.0):

@@ -15,6 +15,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import jsonschema
+
 from gate.judges.base import Judgment
 from gate.judges.llmclient import (
     ChatClient,
@@ -26,7 +28,10 @@ from gate.judges.llmclient import (
 from gate.models import Chunk
 
 PROMPT_VERSION = "rubric-v1"
-"""Bumped whenever the prompt or the parsing changes (part of the cache key and of the judge version)."""
+"""Bumped whenever the prompt changes (part of the cache key and of the judge's identity)."""
+
+VERSION = "rubric-v1+final-json"
+"""The judge's version: the prompt and how its answer is read (bumped when either changes)."""
 
 SYSTEM_PROMPT = (
     "You are a strict evaluator of answers written by a retrieval-augmented assistant. "
@@ -80,28 +85,41 @@ def build_messages(question: str, answer: str, chunks: Sequence[Chunk]) -> list[
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
+GRADES_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["faithfulness", "relevance"],
+    "properties": {
+        "faithfulness": {"enum": [1, 2, 3, "1", "2", "3"]},
+        "relevance": {"enum": [1, 2, 3, "1", "2", "3"]},
+        "reason": {"type": "string"},
+    },
+}
+"""JSON Schema of the rubric's answer: both grades required, each 1, 2 or 3 (3.0 and "3" accepted, true not);
+``reason`` optional text; other keys ignored."""
+
+_GRADES = jsonschema.Draft202012Validator(GRADES_SCHEMA)
+
+
 def parse_grades(text: str) -> tuple[int, int, str]:
-    """Parse ``(faithfulness, relevance, reason)`` from the model's answer, each grade in {1, 2, 3}.
+    """Parse ``(faithfulness, relevance, reason)`` from the model's final JSON answer, each grade in {1, 2, 3}.
+
+    The final answer is the last JSON object after any reasoning block
+    (:func:`gate.judges.llmclient.extract_json`): a ``<think>`` draft or a restated format example before it is
+    never read. That object must match :data:`GRADES_SCHEMA`; nothing else is tried.
 
     Raises:
-        ValueError: when no JSON object is found, a grade is missing or outside 1–3, or reason is not text.
+        ValueError: when no JSON object follows the reasoning, or the final one does not match the schema (the
+            message names the field).
 
     """
     obj = extract_json(text)
-    grades = []
-    for name in ("faithfulness", "relevance"):
-        value = obj.get(name)
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value.strip())
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or value not in (1, 2, 3):
-            raise ValueError(f"field {name!r} must be 1, 2 or 3, got {value!r}")
-        grades.append(value)
+    error = jsonschema.exceptions.best_match(_GRADES.iter_errors(obj))
+    if error is not None:
+        where = f"field {error.path[0]!r}: " if error.path else ""
+        raise ValueError(f"final JSON answer does not match the rubric: {where}{error.message}")
     reason = obj.get("reason", "")
-    if not isinstance(reason, str):
-        raise ValueError(f"field 'reason' must be a string, got {type(reason).__name__}")
-    return grades[0], grades[1], " ".join(reason.split())
+    return int(float(obj["faithfulness"])), int(float(obj["relevance"])), " ".join(reason.split())
 
 
 def to_unit(grade: int) -> float:
@@ -117,7 +135,8 @@ class RubricJudge:
     Args:
         **endpoint: the :class:`~gate.judges.llmclient.EndpointConfig` fields: ``model`` (required, pinned),
             ``base_url``, ``api_key_env``, ``temperature``, ``max_tokens`` (256 here), ``timeout_s``,
-            ``max_retries``, ``backoff_s``, ``max_wait_s``, ``concurrency``.
+            ``max_retries``, ``backoff_s``, ``max_wait_s``, ``concurrency``, ``deadline_s``,
+            ``max_consecutive_failures``, ``cost_per_1k_input``, ``cost_per_1k_output``.
         cache_dir: answer cache directory; None uses :func:`gate.judges.llmclient.default_cache_dir`,
             False turns the cache off.
         generator_model: the model that wrote the answers, if known; the same name as ``model`` warns.
@@ -144,7 +163,7 @@ class RubricJudge:
         self.config = EndpointConfig(**{"max_tokens": 256, **endpoint})
         self.client = ChatClient(self.config, make_cache(cache_dir), environ)
         self.id = f"llm:{self.config.model}@t{self.config.temperature:g}"
-        self.version = PROMPT_VERSION
+        self.version = VERSION
         self.warnings: list[str] = []
         if generator_model is not None and generator_model.strip().lower() == self.config.model.strip().lower():
             message = (
@@ -155,8 +174,24 @@ class RubricJudge:
             warnings.warn(message, UserWarning, stacklevel=2)
 
     def describe(self) -> str:
-        """Return the pinned settings on one line: ``llm rubric-v1 model=... temperature=... ...``."""
-        return f"llm {PROMPT_VERSION} {self.config.describe()}"
+        """Return the pinned settings on one line: ``llm rubric-v1+final-json model=... temperature=... ...``."""
+        return f"llm {VERSION} {self.config.describe()}"
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Everything that changes a grade, JSON-ready.
+
+        Name, version, prompt version, model, base_url, temperature and max_tokens.
+        """
+        return {"name": self.backend, "version": VERSION, "prompt_version": PROMPT_VERSION, **self.config.identity()}
+
+    def usage(self) -> dict[str, Any]:
+        """This judge's accounting so far (see :class:`gate.judges.llmclient.CallStats`).
+
+        Requests, retries, failures, cache hits, input / output tokens, estimated cost (USD or None) and
+        ``stopped`` (why calls are refused: circuit open, deadline; or None).
+        """
+        return self.client.endpoint.usage()
 
     def judge(self, question: str, answer: str, chunks: Sequence[Chunk], *, repeat: int = 0) -> Judgment:
         """Grade ``answer`` against ``chunks``; never raises for a judge failure.
@@ -170,7 +205,12 @@ class RubricJudge:
         Returns:
             ``Judgment(score=(faithfulness − 1) / 2, extra={"relevance", "reason", "grades"})`` with the score
             in {0, 0.5, 1}; or ``Judgment(error=reason)`` when the endpoint fails after retries, the answer is
-            truncated or the JSON is unusable.
+            truncated, its final JSON does not match :data:`GRADES_SCHEMA`, the circuit is open or the judge's
+            deadline has passed.
+
+        Raises:
+            JudgeConfigError: the endpoint rejected the configuration (HTTP 401 / 403 / 404, unknown model):
+                the run must stop (exit code 3).
 
         """
         if not answer.strip():

@@ -13,13 +13,14 @@ Needs the extra ``[nli]`` (sentence-transformers, torch) and a model on local di
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -72,6 +73,36 @@ def label_columns(id2label: Mapping[int, str]) -> list[NLILabel]:
             "one name per output index, e.g. labels: [contradiction, entailment, neutral]"
         )
     return columns  # type: ignore[return-value]
+
+
+def model_fingerprint(path: Path, whole_below: int = 16 << 20, edge: int = 1 << 20) -> str:
+    """SHA-256 fingerprint of a local model directory (config, weights, tokenizer), to tell models apart.
+
+    Hashes every file under ``path`` in sorted order: its relative path, its size, and its bytes — all of them
+    for files under ``whole_below`` bytes, the first and last ``edge`` bytes of larger ones (weights), so that
+    a multi-gigabyte model is fingerprinted in milliseconds.
+
+    Args:
+        path: the model directory.
+        whole_below: size in bytes under which a file is hashed whole.
+        edge: bytes hashed at each end of a larger file.
+
+    Returns:
+        64 hex digits.
+
+    """
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        size = file.stat().st_size
+        digest.update(f"{file.relative_to(path).as_posix()}\0{size}\0".encode())
+        with file.open("rb") as handle:
+            if size < whole_below:
+                digest.update(handle.read())
+            else:
+                digest.update(handle.read(edge))
+                handle.seek(size - edge)
+                digest.update(handle.read(edge))
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -223,6 +254,15 @@ class NLIJudge:
         self.batch_size, self.window, self.model_path = batch_size, window, path
         self.id = f"nli:{path.name}"
         self.version = VERSION
+        self._identity = {
+            "name": self.backend,
+            "version": VERSION,
+            "model": path.name,
+            "model_sha256": model_fingerprint(path),
+            "labels": list(columns),
+            "max_length": max_length,
+            "window": window,
+        }
         self._describe = (
             f"nli {VERSION} model_path={path} labels={columns} device={device} batch_size={batch_size} "
             f"max_length={max_length} window={window}"
@@ -231,6 +271,16 @@ class NLIJudge:
     def describe(self) -> str:
         """Return the settings on one line (model path, label order, batching)."""
         return self._describe
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Everything that changes a score, JSON-ready.
+
+        Name, version, the model (its directory name and :func:`model_fingerprint`, not its path: the same
+        files anywhere are the same model), label order, ``max_length`` and ``window``. ``device`` and
+        ``batch_size`` only change speed and are left out.
+        """
+        return dict(self._identity)
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Return NLI probabilities for (premise, hypothesis) pairs, columns in :data:`LABELS` order.

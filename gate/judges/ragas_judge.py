@@ -1,36 +1,39 @@
 """The ``ragas`` judge: ragas Faithfulness (statement extraction, then a verdict per statement).
 
-ragas 0.4 ``ragas.metrics.collections.Faithfulness`` runs through ``llm_factory`` and an ``AsyncOpenAI``
-client on an OpenAI-compatible endpoint: two chat calls per answer. Each call goes through this module's
-wrapper, which adds what the shared client gives the rubric judge: bounded concurrency, retries with backoff
-on 429 / 5xx / timeouts (``Retry-After`` honoured up to a cap), pinned model, temperature and
-``max_tokens``, and the on-disk cache keyed by (judge, model, prompt version, inputs, repeat index). ragas
-statements map to claims: verdict 1 → supported, 0 → unverifiable (ragas does not tell contradiction apart);
-the score is ragas' ``MetricResult.value``.
+ragas 0.4 ``ragas.metrics.collections.Faithfulness`` runs through ``llm_factory`` and the judge's
+:class:`~gate.judges.llmclient.Endpoint`: one ``AsyncOpenAI`` client, one instructor-patched LLM and one metric
+object for the judge's whole life, on the endpoint's private event loop (two chat calls per answer). Every
+HTTP request goes through the endpoint's rules (bounded concurrency, per-request timeout, retries with backoff,
+circuit breaker, deadline, configuration errors stop the run, token accounting), and instructor reads only the
+final JSON object of each answer (reasoning blocks and drafts removed by the endpoint), validated against ragas'
+pydantic models; an answer that does not validate is asked again ``REASKS`` times, then fails. Validated answers
+are cached on disk, keyed by (judge, model, prompt version, inputs, repeat index). ragas statements map to
+claims: verdict 1 → supported, 0 → unverifiable (ragas does not tell contradiction apart); the score is ragas'
+``MetricResult.value``.
 
 Needs the extra ``[ragas]`` (ragas, openai, instructor); ragas telemetry is off (``RAGAS_DO_NOT_TRACK=true``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
+from gate.errors import GateError
 from gate.judges.base import ClaimVerdict, Judgment
 from gate.judges.llmclient import (
-    CallStats,
     DiskCache,
+    Endpoint,
     EndpointConfig,
     JudgeCallError,
     describe_error,
     make_cache,
-    retry_policy,
 )
 from gate.models import Chunk
 
@@ -41,6 +44,29 @@ for (then the call fails)."""
 NO_CONTEXT = ""
 """The single context given to ragas when nothing was retrieved (ragas rejects an empty list): every
 statement then gets verdict 0."""
+
+
+@dataclass
+class _Call:
+    """What one ``judge()`` call needs inside ragas' ``agenerate``: its repeat index and where outputs go."""
+
+    repeat: int
+    outputs: list[Any] = field(default_factory=list)
+
+
+_CALL: ContextVar[_Call] = ContextVar("rag_gate_ragas_call")
+"""The current call, per asyncio task (each ``judge()`` runs as its own task on the endpoint's loop)."""
+
+
+class _Reasks(AsyncRetrying):
+    """instructor's re-ask policy with a fresh state per call.
+
+    tenacity keeps an iteration's state on the ``AsyncRetrying`` object (and per thread), so one object shared
+    by concurrent calls on one event loop would mix their attempts; each iteration runs on a copy.
+    """
+
+    def __aiter__(self) -> AsyncRetrying:
+        return AsyncRetrying.__aiter__(self.copy())
 
 
 class RagasJudge:
@@ -68,27 +94,58 @@ class RagasJudge:
         **endpoint: Any,
     ) -> None:
         self.config = EndpointConfig(**{"max_tokens": 1024, **endpoint})
-        self._api_key = self.config.api_key(os.environ if environ is None else environ)
         self.cache = make_cache(cache_dir)
-        self.stats = CallStats()
-        self._slots = threading.BoundedSemaphore(self.config.concurrency)
         os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")  # before ragas is imported: no telemetry
         try:
             import ragas
-            import ragas.metrics.collections  # noqa: F401 (fails early on a broken install)
+            from instructor.retry import InstructorRetryException
+            from ragas.llms import llm_factory
+            from ragas.metrics.collections import Faithfulness
         except ImportError as exc:
             raise ValueError(f"the ragas judge needs the extra: pip install 'rag-gate[ragas]' ({exc})") from exc
+        self.endpoint = Endpoint(self.config, environ)
+        self.stats = self.endpoint.stats
         self.id = f"ragas:{self.config.model}@t{self.config.temperature:g}"
-        self.version = f"ragas-{ragas.__version__}-faithfulness"
+        self.version = f"ragas-{ragas.__version__}-faithfulness+final-json"
+        llm = llm_factory(
+            self.config.model,
+            client=self.endpoint.client,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            # instructor re-asks only on an answer that does not validate; HTTP errors are the endpoint's
+            max_retries=_Reasks(
+                stop=stop_after_attempt(REASKS + 1),
+                retry=retry_if_exception_type(InstructorRetryException),
+                reraise=True,
+            ),
+        )
+        llm.agenerate = self._cached(llm.agenerate)  # as ragas' own cacher does
+        self._metric = Faithfulness(llm=llm)
 
     def describe(self) -> str:
-        """Return the pinned settings on one line: ``ragas ragas-0.4.3-faithfulness model=... ...``."""
+        """Return the pinned settings on one line: ``ragas ragas-0.4.3-faithfulness+final-json model=... ...``."""
         return f"ragas {self.version} {self.config.describe()}"
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Everything that changes a score, JSON-ready.
+
+        Name, version (ragas' and this judge's), model, base_url, temperature, max_tokens and the re-asks.
+        """
+        return {"name": self.backend, "version": self.version, "reasks": REASKS, **self.config.identity()}
+
+    def usage(self) -> dict[str, Any]:
+        """This judge's accounting so far (see :class:`gate.judges.llmclient.CallStats`).
+
+        Requests (re-asks included), retries, failures, cache hits, input / output tokens, estimated cost (USD
+        or None) and ``stopped`` (why calls are refused: circuit open, deadline; or None).
+        """
+        return self.endpoint.usage()
 
     def judge(self, question: str, answer: str, chunks: Sequence[Chunk], *, repeat: int = 0) -> Judgment:
         """Judge ``answer`` with ragas Faithfulness; never raises for a judge failure.
 
-        Runs its own event loop, so call it from a thread without a running loop (the scoring thread pool).
+        Thread-safe: runs on the endpoint's event loop, whatever thread calls it (even one with a running loop).
 
         Args:
             question: the user question.
@@ -99,17 +156,30 @@ class RagasJudge:
         Returns:
             One claim per ragas statement (supported or unverifiable, with ragas' reason) and
             ``score = MetricResult.value`` in [0, 1] (None when ragas found no statement); or
-            ``Judgment(error=reason)`` when the endpoint fails after retries or its answers are unusable.
+            ``Judgment(error=reason)`` when the endpoint fails after retries, its answers are unusable, the
+            circuit is open or the judge's deadline has passed.
+
+        Raises:
+            JudgeConfigError: the endpoint rejected the configuration (HTTP 401 / 403 / 404, unknown model):
+                the run must stop (exit code 3).
 
         """
         if not answer.strip():
             return Judgment(extra={"reason": "empty answer: nothing to judge"})
         contexts = [c.text for c in chunks] or [NO_CONTEXT]
         try:
-            value, verdicts = asyncio.run(self._score(question, answer, contexts, repeat))
-        except JudgeCallError as exc:
+            value, verdicts = self.endpoint.run(self._score(question, answer, contexts, repeat))
+        except JudgeCallError as exc:  # the endpoint's reasons (already counted by its breaker)
             self.stats.add("failures")
             return Judgment(error=f"{self.id}: {exc}")
+        except GateError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an answer instructor or ragas cannot use fails this case only
+            reason = describe_error(exc)
+            self.endpoint.breaker.failure(reason)
+            self.stats.add("failures")
+            return Judgment(error=f"{self.id}: {reason}")
+        self.endpoint.breaker.success()
         claims = tuple(
             ClaimVerdict(
                 claim=v.statement,
@@ -121,52 +191,19 @@ class RagasJudge:
         return Judgment(claims=claims, score=None if math.isnan(value) else value)
 
     async def _score(self, question: str, answer: str, contexts: list[str], repeat: int) -> tuple[float, list]:
-        import openai
-        from instructor.exceptions import IncompleteOutputException
-        from instructor.retry import InstructorRetryException
-        from ragas.llms import llm_factory
-        from ragas.metrics.collections import Faithfulness
         from ragas.metrics.collections.faithfulness.util import NLIStatementOutput
 
-        client = openai.AsyncOpenAI(
-            base_url=self.config.base_url, api_key=self._api_key, timeout=self.config.timeout_s, max_retries=0
-        )
-        outputs: list[Any] = []
-        try:
-            llm = llm_factory(
-                self.config.model,
-                client=client,
-                temperature=self.config.temperature,
-                max_tokens=self.config.max_tokens,
-                # instructor re-asks only on unparseable JSON; HTTP errors go to this module's retries
-                max_retries=AsyncRetrying(
-                    stop=stop_after_attempt(REASKS + 1),
-                    retry=retry_if_exception_type(InstructorRetryException),
-                    reraise=True,
-                ),
-            )
-            llm.agenerate = self._wrap(llm.agenerate, outputs, repeat)  # as ragas' own cacher does
-            result = await Faithfulness(llm=llm).ascore(
-                user_input=question, response=answer, retrieved_contexts=contexts
-            )
-        except (
-            openai.OpenAIError,
-            InstructorRetryException,
-            IncompleteOutputException,
-            ValueError,  # includes pydantic's ValidationError; ragas' checks of empty inputs
-        ) as exc:
-            raise JudgeCallError(describe_error(exc)) from exc
-        finally:
-            await client.close()
-        verdicts = [v for out in outputs if isinstance(out, NLIStatementOutput) for v in out.statements]
+        call = _Call(repeat)
+        _CALL.set(call)  # this task's own context
+        result = await self._metric.ascore(user_input=question, response=answer, retrieved_contexts=contexts)
+        verdicts = [v for out in call.outputs if isinstance(out, NLIStatementOutput) for v in out.statements]
         return float(result.value), verdicts
 
-    def _wrap(
-        self, agenerate: Callable[[str, Any], Awaitable[Any]], outputs: list[Any], repeat: int
-    ) -> Callable[[str, Any], Awaitable[Any]]:
-        """Wrap ragas' ``agenerate(prompt, response_model)`` with the cache, retries and the slot bound."""
+    def _cached(self, agenerate: Callable[[str, Any], Awaitable[Any]]) -> Callable[[str, Any], Awaitable[Any]]:
+        """Wrap ragas' ``agenerate(prompt, response_model)`` with the disk cache and collect its outputs."""
 
         async def call(prompt: str, response_model: Any) -> Any:
+            current = _CALL.get()
             request = {
                 "model": self.config.model,
                 "temperature": self.config.temperature,
@@ -174,25 +211,21 @@ class RagasJudge:
                 "prompt": prompt,
                 "response_model": response_model.__name__,
             }
-            key = DiskCache.key(judge=self.backend, prompt_version=self.version, repeat=repeat, request=request)
+            key = DiskCache.key(judge=self.backend, prompt_version=self.version, repeat=current.repeat, request=request)
             hit = self.cache.get(key) if self.cache is not None else None
+            result = None
             if hit is not None:
                 try:
                     result = response_model.model_validate(hit)
                 except ValueError:  # pydantic's ValidationError is a ValueError: a stale entry
-                    pass
+                    result = None
                 else:
                     self.stats.add("cache_hits")
-                    outputs.append(result)
-                    return result
-            async for attempt in AsyncRetrying(**retry_policy(self.config, lambda: self.stats.add("retries"))):
-                with attempt:
-                    with self._slots:  # one coroutine per thread's loop: blocking here stalls nothing else
-                        self.stats.add("requests")
-                        result = await agenerate(prompt, response_model)
-            if self.cache is not None:
-                self.cache.put(key, result.model_dump(mode="json"))
-            outputs.append(result)
+            if result is None:
+                result = await agenerate(prompt, response_model)
+                if self.cache is not None:
+                    self.cache.put(key, result.model_dump(mode="json"))
+            current.outputs.append(result)
             return result
 
         return call
