@@ -17,7 +17,6 @@ from gate import __version__
 from gate.comparison import (
     MESSAGE_LIMIT,
     SCHEMA_VERSION,
-    Aggregate,
     CaseEntry,
     CaseMetric,
     Claim,
@@ -39,6 +38,7 @@ from gate.scoring import detect_refusal
 from gate.stats import MetricInput, analyze_cases, analyze_metrics
 from gate.stats.cases import CaseResult
 from gate.stats.decision import error_rate, gate_decision
+from gate.stats.summary import aggregate
 
 
 def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -101,31 +101,6 @@ def cluster_labels(cases: Sequence[GoldenCase], cluster_by: str | None) -> np.nd
             label = next((t for t in case.tags if t.startswith(prefix)), None)
         labels.append(label if label is not None else f"case:{case.id}")
     return np.array(labels, dtype=object)
-
-
-def aggregate(values: np.ndarray) -> Aggregate:
-    """One side's summary of a metric: mean, SD (ddof 1), 10th percentile and share below 0.5 of per-case means.
-
-    Args:
-        values: shape (N cases, R repeats); NaN where not applicable or failed. Cases with no valid repeat are
-            left out.
-
-    Returns:
-        The :class:`~gate.comparison.Aggregate` (``n`` 0 and None statistics when no case has a value).
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows (N/A cases) give NaN, dropped below
-        per_case = np.nanmean(values, axis=1) if values.size else values
-    per_case = per_case[~np.isnan(per_case)]
-    if per_case.size == 0:
-        return Aggregate(0, None, None, None, None)
-    return Aggregate(
-        n=int(per_case.size),
-        mean=float(per_case.mean()),
-        sd=float(per_case.std(ddof=1)) if per_case.size > 1 else 0.0,
-        p10=float(np.percentile(per_case, 10)),
-        share_below_0_5=float((per_case < 0.5).mean()),
-    )
 
 
 def _first_ok(side: Side, case_id: str) -> Prediction | None:

@@ -18,6 +18,7 @@ from gate.errors import InputError
 from gate.jsonl import clean_nan, pretty_json
 from gate.stats.cases import CaseStatus
 from gate.stats.decision import MetricResult, Verdict
+from gate.stats.summary import Aggregate
 
 SCHEMA_VERSION = 2
 """Version of ``report.json``; :func:`load_report` migrates older versions."""
@@ -35,22 +36,6 @@ def clip(text: str | None, limit: int = TEXT_LIMIT) -> str | None:
     if text is None or len(text) <= limit:
         return text
     return text[: limit - 1] + "…"
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    """Summary of one side's per-case means of a metric (cases where it applies)."""
-
-    n: int
-    """Cases with a valid value."""
-    mean: float | None
-    """Mean of the per-case means; None when ``n`` is 0."""
-    sd: float | None
-    """Sample standard deviation (ddof 1) of the per-case means; 0 for one case, None for none."""
-    p10: float | None
-    """10th percentile of the per-case means (numpy's linear interpolation)."""
-    share_below_0_5: float | None
-    """Share of cases whose mean is below 0.5, in [0, 1]."""
 
 
 @dataclass(frozen=True)
