@@ -18,6 +18,7 @@ import click
 
 from gate import __version__
 from gate.cli.common import CONTEXT, EchoHandler, handle_errors, shard_option, terminate
+from gate.cli.history import history
 from gate.cli.pr import pr
 from gate.errors import InputError
 
@@ -184,3 +185,4 @@ def merge(shards: tuple[Path, ...], out: Path) -> None:
 
 
 main.add_command(pr)
+main.add_command(history)
