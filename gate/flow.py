@@ -38,6 +38,7 @@ from gate.runs import (
     read_partial_predictions,
     write_predictions,
 )
+from gate.sandbox import Sandbox
 from gate.scoring import score_all
 
 log = logging.getLogger("rag-gate")
@@ -69,6 +70,7 @@ def run_side(
     git_sha: str | None = None,
     git_ref: str | None = None,
     shard_spec: tuple[int, int] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Path:
     """Run the golden set through one side's pipeline, score it, and write a run directory.
 
@@ -83,6 +85,7 @@ def run_side(
         git_sha: commit of the side, recorded in the manifest.
         git_ref: ref of the side, recorded in the manifest.
         shard_spec: ``(i, n)`` to run only the i-th of n shards of the golden set.
+        sandbox: where the pipeline runs (default: the allow-listed environment of this process).
 
     Returns:
         ``out_dir``.
@@ -138,7 +141,7 @@ def run_side(
 
     done = {(p.id, p.repeat) for p in kept}
     jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
-    _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress)
+    _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox)
 
     table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
     scores = _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge)
@@ -195,6 +198,7 @@ def _produce(
     n_repeats: int,
     predictions_path: Path,
     progress: bool,
+    sandbox: Sandbox | None = None,
 ) -> None:
     """Produce the missing predictions with the configured adapter, appending each one as it arrives."""
     spec = config.pipeline
@@ -210,12 +214,12 @@ def _produce(
         if not jobs:
             return
         if spec.python:
-            run_python(spec, jobs, write)
+            run_python(spec, jobs, write, sandbox=sandbox)
             return
         wanted = {(c.id, r) for c, r in jobs}
         if spec.command:
             produced = run_command(
-                spec, config.golden, sorted({r for _, r in jobs}), len(golden), predictions_path.parent
+                spec, config.golden, sorted({r for _, r in jobs}), len(golden), predictions_path.parent, sandbox=sandbox
             )
         else:
             produced = load_predictions(spec.predictions)

@@ -211,11 +211,6 @@ class Sandbox:
         finally:
             shutil.rmtree(path, ignore_errors=True)
 
-    def readable(self, path: Path) -> None:
-        """Let the pipeline user enter ``path`` (a directory rag-gate created with mode 0700, e.g. by mkdtemp)."""
-        if self.user is not None:
-            path.chmod(0o755)
-
     def sweep(self) -> None:
         """Kill every process the pipeline user still runs (daemons it left behind); nothing without a user."""
         if self.user is None:

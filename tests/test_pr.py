@@ -19,6 +19,7 @@ from gate.pr import cache, gitops
 from gate.pr import github as gh
 
 REPO = Path(__file__).resolve().parent.parent
+CACHE_KEY = "test-cache-signing-key-0123456789"
 GITHUB_VARS = (
     "GITHUB_EVENT_NAME",
     "GITHUB_EVENT_PATH",
@@ -92,10 +93,21 @@ def outputs(tmp_path):
     return dict(line.split("=", 1) for line in (tmp_path / "output.txt").read_text().splitlines() if "=" in line)
 
 
+def push_env(tmp_path, fake, scratch):
+    """A push to main that stores the base results for PRs (the cache is written by trusted runs only)."""
+    event = {"ref": "refs/heads/main", "repository": {"full_name": "octo/rag", "default_branch": "main"}}
+    env = actions_env(tmp_path, fake, scratch, event_name="push", event=event)
+    return env | {"GITHUB_REF": "refs/heads/main", "GITHUB_SHA": scratch[1]["base"], "RAG_GATE_CACHE_KEY": CACHE_KEY}
+
+
 def test_first_run_posts_one_comment_second_run_edits_it(tmp_path, fake, scratch):
-    env = actions_env(tmp_path, fake, scratch)
+    stored = run_pr(tmp_path, scratch, push_env(tmp_path, fake, scratch), out_dir="rag-gate-out/push")
+    assert stored.exit_code == 0 and "verdict: cached" in stored.stderr, stored.output
+    assert fake.requests == [] and outputs(tmp_path)["verdict"] == "cached"
+    env = actions_env(tmp_path, fake, scratch) | {"RAG_GATE_CACHE_KEY": CACHE_KEY}
     first = run_pr(tmp_path, scratch, env, out_dir="rag-gate-out/first")
     assert first.exit_code == 1, first.output
+    assert "(base from cache)" in first.stderr
     assert len(fake.comments) == 1 and fake.comments[0]["body"].startswith(gh.MARKER)
     assert "fail" in fake.comments[0]["body"] and len(fake.comments[0]["body"]) < gh.COMMENT_LIMIT
     out = outputs(tmp_path)
@@ -255,13 +267,18 @@ def key(**changes):
     return cache.CacheKey(**(fields | changes))
 
 
-def test_cache_round_trip_and_every_key_field_matters(tmp_path):
+def snapshot_of(tmp_path, **files):
     run = tmp_path / "run"
-    run.mkdir()
-    (run / "manifest.json").write_text("{}")
-    (run / "scores.jsonl").write_text("x\n")
-    stored = cache.store(tmp_path / "cache", key(), run)
-    assert cache.lookup(tmp_path / "cache", key()) == stored
+    run.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (run / name.replace("__", ".")).write_text(text)
+    return cache.Snapshot.of(run)
+
+
+def test_cache_round_trip_and_every_key_field_matters(tmp_path):
+    snapshot = snapshot_of(tmp_path, manifest__json="{}", scores__jsonl="x\n")
+    stored = cache.store(tmp_path / "cache", key(), snapshot, b"k1")
+    assert cache.lookup(tmp_path / "cache", key(), b"k1") == snapshot
     assert (stored / "scores.jsonl").read_text() == "x\n"
     for change in (
         {"base_sha": "d" * 40},
@@ -271,19 +288,16 @@ def test_cache_round_trip_and_every_key_field_matters(tmp_path):
         {"repeats": 3},
         {"gate_version": "0.2.0"},
     ):
-        assert cache.lookup(tmp_path / "cache", key(**change)) is None
+        assert cache.lookup(tmp_path / "cache", key(**change), b"k1") is None
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [key().digest()]
 
 
 def test_cache_refuses_incomplete_runs_and_tampered_keys(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
     with pytest.raises(ValueError, match="incomplete"):
-        cache.store(tmp_path / "cache", key(), run)
-    (run / "manifest.json").write_text("{}")
-    stored = cache.store(tmp_path / "cache", key(), run)
+        cache.store(tmp_path / "cache", key(), snapshot_of(tmp_path, scores__jsonl="x\n"), b"k1")
+    stored = cache.store(tmp_path / "cache", key(), snapshot_of(tmp_path, manifest__json="{}"), b"k1")
     (stored.parent / "key.json").write_text(json.dumps({"base_sha": "other"}))
-    assert cache.lookup(tmp_path / "cache", key()) is None
+    assert cache.lookup(tmp_path / "cache", key(), b"k1") is None
 
 
 def test_judge_id_ignores_key_order():

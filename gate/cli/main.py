@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -96,7 +97,9 @@ def run(
     """
     from gate.config import load_config
     from gate.flow import run_side
+    from gate.sandbox import protect_process
 
+    protect_process(os.environ)  # the pipeline cannot read this process's secrets from /proc
     config = load_config(config_path, repeats=repeats)
     show = sys.stderr.isatty() if progress is None else progress
     run_side(config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=shard_option(shard_text))

@@ -32,7 +32,7 @@ def _repeats(ctx: click.Context, param: click.Parameter, value: str | None) -> i
 
 
 def _switch(ctx: click.Context, param: click.Parameter, value: str | None) -> bool:
-    text = (value or "on").strip().lower()
+    text = (value or str(param.default or "off")).strip().lower()
     if text not in ON + OFF:
         raise click.BadParameter(f"expected on or off, got {value!r}", ctx, param)
     return text in ON
@@ -56,7 +56,8 @@ def _switch(ctx: click.Context, param: click.Parameter, value: str | None) -> bo
     "--github-token",
     default="",
     metavar="TOKEN",
-    help="Token to comment with (default: $GITHUB_TOKEN). Prefer the environment variable.",
+    help="Token to comment with, for local use (default: $GITHUB_TOKEN). Ignored in GitHub Actions, where every "
+    "process of the job can read a command line: the action passes the token in GITHUB_TOKEN only.",
 )
 @click.option(
     "--fail-on",
@@ -89,6 +90,15 @@ def _switch(ctx: click.Context, param: click.Parameter, value: str | None) -> bo
     metavar="CMD",
     help="Shell command run first, e.g. 'pip install -r requirements.txt'.",
 )
+@click.option(
+    "--allow-privileged-event",
+    default="off",
+    callback=_switch,
+    metavar="on|off",
+    show_default=True,
+    help="Run on events that give a write token and secrets to code that can come from a fork "
+    "(pull_request_target, workflow_run, issue_comment, ...); refused otherwise.",
+)
 @click.option("--strict", is_flag=True, help="Treat an inconclusive verdict as fail.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 @handle_errors
@@ -103,6 +113,7 @@ def pr(
     out_dir: str,
     working_directory: str,
     setup_command: str,
+    allow_privileged_event: bool,
     strict: bool,
     progress: bool | None,
 ) -> None:
@@ -119,7 +130,9 @@ def pr(
       rag-gate pr --config rag-gate.yml --fail-on inconclusive --cache-dir .rag-gate-cache
     """  # noqa: D301 - click needs the real \b (backspace) character, a raw string would print "\b"
     from gate.pr.flow import PrOptions, run_pr
+    from gate.sandbox import protect_process
 
+    protect_process(os.environ, [github_token])  # before any other process starts
     options = PrOptions(
         config=Path(config or "rag-gate.yml"),
         base_ref=_blank_to_none(base_ref),
@@ -131,6 +144,7 @@ def pr(
         working_directory=Path(working_directory) if working_directory else None,
         setup_command=_blank_to_none(setup_command),
         github_token=_blank_to_none(github_token),
+        allow_privileged_event=allow_privileged_event,
         strict=strict,
         progress=sys.stderr.isatty() if progress is None else progress,
     )

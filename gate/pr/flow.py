@@ -1,20 +1,26 @@
 """The pull-request flow (``rag-gate pr``): evaluate the merge base and the head, compare, report on GitHub.
 
-Steps: read the GitHub context (or ``--base-ref`` locally) → refuse ``pull_request_target`` → resolve the
-merge base → run the base side in a ``git worktree`` of it (or reuse the cached base run) → run the head
-side in the checkout → compare → post or edit the sticky comment → job summary, outputs, annotations.
+Steps: read the GitHub context (or ``--base-ref`` locally) → refuse privileged events → resolve the merge base →
+run the base side in a ``git worktree`` of it (or take the cached base run) → run the head side in the checkout →
+check the base results against the copy held in memory → compare → post or edit the sticky comment → job summary,
+outputs, annotations.
 
-The gate's policy (metrics, margins, judge) is the base side's, so a PR cannot relax its own gate; the
-golden set is the head's, used on both sides. Without a pull request (``--base-ref``) nothing is posted:
-the comment is printed and written to disk.
+The gate's policy (metrics, margins, judge, the variables the pipeline may have) is the base side's, so a PR cannot
+relax its own gate nor ask for secrets; the golden set is the head's, used on both sides. Without a pull request
+(``--base-ref``) nothing is posted: the comment is printed and written to disk.
+
+Trust (README "Security"): the PR's code runs in a :class:`~gate.sandbox.Sandbox`; events that give a write token
+and secrets to code that can come from a fork are refused unless the workflow opts in; the base cache is read by
+every run but written only by trusted ones (:func:`cache_policy`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,14 +34,35 @@ from gate.outputs import Output
 from gate.outputs.annotations import annotation
 from gate.pr import cache, gitops
 from gate.pr import github as gh
+from gate.sandbox import Sandbox
 
-UNSAFE_EVENT_HELP = (
-    "rag-gate refuses to run on `pull_request_target`: that event gives the job a write token and the "
-    "repository's secrets, and rag-gate executes the PR's own code (its pipeline), so a fork could steal them. "
-    "Run rag-gate on `pull_request` instead (fork PRs then get a read-only token: the report goes to the job "
-    "summary and to an uploaded artifact), and, to comment on fork PRs, post the uploaded comment.md from a "
-    f"second workflow triggered by `workflow_run`, which never checks out PR code. See {gh.DOCS_URL}."
+log = logging.getLogger("rag-gate")
+
+SAFE_EVENTS = frozenset(
+    {"pull_request", "pull_request_review", "pull_request_review_comment", "push", "merge_group"}
+    | {"workflow_dispatch", "schedule"}
 )
+"""Events on which rag-gate runs without an opt-in: a fork's code only ever gets a read-only token and no secrets
+(``pull_request`` and its reviews), or the code comes from the repository itself, written by people who can push
+(``push``, ``workflow_dispatch``, ``schedule``, and ``merge_group``, whose PRs were approved to merge). Every other
+event (``pull_request_target``, ``workflow_run``, ``issue_comment``, ...) gives the job a write token and the
+repository's secrets while the code it checks out can come from a fork."""
+TRUSTED_EVENTS = frozenset({"push", "workflow_dispatch", "schedule"})
+"""Events whose runs, on the default branch, may write the shared base cache."""
+
+
+def privileged_event_help(event: str) -> str:
+    """Why rag-gate refuses ``event``, what to do instead, and how to opt in."""
+    return (
+        f"rag-gate refuses to run on `{event}`: that event gives the job a write token and the repository's "
+        "secrets, while the code it checks out can come from a fork (a pull request's head), and rag-gate executes "
+        "that code (the pipeline and the setup command), so a fork could steal the secrets or write to the "
+        "repository. Run rag-gate on `pull_request` instead (fork PRs then get a read-only token and no secrets: "
+        "the report goes to the job summary and to an uploaded artifact), and, to comment on fork PRs, post the "
+        "uploaded comment.md from a second workflow triggered by `workflow_run`, which runs neither rag-gate nor PR "
+        "code. If this workflow only ever checks out code you trust, opt in with the input "
+        f"`allow-privileged-event: true` (`--allow-privileged-event on`). See {gh.DOCS_URL}."
+    )
 
 
 @dataclass(frozen=True)
@@ -61,7 +88,10 @@ class PrOptions:
     setup_command: str | None = None
     """Shell command run once in ``working_directory`` before evaluating (installs the user's pipeline)."""
     github_token: str | None = None
-    """Token for the comment (None: ``GITHUB_TOKEN`` from the environment)."""
+    """Token for the comment, for local use (None: ``GITHUB_TOKEN``); ignored in GitHub Actions, where a command
+    line is visible to every process of the job."""
+    allow_privileged_event: bool = False
+    """Run even on an event that gives a write token and secrets to code that can come from a fork."""
     strict: bool = False
     """Turn an inconclusive verdict into fail."""
     progress: bool = False
@@ -73,11 +103,11 @@ class PrResult:
     """What the PR flow did."""
 
     verdict: str
-    """``pass`` | ``fail`` | ``inconclusive``."""
+    """``pass`` | ``fail`` | ``inconclusive``; ``cached`` when a trusted push only stored its base results."""
     exit_code: int
     """0 or 1, from the verdict and ``fail_on``."""
-    comparison: Comparison
-    """The comparison (``report.json``)."""
+    comparison: Comparison | None
+    """The comparison (``report.json``); None when nothing was compared (``cached``)."""
     report_path: Path
     comment_path: Path
     comment_status: str
@@ -88,14 +118,84 @@ class PrResult:
     """True when the base run came from the cache."""
 
 
-def refuse_unsafe_event(context: gh.GithubContext) -> None:
-    """Refuse ``pull_request_target``, which would run PR code with a write token and secrets.
+def refuse_unsafe_event(context: gh.GithubContext, *, allow_privileged: bool = False) -> None:
+    """Refuse every event outside :data:`SAFE_EVENTS` unless the workflow opted in; local runs (no event) pass.
+
+    Args:
+        context: the run's GitHub context.
+        allow_privileged: the workflow's explicit opt-in (``allow-privileged-event: true``).
 
     Raises:
-        InputError: the event is ``pull_request_target`` (exit 2), with the safe two-workflow pattern.
+        InputError: the event is privileged (exit 2), saying why and what to do instead.
     """
-    if context.event_name == "pull_request_target":
-        raise InputError(UNSAFE_EVENT_HELP)
+    event = context.event_name
+    if event is None or event in SAFE_EVENTS or allow_privileged:
+        return
+    raise InputError(privileged_event_help(event))
+
+
+@dataclass(frozen=True)
+class CachePolicy:
+    """Whether this run reads and writes the base cache, and with which signing key."""
+
+    directory: Path | None = None
+    """The cache directory; None: no cache."""
+    signing_key: bytes | None = None
+    """HMAC key (:func:`gate.pr.cache.signing_key`)."""
+    write: bool = False
+    """True for trusted runs only."""
+
+    @property
+    def readable(self) -> bool:
+        """Entries can be read (and verified)."""
+        return self.directory is not None and self.signing_key is not None
+
+    @property
+    def writable(self) -> bool:
+        """This run may store its base results."""
+        return self.readable and self.write
+
+
+def is_trusted(context: gh.GithubContext) -> bool:
+    """True for a trusted run, which may write the shared base cache.
+
+    Local runs (not in GitHub Actions) are, and ``push``/``workflow_dispatch``/``schedule`` runs on the repository's
+    default branch (code that was merged). Pull requests never are, whatever their origin.
+    """
+    if not context.in_actions:
+        return True
+    return (
+        context.event_name in TRUSTED_EVENTS
+        and context.default_branch is not None
+        and context.ref == f"refs/heads/{context.default_branch}"
+    )
+
+
+def cache_policy(directory: Path | None, context: gh.GithubContext, environ: Mapping[str, str]) -> CachePolicy:
+    """The rule for the shared base cache: every run reads verified entries; only trusted runs write.
+
+    Entries are signed with ``RAG_GATE_CACHE_KEY`` (in CI, from a repository secret the pipeline never gets), or,
+    locally, with a per-user key. In GitHub Actions without that secret (fork PRs get no secrets) the cache is
+    not used: nothing could tell an entry written by a trusted run from one a PR's code forged.
+
+    Args:
+        directory: ``--cache-dir`` (None: no cache).
+        context: the run's GitHub context.
+        environ: rag-gate's environment.
+
+    Returns:
+        The policy.
+    """
+    if directory is None:
+        return CachePolicy()
+    key = cache.signing_key(environ, local=not context.in_actions)
+    if key is None:
+        log.warning(
+            "base cache not used: no %s (set the action's cache-signing-key input from a repository secret; "
+            "fork PRs get no secrets, so their base is always evaluated)",
+            cache.SIGNING_KEY_VAR,
+        )
+    return CachePolicy(directory, key, write=is_trusted(context))
 
 
 def _base_commit(options: PrOptions, context: gh.GithubContext, repo: Path) -> tuple[str, str]:
@@ -110,11 +210,35 @@ def _base_commit(options: PrOptions, context: gh.GithubContext, repo: Path) -> t
     )
 
 
-def _run_setup(command: str, workdir: Path) -> None:
-    """Run the user's setup command (installs their pipeline's dependencies) through the shell."""
-    done = subprocess.run(command, shell=True, cwd=workdir, check=False)  # noqa: S602 - the user's own command
-    if done.returncode != 0:
-        raise EvaluationError(f"--setup-command exited with {done.returncode}: {command}")
+def _run_setup(command: str, workdir: Path, sandbox: Sandbox, passthrough: Iterable[str]) -> None:
+    """Run the user's setup command through the shell, in the sandbox.
+
+    It installs the pipeline's dependencies, so it runs the PR's code too: it gets the pipeline's environment and
+    user, and its output is forwarded, redacted.
+    """
+    with sandbox.scratch() as tmpdir:
+        proc = subprocess.Popen(  # noqa: S602 - the workflow's own command
+            command,
+            shell=True,
+            cwd=workdir,
+            env=sandbox.environment(passthrough, tmpdir=tmpdir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            **sandbox.popen_kwargs(),
+        )
+        assert proc.stdout is not None
+        pump = sandbox.forward(proc.stdout)
+        try:
+            code = proc.wait()
+        finally:
+            pump.join(timeout=5)
+            sandbox.sweep()
+    if code != 0:
+        raise EvaluationError(f"--setup-command exited with {code}: {sandbox.redactor(command)}")
 
 
 def _base_config(worktree: Path, config_rel: Path, head: Config, repeats: int | None) -> Config:
@@ -128,28 +252,78 @@ def _base_config(worktree: Path, config_rel: Path, head: Config, repeats: int | 
     return dataclasses.replace(load_config(path, repeats=repeats), golden=head.golden)
 
 
-def _run_base(
-    options: PrOptions, repo: Path, base_sha: str, base_label: str, config_rel: Path, head: Config, out: Path
-) -> tuple[Config, Path, bool]:
-    """Evaluate the base in a worktree, or take it from the cache; returns (config, run dir, cached)."""
-    with gitops.worktree(repo, base_sha) as tree:
-        config = _base_config(tree, config_rel, head, options.repeats)
-        key = cache.CacheKey(
-            base_sha=base_sha,
-            golden_sha256=file_sha256(head.golden),
-            config_sha256=config.sha256,
-            judge_id=cache.judge_id(config.judge),
-            repeats=config.repeats,
-            gate_version=__version__,
-        )
-        hit = cache.lookup(options.cache_dir, key) if options.cache_dir else None
+def _base_results(
+    options: PrOptions,
+    policy: CachePolicy,
+    config: Config,
+    base_sha: str,
+    base_label: str,
+    out: Path,
+    sandbox: Sandbox,
+) -> tuple[cache.Snapshot, bool]:
+    """The base's results in ``out/base``, from the verified cache or evaluated now; returns (snapshot, cached).
+
+    The snapshot (every file, in memory) is what the comparison will use: see :func:`_intact`.
+    """
+    key = cache.CacheKey(
+        base_sha=base_sha,
+        golden_sha256=file_sha256(config.golden),
+        config_sha256=config.sha256,
+        judge_id=cache.judge_id(config.judge),
+        repeats=config.repeats,
+        gate_version=__version__,
+    )
+    run_dir = out / "base"
+    if policy.readable:
+        assert policy.directory is not None and policy.signing_key is not None
+        hit = cache.lookup(policy.directory, key, policy.signing_key)
         if hit is not None:
-            return config, hit, True
-        shutil.rmtree(out / "base", ignore_errors=True)  # never resume a run of another commit
-        run_dir = run_side(config, out / "base", progress=options.progress, git_sha=base_sha, git_ref=base_label)
-    if options.cache_dir:
-        cache.store(options.cache_dir, key, run_dir)
-    return config, run_dir, False
+            return hit, True
+    shutil.rmtree(run_dir, ignore_errors=True)  # never resume a run of another commit
+    run_side(config, run_dir, progress=options.progress, git_sha=base_sha, git_ref=base_label, sandbox=sandbox)
+    snapshot = cache.Snapshot.of(run_dir)
+    if policy.writable:
+        assert policy.directory is not None and policy.signing_key is not None
+        cache.store(policy.directory, key, snapshot, policy.signing_key)
+    return snapshot, False
+
+
+def _intact(snapshot: cache.Snapshot, run_dir: Path, context: gh.GithubContext, emit: Callable[[str], None]) -> Path:
+    """``run_dir`` as it was computed.
+
+    When its files differ from the snapshot held in memory (the head's code rewrote them), warn and restore them.
+    """
+    if not snapshot.matches(run_dir):
+        message = (
+            f"{run_dir}: the base results changed after they were computed (the PR's code wrote to them?); "
+            "the copy rag-gate kept in memory is used"
+        )
+        log.warning(message)
+        if context.in_actions:
+            emit(annotation("warning", message, title="rag-gate: base results were modified"))
+        snapshot.restore(run_dir)
+    return run_dir
+
+
+def _sandbox(environ: Mapping[str, str], configs: Iterable[Config], secrets: Iterable[str | None]) -> Sandbox:
+    """The pipeline's sandbox; the judges' key variables and ``secrets`` (tokens) are redacted too."""
+    names = {str(c.judge[k]) for c in configs for k in ("api_key_env",) if c.judge.get(k)}
+    return Sandbox.from_environ(environ, secrets=secrets, secret_names=names)
+
+
+def _warn_persisted_credentials(repo: Path, context: gh.GithubContext, emit: Callable[[str], None]) -> None:
+    """Warn when ``.git/config`` holds credentials (``actions/checkout`` with ``persist-credentials: true``)."""
+    names = gitops.credential_settings(repo)
+    if not names:
+        return
+    message = (
+        f"{repo}/.git/config holds credentials ({', '.join(names)}, left by actions/checkout): any code in this job, "
+        "the PR's pipeline included, can read them. Set `persist-credentials: false` on actions/checkout."
+    )
+    if context.in_actions:
+        emit(annotation("warning", message, title="rag-gate: credentials in .git/config"))
+    else:
+        log.warning(message)
 
 
 def _relative(path: Path, root: Path | None) -> str:
@@ -207,11 +381,16 @@ def run_pr(
         Both are also written to the job summary and as an ``::error`` annotation before being raised.
     """
     context = gh.github_context(environ)
-    token = options.github_token or environ.get("GITHUB_TOKEN") or None
-    if token and context.in_actions:
-        emit(gh.add_mask(token))
+    token = environ.get("GITHUB_TOKEN") or None
+    if context.in_actions:
+        for secret in {options.github_token, token} - {None}:
+            emit(gh.add_mask(str(secret)))
+        if options.github_token:
+            emit(annotation("warning", FLAG_TOKEN_IGNORED, title="rag-gate: token on the command line ignored"))
+    else:
+        token = options.github_token or token
     try:
-        return _run(options, context, token, emit, policy)
+        return _run(options, context, token, emit, policy, environ)
     except GateError as exc:
         _report_error(exc, context, emit)
         raise
@@ -220,34 +399,54 @@ def run_pr(
         raise
 
 
+FLAG_TOKEN_IGNORED = (
+    "--github-token is ignored in GitHub Actions: a command line is visible to every process of the job "
+    "(/proc/<pid>/cmdline), the PR's pipeline included. Pass the token in the GITHUB_TOKEN environment variable "
+    "(the action does)."
+)
+
+
 def _run(
     options: PrOptions,
     context: gh.GithubContext,
     token: str | None,
     emit: Callable[[str], None],
     policy: gh.RetryPolicy | None,
+    environ: Mapping[str, str],
 ) -> PrResult:
-    refuse_unsafe_event(context)
+    refuse_unsafe_event(context, allow_privileged=options.allow_privileged_event)
     exit_code_for("pass", options.fail_on)  # validates fail_on before any work
     workdir = (options.working_directory or Path.cwd()).resolve()
-    if options.cache_dir is not None:
-        options = dataclasses.replace(options, cache_dir=workdir / options.cache_dir)
+    cache_dir = workdir / options.cache_dir if options.cache_dir is not None else None
     config_path = (workdir / options.config).resolve()
     repo = gitops.repo_root(workdir)
+    _warn_persisted_credentials(repo, context, emit)
     head = load_config(config_path, repeats=options.repeats)
     try:
         config_rel = config_path.relative_to(repo)
     except ValueError:
         raise InputError(f"{config_path}: the config must be inside the repository {repo}") from None
+    caching = cache_policy(cache_dir, context, environ)
+    out = workdir / options.out_dir
+    secrets = (options.github_token, token)
+    if options.base_ref is None and context.pr_number is None and context.event_name in TRUSTED_EVENTS:
+        return _store_base(options, context, caching, repo, workdir, config_rel, out, environ, secrets)
     base_sha, base_label = _base_commit(options, context, repo)
     head_sha = gitops.resolve_commit(repo, "HEAD")
-    if options.setup_command:
-        _run_setup(options.setup_command, workdir)
-    out = workdir / options.out_dir
-    base, base_run, cached = _run_base(options, repo, base_sha, base_label, config_rel, head, out)
-    head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats)
+    with gitops.worktree(repo, base_sha) as tree:
+        base = _base_config(tree, config_rel, head, options.repeats)
+        sandbox = _sandbox(environ, (base, head), secrets)
+        if options.setup_command:
+            _run_setup(options.setup_command, workdir, sandbox, base.pipeline.env_passthrough)
+        base_results, cached = _base_results(options, caching, base, base_sha, base_label, out, sandbox)
+    # the base's policy, including which variables the pipeline may have: a PR cannot ask for more
+    pipeline = dataclasses.replace(head.pipeline, env_passthrough=base.pipeline.env_passthrough)
+    head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats, pipeline=pipeline)
     shutil.rmtree(out / "head", ignore_errors=True)
-    head_run = run_side(head, out / "head", progress=options.progress, git_sha=head_sha, git_ref="HEAD")
+    head_run = run_side(
+        head, out / "head", progress=options.progress, git_sha=head_sha, git_ref="HEAD", sandbox=sandbox
+    )
+    base_run = _intact(base_results, out / "base", context, emit)
     comparison = compare_runs(base_run, head_run, out, config=base, golden=head.golden, strict=options.strict)
     render_options = outputs.RenderOptions(details_url=context.run_url, golden_file=_relative(head.golden, repo))
     texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
@@ -263,6 +462,55 @@ def _run(
         comment_path=outputs.path(out, Output.COMMENT),
         comment_status=status,
         base_sha=base_sha,
+        base_cached=cached,
+    )
+
+
+def _store_base(
+    options: PrOptions,
+    context: gh.GithubContext,
+    caching: CachePolicy,
+    repo: Path,
+    workdir: Path,
+    config_rel: Path,
+    out: Path,
+    environ: Mapping[str, str],
+    secrets: Iterable[str | None],
+) -> PrResult:
+    """Store the base results of a trusted run that has no pull request; nothing is compared or posted.
+
+    On ``push``/``workflow_dispatch``/``schedule`` the commit is evaluated as the base of future PRs and stored in
+    the cache, which only trusted runs may write.
+    """
+    if not caching.writable:
+        why = "not on the default branch" if caching.readable else "no --cache-dir or no cache signing key"
+        raise InputError(
+            f"no base to compare with on `{context.event_name}` and nothing to store ({why}): run rag-gate on "
+            "pull_request, or on pushes to the default branch with cache-dir and cache-signing-key set, so that "
+            "pull requests reuse the base results"
+        )
+    sha = gitops.resolve_commit(repo, context.sha or "HEAD")
+    with gitops.worktree(repo, sha) as tree:
+        config = load_config(tree / config_rel, repeats=options.repeats)
+        sandbox = _sandbox(environ, (config,), secrets)
+        if options.setup_command:
+            _run_setup(options.setup_command, workdir, sandbox, config.pipeline.env_passthrough)
+        _, cached = _base_results(options, caching, config, sha, context.ref or sha, out, sandbox)
+    log.info(
+        "base results of %s %s the cache for pull requests based on it",
+        sha[:12],
+        "already in" if cached else "stored in",
+    )
+    if context.output is not None:
+        gh.write_outputs(context.output, {"verdict": "cached", "regressed-count": 0, "ood-failure-count": 0})
+    return PrResult(
+        verdict="cached",
+        exit_code=0,
+        comparison=None,
+        report_path=out / "base",
+        comment_path=out / "base",
+        comment_status="disabled",
+        base_sha=sha,
         base_cached=cached,
     )
 

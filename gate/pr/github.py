@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from github import Github
 
 DEFAULT_API_URL = "https://api.github.com"
-PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
 DOCS_URL = "https://github.com/rag-gate/rag-gate#github-action"
 
 
@@ -48,6 +47,12 @@ class GithubContext:
     """``pull_request.base.ref`` (branch name, e.g. ``main``)."""
     head_repository: str | None = None
     """``owner/name`` of the repository the PR comes from (differs from ``repository`` for forks)."""
+    ref: str | None = None
+    """``GITHUB_REF``: the ref that triggered the run (``refs/heads/main`` on a push to main)."""
+    sha: str | None = None
+    """``GITHUB_SHA``: the commit that triggered the run."""
+    default_branch: str | None = None
+    """``repository.default_branch`` from the event payload (``main``)."""
     api_url: str = DEFAULT_API_URL
     """REST API root (``GITHUB_API_URL``): GitHub Enterprise and local test servers work the same way."""
     server_url: str = "https://github.com"
@@ -112,10 +117,11 @@ def github_context(environ: Mapping[str, str]) -> GithubContext:
     """Build the :class:`GithubContext` from an environment mapping (``os.environ`` in production).
 
     Reads ``GITHUB_EVENT_NAME``, ``GITHUB_EVENT_PATH``, ``GITHUB_REPOSITORY``, ``GITHUB_API_URL``,
-    ``GITHUB_SERVER_URL``, ``GITHUB_RUN_ID``, ``GITHUB_WORKSPACE``, ``GITHUB_STEP_SUMMARY``, ``GITHUB_OUTPUT``
-    and ``GITHUB_ACTIONS``; every one is optional (a local run has none). ``RAG_GATE_EVENT_PATH`` and
-    ``RAG_GATE_API_URL`` take precedence over ``GITHUB_EVENT_PATH`` and ``GITHUB_API_URL``, which a workflow
-    cannot override: they let the self-test replay an event against a local server.
+    ``GITHUB_SERVER_URL``, ``GITHUB_RUN_ID``, ``GITHUB_WORKSPACE``, ``GITHUB_STEP_SUMMARY``, ``GITHUB_OUTPUT``,
+    ``GITHUB_REF``, ``GITHUB_SHA`` and ``GITHUB_ACTIONS``; every one is optional (a local run has none).
+    ``RAG_GATE_EVENT_PATH`` and ``RAG_GATE_API_URL`` take precedence over ``GITHUB_EVENT_PATH`` and
+    ``GITHUB_API_URL``, which a workflow cannot override: they let the self-test replay an event against a local
+    server.
 
     Args:
         environ: variable name → value.
@@ -135,6 +141,7 @@ def github_context(environ: Mapping[str, str]) -> GithubContext:
     base = pull.get("base") or {}
     head = pull.get("head") or {}
     number = pull.get("number", event.get("number"))
+    repository = event.get("repository") if isinstance(event.get("repository"), dict) else {}
     return GithubContext(
         event_name=event_name,
         repository=environ.get("GITHUB_REPOSITORY") or (base.get("repo") or {}).get("full_name"),
@@ -143,6 +150,9 @@ def github_context(environ: Mapping[str, str]) -> GithubContext:
         head_sha=head.get("sha"),
         base_ref=base.get("ref"),
         head_repository=(head.get("repo") or {}).get("full_name"),
+        ref=environ.get("GITHUB_REF") or None,
+        sha=environ.get("GITHUB_SHA") or None,
+        default_branch=repository.get("default_branch") or None,
         api_url=(environ.get("RAG_GATE_API_URL") or environ.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
         server_url=environ.get("GITHUB_SERVER_URL") or "https://github.com",
         run_id=environ.get("GITHUB_RUN_ID") or None,

@@ -109,6 +109,22 @@ def merge_base(repo: Path, base: str, head: str) -> str:
     return done.stdout.strip()
 
 
+def credential_settings(repo: Path) -> list[str]:
+    """Names of the ``http.<url>.extraheader`` settings in the repository's own ``.git/config``.
+
+    ``actions/checkout`` leaves the job's token there (``persist-credentials: true``, its default), where any code
+    of the job, the PR's pipeline included, can read it. Only the names are read, never the values.
+
+    Args:
+        repo: the repository.
+
+    Returns:
+        Setting names, e.g. ``["http.https://github.com/.extraheader"]``; empty when there are none.
+    """
+    done = git(repo, "config", "--local", "--name-only", "--get-regexp", r"^http\..*\.extraheader$", check=False)
+    return done.stdout.split() if done.returncode == 0 else []
+
+
 @contextmanager
 def worktree(repo: Path, sha: str) -> Iterator[Path]:
     """Check out ``sha`` as a detached ``git worktree`` in a temporary directory; remove it afterwards.
@@ -127,6 +143,7 @@ def worktree(repo: Path, sha: str) -> Iterator[Path]:
         EvaluationError: git could not create the worktree.
     """
     parent = Path(tempfile.mkdtemp(prefix="rag-gate-base-"))
+    parent.chmod(0o755)  # the pipeline user (another user in the container) reads the base's checkout
     path = parent / "base"
     git(repo, "worktree", "add", "--detach", str(path), sha)
     try:
