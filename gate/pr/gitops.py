@@ -9,10 +9,11 @@ Source: git-merge-base(1), git-worktree(1), git-rev-parse(1).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,13 +25,18 @@ FETCH_DEPTH_HINT = (
 )
 
 
-def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def git(
+    repo: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run ``git -C repo args...`` and capture its output.
 
     Args:
         repo: a directory inside the repository.
         *args: git arguments.
         check: raise when git exits non-zero.
+        env: variables added to rag-gate's environment for this call (e.g. ``GIT_INDEX_FILE``, credentials as
+            ``GIT_CONFIG_*``: never on the command line, which every process can read).
+        stdin: text sent to git's standard input.
 
     Returns:
         The completed process (``stdout`` / ``stderr`` as text).
@@ -39,8 +45,11 @@ def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
         EvaluationError: git is not installed, or it failed and ``check`` is true.
     """
     command = ["git", "-c", "safe.directory=*", "-C", str(repo), *args]
+    environment = {**os.environ, **env} if env else None
     try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            command, capture_output=True, text=True, check=False, env=environment, input=stdin, encoding="utf-8"
+        )
     except FileNotFoundError as exc:
         raise EvaluationError("git is not installed (rag-gate pr needs it to check out the base)") from exc
     if check and done.returncode != 0:
