@@ -11,7 +11,7 @@ from conftest import SHARED_DATA, compare, write_jsonl
 from judgeeval import load_ragtruth
 
 RAGTRUTH = SHARED_DATA / "ragtruth-subset" / "cases.jsonl"
-pytestmark = pytest.mark.skipif(not RAGTRUTH.exists(), reason=f"{RAGTRUTH} is not present")
+pytestmark = pytest.mark.shared_data("ragtruth-subset")
 
 
 @pytest.fixture(scope="module")

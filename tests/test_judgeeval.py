@@ -1,4 +1,8 @@
-"""Judge evaluation: metrics against hand-computed values, loaders on the real datasets, measured rates."""
+"""Judge evaluation: metrics against hand-computed values, loaders on the real datasets, measured rates.
+
+The lexical judge's measured rates are floors (measured value minus the former tolerance): a better judge must
+not fail a test.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +34,6 @@ from gate.judges import LexicalJudge
 from gate.judges.base import ClaimVerdict, Judgment
 
 DATA = SHARED_DATA
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"labelled datasets not present at {SHARED_DATA}")
 
 
 def judgment(*verdicts: str) -> Judgment:
@@ -137,7 +140,7 @@ def test_yelp_record_is_linearised_with_negated_false_attributes():
     assert [c.verdict for c in judge.judge("", "Sunday: 9 am to 3 pm.", (business,)).claims] == ["contradicted"]
 
 
-@needs_data
+@pytest.mark.shared_data("ragtruth-subset")
 def test_ragtruth_loader_matches_the_dataset_readme():
     cases = load_ragtruth(DATA / "ragtruth-subset")
     assert len(cases) == 676 and sum(c.hallucinated for c in cases) == 260
@@ -150,7 +153,7 @@ def test_ragtruth_loader_matches_the_dataset_readme():
     assert all(c.spans for c in cases if c.hallucinated)
 
 
-@needs_data
+@pytest.mark.shared_data("faithbench", "rgb-counterfactual")
 def test_faithbench_and_rgb_loaders_match_the_readmes():
     faith = load_faithbench(DATA / "faithbench")
     assert (len(faith), sum(c.hallucinated for c in faith)) == (600, 424)
@@ -160,26 +163,26 @@ def test_faithbench_and_rgb_loaders_match_the_readmes():
     assert items[0].answer == "Tampa, Florida" and items[0].fake_answer == "Glendale, Arizona"
 
 
-@needs_data
+@pytest.mark.shared_data("rgb-counterfactual")
 def test_rgb_minimal_pairs_supported_and_contradicted_rates():
     items = load_rgb_counterfactual(DATA / "rgb-counterfactual")
     passages = counterfactual_rates(LexicalJudge(), items, "passage")
     assert passages.n == 312  # two of the 314 pairs are identical and left out
     assert passages.supported_rate >= 0.97  # measured 1.000
-    assert passages.contradicted_rate == pytest.approx(0.85, abs=0.05)  # measured 0.849
+    assert passages.contradicted_rate >= 0.80  # measured 0.849
     sentences = counterfactual_rates(LexicalJudge(), items, "sentence")
-    assert sentences.supported_rate == pytest.approx(0.80, abs=0.06)  # measured 0.800
-    assert sentences.contradicted_rate == pytest.approx(0.68, abs=0.08)  # measured 0.680
+    assert sentences.supported_rate >= 0.74  # measured 0.800
+    assert sentences.contradicted_rate >= 0.60  # measured 0.680
 
 
-@needs_data
+@pytest.mark.shared_data("ragtruth-subset")
 def test_ragtruth_test_split_figures_and_seeded_calibration_sample():
     _, test = split_by_source(load_ragtruth(DATA / "ragtruth-subset"))
     judgments = judge_cases(LexicalJudge(), test)
     q = quality(test, judgments, DEFAULT_THRESHOLD)
     assert q.n == 359
-    assert q.balanced_accuracy == pytest.approx(0.69, abs=0.04)  # measured 0.691; chance is 0.5
-    assert q.f1 == pytest.approx(0.64, abs=0.05)  # measured 0.642
+    assert q.balanced_accuracy >= 0.65  # measured 0.691; chance is 0.5
+    assert q.f1 >= 0.59  # measured 0.642
     sample = calibration_sample(test, judgments, np.random.default_rng(7), size=20)
     again = calibration_sample(test, judgments, np.random.default_rng(7), size=20)
     assert len(sample) == 20 and sample == again and len({s["id"] for s in sample}) == 20
