@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from gate.compare import compare
 from gate.comparison import Comparison
 from gate.config import Config, Evaluation
 from gate.errors import EvaluationError, InputError
+from gate.files import archive_previous, atomic_writer, refuse_inputs_inside
 from gate.golden import file_sha256, load_golden, shard
-from gate.jsonl import JsonlAppender, write_json
+from gate.jsonl import JsonlAppender, dumps, write_json
 from gate.judges import get_judge
 from gate.judges.base import Judge
 from gate.models import GoldenCase, Prediction, Score
@@ -96,6 +98,8 @@ def run_side(
 
     """
     out_dir = Path(out_dir)
+    inputs = {"config": config.path, "golden": config.golden, "pipeline.predictions": config.pipeline.predictions}
+    refuse_inputs_inside(out_dir, inputs, f"--out {out_dir}")
     out_dir.mkdir(parents=True, exist_ok=True)
     golden = load_golden(config.golden)
     if shard_spec is not None:
@@ -123,21 +127,11 @@ def run_side(
         "status": "running",
         "started": _now(),
     }
-    previous = read_manifest(out_dir) if (out_dir / MANIFEST).exists() else None
-    resumable = previous is not None and all(previous.get(k) == v for k, v in key.items())
-    kept = read_partial_predictions(out_dir / PREDICTIONS) if resumable else []
-    if kept:
-        log.warning("%s: resuming: %d prediction(s) kept, failed ones retried", out_dir, len(kept))
-    elif previous is not None and (out_dir / PREDICTIONS).exists():
-        changed = ", ".join(k for k, v in key.items() if previous.get(k) != v)
-        (out_dir / PREDICTIONS).replace(out_dir / "predictions.previous.jsonl")
-        log.warning(
-            "%s: holds a run with another %s; starting afresh (old predictions kept in predictions.previous.jsonl)",
-            out_dir,
-            changed or "state",
-        )
-    write_predictions(out_dir / PREDICTIONS, kept)
+    kept, rewrite = _resume_or_archive(out_dir, key)
+    # the manifest says "running" before any file changes, and is rewritten last with the final status
     write_json(out_dir / MANIFEST, manifest)
+    if rewrite:
+        write_predictions(out_dir / PREDICTIONS, kept)
 
     done = {(p.id, p.repeat) for p in kept}
     jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
@@ -159,6 +153,40 @@ def run_side(
     write_json(out_dir / MANIFEST, manifest)
     _require_some_predictions(table, out_dir / PREDICTIONS)
     return out_dir
+
+
+RUN_FILES = (PREDICTIONS, SCORES, MANIFEST)
+"""The files of a run directory; a previous run's are moved aside, numbered, never overwritten."""
+
+
+def _resume_or_archive(out_dir: Path, key: dict[str, Any]) -> tuple[list[Prediction], bool]:
+    """What to keep from a previous run in ``out_dir``: (kept predictions, whether predictions.jsonl needs rewriting).
+
+    A run with the same golden set, config, repeats and shard is resumed: its predictions without ``error`` are
+    kept. Anything else there (another run, files without a valid manifest) is moved aside as
+    ``<name>.previous-<n>.<ext>`` with a new number n, so that no previous run is ever lost.
+    """
+    try:
+        previous = read_manifest(out_dir) if (out_dir / MANIFEST).exists() else None
+    except InputError as exc:
+        log.warning("%s: unreadable manifest (%s)", out_dir, exc)
+        previous = None
+    if previous is not None and all(previous.get(k) == v for k, v in key.items()):
+        kept, dirty = read_partial_predictions(out_dir / PREDICTIONS)
+        if kept:
+            log.warning("%s: resuming: %d prediction(s) kept, failed ones retried", out_dir, len(kept))
+        return kept, dirty or not (out_dir / PREDICTIONS).exists()
+    outputs = tuple(sorted(p.name for p in out_dir.glob("command-output-*.jsonl") if ".previous-" not in p.name))
+    moved = archive_previous(out_dir, RUN_FILES + outputs)
+    if moved:
+        changed = ", ".join(k for k, v in key.items() if previous is not None and previous.get(k) != v)
+        log.warning(
+            "%s: holds %s; starting afresh (the previous files are kept as %s)",
+            out_dir,
+            f"a run with another {changed}" if changed else "files of another run",
+            ", ".join(p.name for p in moved),
+        )
+    return [], True
 
 
 def _require_some_predictions(table: dict[tuple[str, int], Prediction], where: Path) -> None:
@@ -183,11 +211,15 @@ def _score_to(
     evaluation: Evaluation,
     judge: Judge,
 ) -> list[Score]:
-    """Score every prediction, writing ``scores.jsonl`` row by row as scores arrive."""
-    path.unlink(missing_ok=True)
-    with JsonlAppender(path) as sink:
+    """Score every prediction into ``path``: rows go to a temporary file, renamed over ``path`` when complete."""
+    with atomic_writer(path) as sink:
         return score_all(
-            golden, table, repeats, evaluation, judge, on_scores=lambda rows: [sink.write(s.to_dict()) for s in rows]
+            golden,
+            table,
+            repeats,
+            evaluation,
+            judge,
+            on_scores=lambda rows: [sink.write(dumps(s.to_dict()) + "\n") for s in rows],
         )
 
 
@@ -248,12 +280,17 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
     if shards != [(i, count) for i in range(1, count + 1)]:
         raise InputError(f"shards {['/'.join(map(str, s)) for s in shards]} do not cover 1..{count} exactly once")
     out_dir = Path(out_dir)
+    refuse_inputs_inside(
+        out_dir, {f"shard {i}": Path(d) / MANIFEST for i, d in enumerate(shard_dirs, 1)}, f"--out {out_dir}"
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
+    archive_previous(out_dir, RUN_FILES)
     for name in (PREDICTIONS, SCORES):
-        with (out_dir / name).open("w", encoding="utf-8") as sink:
+        with atomic_writer(out_dir / name) as sink:
             for directory in shard_dirs:
-                sink.write((Path(directory) / name).read_text(encoding="utf-8"))
-    counts = {k: sum(m["counts"][k] for m in manifests) for k in first["counts"]}
+                with (Path(directory) / name).open(encoding="utf-8") as source:
+                    shutil.copyfileobj(source, sink)
+    counts = {k: sum(m["counts"].get(k, 0) for m in manifests) for k in first["counts"]}
     merged = first | {
         "shard": None,
         "n_cases": sum(m["n_cases"] for m in manifests),

@@ -1,6 +1,8 @@
 """JSON Lines I/O with schema validation; every error names ``file:line: field``.
 
 NaN is written as JSON ``null`` (and read back as NaN where a number is expected) so that files stay valid JSON.
+Reading is strict where Python's ``json`` is lenient: ``NaN``/``Infinity`` literals (not JSON, RFC 8259 §6) and
+documents nested deeper than :data:`MAX_DEPTH` are bad input with a location, never a crash further on.
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ from typing import Any
 import jsonschema
 
 from gate.errors import InputError, located
+from gate.files import atomic_writer, write_text_atomic  # noqa: F401 - write_text_atomic is re-exported
+
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects accepted in any JSON input (a case, a prediction, a manifest).
+
+Real records nest a few levels; a limit far below Python's recursion limit keeps every later recursive step
+(schema validation, serialisation) safe."""
 
 _TYPE_NAMES = {
     "string": "a string",
@@ -63,6 +72,8 @@ def _describe(error: jsonschema.ValidationError) -> tuple[str | None, str]:
         return path, f"must be {wanted}, got {_json_type(error.instance)}"
     if error.validator == "minLength":
         return path, "must not be empty"
+    if error.validator in ("minimum", "maximum") and not math.isfinite(error.instance):
+        return path, f"must be a finite number, got {error.instance}"
     return path, error.message
 
 
@@ -81,6 +92,87 @@ def validate(record: Any, schema: str, path: Path | str, line: int | None) -> No
         raise InputError(located(path, line, field, message))
 
 
+class _NonFinite(ValueError):
+    """Raised by the decoder on ``NaN``, ``Infinity`` or ``-Infinity`` (Python extensions, not JSON)."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
+_CONSTANT = object()
+
+
+def _mark_constant(name: str) -> Any:
+    return _CONSTANT
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """True when ``value`` nests arrays/objects more than ``limit`` levels deep (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > limit:
+                return True
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _constant_field(text: str) -> str | None:
+    """The dotted path of the first ``NaN``/``Infinity`` in ``text`` (None at top level or when not found)."""
+    try:
+        value = json.JSONDecoder(parse_constant=_mark_constant).decode(text)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
+    while stack:
+        node, where = stack.pop()
+        if node is _CONSTANT:
+            return ".".join(where) or None
+        if isinstance(node, dict):
+            stack.extend((v, (*where, str(k))) for k, v in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((v, (*where, str(i))) for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+def parse_json(text: str, path: Path | str, line: int | None = None, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse one JSON document strictly: RFC 8259 numbers only, at most ``max_depth`` levels of nesting.
+
+    As fast as ``json.loads`` on valid input: the depth is only walked when the text holds more brackets than
+    ``max_depth``.
+
+    Args:
+        text: the document (one JSONL line, or a whole file).
+        path: the file it came from, for messages.
+        line: its 1-based line number for a JSONL line; None for a whole file (the parser's line is used).
+        max_depth: deepest nesting accepted (:data:`MAX_DEPTH`).
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        InputError: ``file:line: field: message`` for invalid JSON, a ``NaN``/``Infinity`` literal or too deep
+            nesting.
+    """
+    try:
+        value = _STRICT.decode(text)
+    except json.JSONDecodeError as exc:
+        where = line if line is not None else exc.lineno
+        raise InputError(located(path, where, None, f"invalid JSON: {exc.msg} (column {exc.colno})")) from None
+    except _NonFinite as exc:
+        message = f"{exc} is not a valid JSON number (only finite numbers are allowed)"
+        raise InputError(located(path, line, _constant_field(text), message)) from None
+    except RecursionError:  # deeper than the interpreter's recursion limit
+        raise InputError(located(path, line, None, f"JSON nested deeper than {max_depth} levels")) from None
+    if text.count("[") + text.count("{") > max_depth and _depth_exceeds(value, max_depth):
+        raise InputError(located(path, line, None, f"JSON nested deeper than {max_depth} levels"))
+    return value
+
+
 def read_jsonl(path: Path | str, problems: list[str] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, object)`` for each non-blank line (1-based line numbers).
 
@@ -89,7 +181,8 @@ def read_jsonl(path: Path | str, problems: list[str] | None = None) -> Iterator[
         problems: when given, a line that is not valid JSON is reported here and skipped instead of raising.
 
     Raises:
-        InputError: when the file is missing, not UTF-8, or (without ``problems``) a line is not valid JSON.
+        InputError: when the file is missing, not UTF-8, or (without ``problems``) a line is not valid JSON
+            (including ``NaN``/``Infinity`` and nesting deeper than :data:`MAX_DEPTH`).
 
     """
     path = Path(path)
@@ -109,10 +202,12 @@ def read_jsonl(path: Path | str, problems: list[str] | None = None) -> Iterator[
                 if not text.strip():
                     continue
                 try:
-                    yield number, json.loads(text)
+                    record = parse_json(text, path, number)
+                except InputError as exc:
+                    message = str(exc)
+                else:
+                    yield number, record
                     continue
-                except json.JSONDecodeError as exc:
-                    message = located(path, number, None, f"invalid JSON: {exc.msg} (column {exc.colno})")
             if problems is None:
                 raise InputError(message)
             problems.append(message)
@@ -135,8 +230,12 @@ def dumps(record: Any) -> str:
 
 
 def write_jsonl(path: Path | str, records: Iterable[Any]) -> None:
-    """Write records as JSON Lines (overwrites)."""
-    with Path(path).open("w", encoding="utf-8") as handle:
+    """Write records as JSON Lines, replacing ``path`` atomically (temp file, fsync, rename).
+
+    Raises:
+        EvaluationError: the file cannot be written (the old file, if any, is left intact).
+    """
+    with atomic_writer(path) as handle:
         for record in records:
             handle.write(dumps(record) + "\n")
 
@@ -163,19 +262,15 @@ class JsonlAppender:
         self.close()
 
 
-def write_text_atomic(path: Path | str, text: str) -> None:
-    """Write a UTF-8 text file atomically: a reader sees the old file or the new one, never half of it."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def pretty_json(data: Any) -> str:
     """Indented JSON (keys as given, NaN and ±inf → null, non-ASCII kept) with a trailing newline."""
     return json.dumps(clean_nan(data), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
 
 
 def write_json(path: Path | str, data: Any) -> None:
-    """Write :func:`pretty_json` of ``data`` atomically."""
+    """Write :func:`pretty_json` of ``data`` atomically (temp file, fsync, rename: see ``gate.files``).
+
+    Raises:
+        EvaluationError: the file cannot be written (the old file, if any, is left intact).
+    """
     write_text_atomic(path, pretty_json(data))

@@ -5,13 +5,12 @@ They are written incrementally, so that a killed run keeps what it computed and 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gate.errors import InputError
-from gate.jsonl import read_jsonl, write_jsonl
+from gate.jsonl import parse_json, read_jsonl, validate, write_jsonl
 from gate.models import GoldenCase, Prediction, Score
 from gate.predictions import load_predictions, prediction_from_record
 
@@ -22,42 +21,60 @@ MANIFEST_SCHEMA_VERSION = 1
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """The run's manifest.
+    """The run's manifest, validated against ``gate/schemas/manifest.schema.json``.
 
     Raises:
-        InputError: when the directory has no readable manifest.json.
+        InputError: when the directory has no manifest.json, or it is not valid JSON, or a required key is
+            missing or mistyped (``manifest.json: key: message``).
 
     """
     path = run_dir / MANIFEST
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{run_dir}: not a run directory (no {MANIFEST}); run `rag-gate run` first") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    manifest = parse_json(text, path)
+    validate(manifest, "manifest", path, None)
+    return manifest
 
 
-def read_partial_predictions(path: Path) -> list[Prediction]:
+def read_partial_predictions(path: Path) -> tuple[list[Prediction], bool]:
     """Predictions kept from an interrupted run: valid rows without ``error`` (failed cases are retried).
 
     A last line cut short by a kill is dropped; any other malformed line is an error.
+
+    Returns:
+        The kept predictions, and whether the file holds anything else (failed rows, a cut last line): only then
+        does it need rewriting.
+
+    Raises:
+        InputError: a malformed line other than the last (``file:line: field: message``).
     """
     if not path.exists():
-        return []
+        return [], False
     lines = path.read_text(encoding="utf-8").splitlines()
     kept = []
+    dropped = False
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         try:
-            record = json.loads(text)
-        except json.JSONDecodeError:
+            record = parse_json(text, path, number)
+            validate(record, "prediction", path, number)
+        except InputError as exc:
             if number == len(lines):
+                dropped = True
                 break
-            raise InputError(f"{path}:{number}: invalid JSON in an interrupted run; delete the directory") from None
-        if not record.get("error"):
+            raise InputError(f"{exc}; the interrupted run in {path.parent} cannot be resumed: delete it") from None
+        if record.get("error"):
+            dropped = True
+        else:
             kept.append(prediction_from_record(record, number))
-    return kept
+    return kept, dropped
 
 
 def load_run_predictions(run_dir: Path) -> list[Prediction]:
@@ -66,10 +83,15 @@ def load_run_predictions(run_dir: Path) -> list[Prediction]:
 
 
 def load_scores(path: Path) -> list[Score]:
-    """Read ``scores.jsonl`` (null values read back as NaN)."""
+    """Read ``scores.jsonl``, each row validated against ``gate/schemas/score.schema.json`` (null → NaN).
+
+    Raises:
+        InputError: ``file:line: field: message`` for a malformed row (missing ``metric``, wrong types, ...).
+    """
     scores = []
-    for _, record in read_jsonl(path):
-        value = record.get("value")
+    for line, record in read_jsonl(path):
+        validate(record, "score", path, line)
+        value = record["value"]
         scores.append(
             Score(
                 id=record["id"],
@@ -84,7 +106,11 @@ def load_scores(path: Path) -> list[Score]:
 
 
 def write_predictions(path: Path, predictions: list[Prediction]) -> None:
-    """Rewrite a predictions file (used when resuming, to drop failed rows before retrying them)."""
+    """Replace a predictions file atomically (used when resuming, to drop failed rows before retrying them).
+
+    Raises:
+        EvaluationError: the file cannot be written; the old one is left intact.
+    """
     write_jsonl(path, (p.to_dict() for p in predictions))
 
 

@@ -1,0 +1,212 @@
+"""Safe file operations: atomic replacement, output paths that stay inside a root, deletion without following links.
+
+Every file rag-gate rewrites (``predictions.jsonl`` on resume, ``scores.jsonl``, ``manifest.json``,
+``report.json``, ``comment.md``) is written to a fresh temporary file in the same directory, flushed to disk
+(``fsync``) and renamed over the target: a kill, a full disk or a file-size limit at any moment leaves either the
+old file or the new one, never a truncated mix. The rename replaces a symbolic link at the target instead of
+writing through it, and the temporary file is created with ``O_EXCL`` under a random name, so a planted link
+cannot redirect the write either.
+
+Source: POSIX ``rename(2)`` (atomic replacement within one file system) and ``fsync(2)``; Python's
+``shutil.rmtree`` (``avoids_symlink_attacks``) and ``tempfile.mkstemp``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from gate.errors import EvaluationError, InputError
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Flush a directory entry (the rename) to disk; a no-op where directories cannot be opened (Windows)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path | str, *, encoding: str = "utf-8") -> Iterator[IO[str]]:
+    """Open a text file that replaces ``path`` atomically when the ``with`` block ends without an error.
+
+    On an error (including a full disk or ``KeyboardInterrupt``) the temporary file is removed and ``path`` is
+    left as it was.
+
+    Args:
+        path: the file to (re)write; its directory must exist.
+        encoding: text encoding.
+
+    Yields:
+        A writable text handle.
+
+    Raises:
+        EvaluationError: the file cannot be written (disk full, file-size limit, permissions): exit code 3.
+    """
+    path = Path(path)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise EvaluationError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding=encoding, newline="") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise EvaluationError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically (see :func:`atomic_writer`).
+
+    Raises:
+        EvaluationError: the file cannot be written.
+    """
+    with atomic_writer(path) as handle:
+        handle.write(text)
+
+
+def remove_tree(path: Path | str) -> None:
+    """Delete ``path`` without following symbolic links: a link is unlinked, never its target.
+
+    A directory is removed with ``shutil.rmtree``, which does not descend into links (on platforms where
+    ``shutil.rmtree.avoids_symlink_attacks`` is true, also not into a link swapped in while it runs).
+    A missing path is fine.
+
+    Raises:
+        EvaluationError: the path exists and cannot be removed.
+    """
+    path = Path(path)
+    try:
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise EvaluationError(f"{path}: cannot remove: {exc.strerror or exc}") from None
+
+
+def is_within(path: Path, root: Path) -> bool:
+    """True when ``path`` is ``root`` or lies under it (both taken as given: resolve them first)."""
+    return path == root or root in path.parents
+
+
+def contained_dir(path: Path | str, root: Path | str, what: str) -> Path:
+    """Resolve an output directory and refuse it when it leaves ``root`` (e.g. through a committed symlink).
+
+    Args:
+        path: the directory, absolute or relative to the current directory; it need not exist yet.
+        root: the directory it must stay in (the checkout).
+        what: how the user named it, for the message (e.g. ``--out-dir rag-gate-out``).
+
+    Returns:
+        The resolved path (symbolic links followed), inside the resolved ``root``.
+
+    Raises:
+        InputError: the resolved path is outside ``root`` (exit code 2), naming both.
+    """
+    resolved = Path(path).resolve()
+    top = Path(root).resolve()
+    if not is_within(resolved, top):
+        via = " through a symbolic link" if Path(os.path.abspath(path)) != resolved else ""
+        raise InputError(
+            f"{what}: resolves{via} to {resolved}, outside the checkout {top}; rag-gate only writes and deletes "
+            "inside the checkout (remove the link or choose a directory inside it)"
+        )
+    return resolved
+
+
+def refuse_inputs_inside(out_dir: Path | str, inputs: dict[str, Path | None], what: str) -> None:
+    """Refuse an output directory that equals or contains one of the run's own input files.
+
+    Args:
+        out_dir: the output directory (need not exist).
+        inputs: a label (e.g. ``golden``) → the input file, or None when the input is not used.
+        what: how the user named the directory (e.g. ``--out out/data``).
+
+    Raises:
+        InputError: an input lies in ``out_dir`` or below it (exit code 2), before anything is written.
+    """
+    out = Path(out_dir).resolve()
+    for label, source in inputs.items():
+        if source is None:
+            continue
+        resolved = Path(source).resolve()
+        if is_within(resolved.parent, out):
+            raise InputError(
+                f"{what}: the directory holds the run's own input ({label}: {source}); rag-gate writes "
+                "predictions.jsonl, scores.jsonl and manifest.json there, so choose a separate output directory"
+            )
+
+
+def next_free_number(directory: Path, stems: tuple[str, ...]) -> int:
+    """The smallest n ≥ 1 above every ``<stem>.previous-<k>.<ext>`` already in ``directory``.
+
+    Args:
+        directory: the run directory.
+        stems: file names whose archived copies are numbered together (e.g. ``predictions.jsonl``).
+
+    Returns:
+        One more than the highest number in use (1 when there is none), so numbers follow the order of runs.
+    """
+    highest = 0
+    for name in stems:
+        stem, dot, ext = name.partition(".")
+        for found in directory.glob(f"{stem}.previous-*{dot}{ext}"):
+            number = found.name[len(stem) + len(".previous-") : len(found.name) - len(dot + ext)]
+            if number.isdigit():
+                highest = max(highest, int(number))
+    return highest + 1
+
+
+def archive_previous(directory: Path, names: tuple[str, ...]) -> list[Path]:
+    """Move the files of a previous run aside as ``<stem>.previous-<n>.<ext>``, all with one new number n.
+
+    Nothing is overwritten: n is above every number already in use.
+
+    Args:
+        directory: the run directory.
+        names: the file names to move when they exist (e.g. ``predictions.jsonl``, ``manifest.json``).
+
+    Returns:
+        The archived paths (empty when none of the files existed).
+
+    Raises:
+        EvaluationError: a file cannot be renamed.
+    """
+    present = [name for name in names if (directory / name).exists() or (directory / name).is_symlink()]
+    if not present:
+        return []
+    number = next_free_number(directory, names)
+    moved = []
+    for name in present:
+        stem, dot, ext = name.partition(".")
+        target = directory / f"{stem}.previous-{number}{dot}{ext}"
+        try:
+            os.rename(directory / name, target)
+        except OSError as exc:
+            raise EvaluationError(f"{directory / name}: cannot move it aside: {exc.strerror or exc}") from None
+        moved.append(target)
+    return moved
