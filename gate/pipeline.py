@@ -15,9 +15,11 @@ back (answers, chunks, ids, error messages) is redacted before rag-gate keeps or
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -30,11 +32,29 @@ import tenacity
 
 from gate.config import PipelineSpec
 from gate.errors import EvaluationError, InputError
-from gate.jsonl import validate
+from gate.golden import load_golden
+from gate.jsonl import read_jsonl, validate
 from gate.models import GoldenCase, Prediction
 from gate.predictions import load_predictions, prediction_from_record
 from gate.redact import Redactor
 from gate.sandbox import Sandbox
+
+log = logging.getLogger("rag-gate")
+
+
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill ``proc`` and every process of its process group (it must have been started with ``start_new_session``).
+
+    The group is signalled before the leader is reaped, so its id cannot have been reused. Processes that left
+    the group themselves (``setsid``) are out of reach here; the sandbox's sweep of the pipeline user kills those.
+
+    Source: kill(2) and setsid(2): a negative pid signals the process group.
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # the group is gone already
+        proc.kill()
+    proc.wait()
 
 
 class CallFailed(Exception):
@@ -65,6 +85,7 @@ class _Worker:
             text=True,
             encoding="utf-8",
             errors="replace",
+            start_new_session=True,  # its own process group: a timeout kills what the function started too
             **sandbox.popen_kwargs(),
         )
         assert self._proc.stderr is not None
@@ -94,8 +115,10 @@ class _Worker:
             self.stop()
             raise CallFailed(f"timeout after {timeout:g} s") from None
         if line is None:
-            code = self._proc.wait() if self._proc else None
-            self._proc = None
+            proc, self._proc = self._proc, None
+            if proc is not None:
+                kill_group(proc)  # what the worker started dies with it; a zombie keeps its exit status
+            code = proc.returncode if proc is not None else None
             raise CallFailed(f"pipeline process exited with code {code}")
         return json.loads(line)
 
@@ -116,10 +139,9 @@ class _Worker:
         return reply
 
     def stop(self) -> None:
-        """Kill the worker process if it runs."""
+        """Kill the worker process, and every process it started, if it runs."""
         if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait()
+            kill_group(self._proc)
             self._proc = None
 
 
@@ -218,6 +240,10 @@ def run_command(
     rag-gate keeps a redacted copy as ``work_dir/command-output-<repeat>.jsonl``. The command's output goes to
     rag-gate's stderr, redacted.
 
+    The command runs in its own process group. It gets ``spec.timeout_s`` per case (``timeout_s × n_cases`` in
+    all, since one run answers every case); when that runs out, the whole group is killed, the rows it wrote so far
+    are kept, and every other case becomes a failed prediction (it counts against this side, DESIGN §8).
+
     Args:
         spec: the pipeline section of the config.
         golden_path: the golden set, given to the command as ``{golden}``.
@@ -227,9 +253,10 @@ def run_command(
         sandbox: where the command runs (default: :meth:`Sandbox.from_environ` of ``os.environ``).
 
     Raises:
-        EvaluationError: when the command fails, times out, writes no file, or writes a malformed one.
+        EvaluationError: when the command fails, writes no file, or writes a malformed one (before a timeout).
     """
     sandbox = sandbox or Sandbox.from_environ(os.environ)
+    budget = spec.timeout_s * max(n_cases, 1)
     for repeat in repeats:
         kept = work_dir / f"command-output-{repeat}.jsonl"
         kept.unlink(missing_ok=True)
@@ -242,36 +269,70 @@ def run_command(
             )
             start = time.perf_counter()
             try:
-                code = _run_shell(command, spec, sandbox, scratch, timeout=spec.timeout_s * max(n_cases, 1))
+                code = _run_shell(command, spec, sandbox, scratch, timeout=budget)
             finally:
                 sandbox.sweep()
             shown = sandbox.redactor(command)
-            if code is None:
-                raise EvaluationError(f"pipeline command timed out (repeat {repeat}): {shown}")
-            if code != 0:
+            if code is not None and code != 0:
                 raise EvaluationError(f"pipeline command exited with {code} (repeat {repeat}): {shown}")
-            if not out.is_file():
+            if code is not None and not out.is_file():
                 raise EvaluationError(f"pipeline command wrote no predictions to {{predictions}}: {shown}")
             per_case_ms = (time.perf_counter() - start) * 1000.0 / max(n_cases, 1)
-            with (
-                out.open(encoding="utf-8", errors="surrogateescape") as source,
-                kept.open("w", encoding="utf-8", errors="surrogateescape") as copy,
-            ):
-                for line in source:
-                    copy.write(sandbox.redactor(line))
-        try:
-            predictions = load_predictions(kept)
-        except InputError as exc:
-            raise EvaluationError(f"pipeline command wrote malformed predictions: {exc}") from None
+            if out.is_file():
+                with (
+                    out.open(encoding="utf-8", errors="surrogateescape") as source,
+                    kept.open("w", encoding="utf-8", errors="surrogateescape") as copy,
+                ):
+                    for line in source:
+                        copy.write(sandbox.redactor(line))
+        if code is None:
+            predictions = _timed_out(kept, golden_path, repeat, budget, spec.timeout_s, shown)
+        else:
+            try:
+                predictions = load_predictions(kept)
+            except InputError as exc:
+                raise EvaluationError(f"pipeline command wrote malformed predictions: {exc}") from None
         for prediction in predictions:
             values = prediction.to_dict() | {"repeat": repeat}
-            if values.get("latency_ms") is None:
+            if values.get("latency_ms") is None and prediction.error is None:
                 values["latency_ms"] = per_case_ms
             yield prediction_from_record(values)
 
 
+def _timed_out(
+    kept: Path, golden_path: Path, repeat: int, budget: float, timeout_s: float, shown: str
+) -> list[Prediction]:
+    """The rows a command wrote before it was killed, plus a failed row for every case it did not answer."""
+    rows: dict[str, Prediction] = {}
+    if kept.is_file():
+        problems: list[str] = []  # a row cut by the kill, or any malformed row, is not kept
+        for line, record in read_jsonl(kept, problems):
+            try:
+                validate(record, "prediction", kept, line)
+            except InputError:
+                continue
+            rows.setdefault(record["id"], prediction_from_record(record, line))
+    error = f"pipeline command timed out after {budget:g} s (timeout_s {timeout_s:g} per case) before answering it"
+    missing = [Prediction(id=c.id, repeat=repeat, error=error) for c in load_golden(golden_path) if c.id not in rows]
+    log.warning(
+        "pipeline command timed out after %g s (repeat %d), its process group killed: %d row(s) it wrote kept, "
+        "%d case(s) failed: %s",
+        budget,
+        repeat,
+        len(rows),
+        len(missing),
+        shown,
+    )
+    return [*rows.values(), *missing]
+
+
 def _run_shell(command: str, spec: PipelineSpec, sandbox: Sandbox, tmpdir: Path, *, timeout: float) -> int | None:
-    """Run ``command`` through the shell in the sandbox, its output forwarded; its exit code, or None on timeout."""
+    """Run ``command`` through the shell in the sandbox, its output forwarded; its exit code, or None on timeout.
+
+    The shell runs in its own process group (session), which is killed when it times out, when rag-gate is
+    interrupted, and once the shell has exited (background processes it left behind): nothing it started
+    outlives it.
+    """
     proc = subprocess.Popen(  # noqa: S602 - the config's own command
         command,
         shell=True,
@@ -283,15 +344,17 @@ def _run_shell(command: str, spec: PipelineSpec, sandbox: Sandbox, tmpdir: Path,
         text=True,
         encoding="utf-8",
         errors="replace",
+        start_new_session=True,
         **sandbox.popen_kwargs(),
     )
     assert proc.stdout is not None
     pump = sandbox.forward(proc.stdout)
+    code: int | None = None
     try:
-        return proc.wait(timeout=timeout)
+        code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return None
-    finally:
+        code = None
+    finally:  # also on KeyboardInterrupt (Ctrl-C and SIGTERM): the new session does not get the terminal's signal
+        kill_group(proc)
         pump.join(timeout=5)
+    return code

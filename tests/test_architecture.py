@@ -35,8 +35,6 @@ def test_every_module_imports_on_its_own():
 def test_import_contracts_are_kept():
     """pyproject's [tool.importlinter] contracts: the engine never imports gate.pr, gate.cli or click (even inside
     functions), the layers import downwards only, and no package has an import cycle among its modules."""
-    done = subprocess.run(
-        [sys.executable, "-c", LINT_IMPORTS, "--no-cache"], capture_output=True, text=True, cwd=REPO
-    )
+    done = subprocess.run([sys.executable, "-c", LINT_IMPORTS, "--no-cache"], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 kept, 0 broken" in done.stdout

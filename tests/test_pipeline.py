@@ -1,4 +1,10 @@
+import json
+import signal
+import subprocess
+import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 from conftest import write_jsonl
@@ -103,3 +109,113 @@ def test_command_adapter(tmp_path):
     config = load_config(tmp_path / "rag-gate.yml")
     with pytest.raises(EvaluationError, match="exited with 4"):
         list(run_command(config.pipeline, config.golden, [0], 1, tmp_path))
+
+
+# ------------------------------------------------------------------ process groups: nothing outlives a timeout
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as dead)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_dead(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+def command_config(tmp_path, command: str, timeout_s: float, ids=("a", "b", "c")):
+    write_jsonl(tmp_path / "golden.jsonl", [{"id": i, "question": f"q-{i}"} for i in ids])
+    (tmp_path / "rag-gate.yml").write_text(
+        f"golden: golden.jsonl\npipeline:\n  command: {json.dumps(command)}\n  timeout_s: {timeout_s}\n"
+    )
+    return load_config(tmp_path / "rag-gate.yml")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_command_timeout_kills_children_and_grandchildren(tmp_path):
+    # the shell starts a background grandchild and a child shell, then hangs; both record their pids
+    command = "sleep 1000 & echo $! > bg.pid; sh -c 'echo $$ > child.pid; exec sleep 1000'"
+    config = command_config(tmp_path, command, timeout_s=0.3)
+    started = time.monotonic()
+    rows = list(run_command(config.pipeline, config.golden, [0], 3, tmp_path))
+    assert time.monotonic() - started < 10
+    pids = [int((tmp_path / name).read_text()) for name in ("bg.pid", "child.pid")]
+    assert all(wait_dead(pid) for pid in pids), [pid for pid in pids if alive(pid)]
+    assert [(r.id, r.error) for r in rows] == [
+        (i, "pipeline command timed out after 0.9 s (timeout_s 0.3 per case) before answering it")
+        for i in ("a", "b", "c")
+    ]
+
+
+def test_command_timeout_keeps_the_rows_written_before(tmp_path):
+    rows_written = "".join(json.dumps({"id": i, "answer": f"ans {i}", "retrieved": []}) + "\\n" for i in ("c", "a"))
+    command = (
+        f'printf \'{rows_written}\' > {{predictions}}; printf \'{{"id": "b", "ans\' >> {{predictions}}; sleep 1000'
+    )
+    config = command_config(tmp_path, command, timeout_s=0.5)
+    got = {r.id: r for r in run_command(config.pipeline, config.golden, [2], 3, tmp_path)}
+    assert got["a"].answer == "ans a" and got["c"].answer == "ans c" and got["a"].error is None
+    assert got["a"].repeat == got["b"].repeat == 2
+    assert got["b"].error.startswith("pipeline command timed out after 1.5 s")  # its row was cut by the kill
+
+
+def test_command_leftover_background_process_is_killed_after_a_normal_exit(tmp_path):
+    row = json.dumps({"id": "a", "answer": "x", "retrieved": []})
+    command = f"(sleep 1000 & echo $! > bg.pid); echo '{row}' > {{predictions}}"
+    config = command_config(tmp_path, command, timeout_s=30, ids=("a",))
+    assert [r.answer for r in run_command(config.pipeline, config.golden, [0], 1, tmp_path)] == ["x"]
+    assert wait_dead(int((tmp_path / "bg.pid").read_text()))
+
+
+SPAWNER = """
+import subprocess, time
+from pathlib import Path
+
+def answer(case):
+    child = subprocess.Popen(["sleep", "1000"])
+    Path(case["id"] + ".pid").write_text(str(child.pid))
+    time.sleep(100)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_python_adapter_timeout_kills_what_the_function_started(tmp_path):
+    (tmp_path / "spawn.py").write_text(SPAWNER)
+    write_jsonl(tmp_path / "golden.jsonl", [{"id": "a", "question": "q"}])
+    (tmp_path / "rag-gate.yml").write_text(
+        "golden: golden.jsonl\npipeline:\n  python: spawn:answer\n  timeout_s: 1\n  retries: 0\n  concurrency: 1\n"
+    )
+    config = load_config(tmp_path / "rag-gate.yml")
+    got = []
+    run_python(config.pipeline, [(load_golden(config.golden)[0], 0)], got.append)
+    assert got[0].error == "timeout after 1 s"
+    assert wait_dead(int((tmp_path / "a.pid").read_text()))
+
+
+CLI_RUN = "import sys; from gate.cli import main; main(['run', '--config', sys.argv[1], '--out', sys.argv[2]])"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_sigterm_to_rag_gate_kills_the_command_group(tmp_path):
+    config = command_config(tmp_path, "sleep 1000 & echo $! > bg.pid; wait", timeout_s=100)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI_RUN, str(config.path), str(tmp_path / "run")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "bg.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid = int((tmp_path / "bg.pid").read_text())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3 and "interrupted" in err
+    assert wait_dead(pid)
