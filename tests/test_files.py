@@ -35,7 +35,7 @@ def test_atomic_writer_turns_os_errors_into_evaluation_errors(tmp_path):
 def test_atomic_write_replaces_a_planted_symlink_instead_of_following_it(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
-    link = tmp_path / "out" / "report.json"
+    link = tmp_path / "out" / "summary.json"
     link.parent.mkdir()
     link.symlink_to(victim)
     write_text_atomic(link, "{}\n")
