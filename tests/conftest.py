@@ -1,7 +1,9 @@
 import json
 import os
+import random
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from click.testing import CliRunner
@@ -99,3 +101,103 @@ def tiny_golden(tmp_path: Path) -> Path:
             },
         ],
     )
+
+
+# ------------------------------------------------- a real SQuAD comparison, built and scored once per session
+
+REFUSAL = "I don't have that information."
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class SquadPair(NamedTuple):
+    """Two real TF-IDF runs over the bundled SQuAD 2.0 example, as predictions files in ``dir``."""
+
+    dir: Path
+    """Holds golden.jsonl, base.jsonl and head.jsonl (predictions files)."""
+    golden: list[dict]
+    """The 140 golden cases: the example's 100 in-domain questions, then 40 of its 48 out-of-domain ones."""
+    base_rank: list[list[int]]
+    """Per case, the top 10 corpus indices of base."""
+    head_rank: list[list[int]]
+    """Per case, the top 10 corpus indices of head."""
+    ids: list[str]
+    """Corpus document ids (the indices above point here)."""
+    answered_ood: set[str]
+    """The 12 out-of-domain questions that head answers and base refuses."""
+
+
+@pytest.fixture(scope="session")
+def squad_pair(tmp_path_factory) -> SquadPair:
+    """Base ranks the whole corpus; head is a worse retriever (every other word of each paragraph indexed: a
+    lossy chunker) and answers 12 out-of-domain questions that base refuses. Answers are the first sentence of
+    the top paragraph."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    rng = random.Random(7)
+    corpus = read_jsonl(EXAMPLE / "corpus.jsonl")
+    golden_all = read_jsonl(EXAMPLE / "golden.jsonl")
+    in_domain = [c for c in golden_all if not c["out_of_domain"]]
+    ood = rng.sample([c for c in golden_all if c["out_of_domain"]], 40)
+    golden = in_domain + ood
+    tmp = tmp_path_factory.mktemp("squad")
+    write_jsonl(tmp / "golden.jsonl", golden)
+
+    ids = [d["id"] for d in corpus]
+    texts = {d["id"]: d["text"] for d in corpus}
+
+    def ranking(index_texts):
+        vec = TfidfVectorizer(sublinear_tf=True, stop_words="english")
+        matrix = vec.fit_transform(index_texts)
+        sims = (vec.transform([c["question"] for c in golden]) @ matrix.T).toarray()
+        return [sorted(range(len(ids)), key=lambda j: (-row[j], ids[j]))[:10] for row in sims]
+
+    base_rank = ranking([d["text"] for d in corpus])
+    head_rank = ranking([" ".join(d["text"].split()[::2]) for d in corpus])
+    answered_ood = {c["id"] for c in ood[:12]}
+
+    def predictions(ranks, answer_ood):
+        rows = []
+        for case, order in zip(golden, ranks, strict=True):
+            top = [ids[j] for j in order]
+            answer = texts[top[0]].split(". ")[0]
+            if case["out_of_domain"] and case["id"] not in answer_ood:
+                answer = REFUSAL
+            rows.append(
+                {
+                    "id": case["id"],
+                    "answer": answer,
+                    "latency_ms": 10.0,
+                    "retrieved": [{"id": d, "text": texts[d]} for d in top],
+                }
+            )
+        return rows
+
+    write_jsonl(tmp / "base.jsonl", predictions(base_rank, set()))
+    write_jsonl(tmp / "head.jsonl", predictions(head_rank, answered_ood))
+    return SquadPair(tmp, golden, base_rank, head_rank, ids, answered_ood)
+
+
+@pytest.fixture(scope="session")
+def squad_compared(squad_pair):
+    """``rag-gate compare --format json`` of the two predictions files, scored once: (result, report).
+
+    The output is in ``squad_pair.dir / "report"``; reuse it instead of comparing the same files again."""
+    return compare(squad_pair.dir, "base.jsonl", "head.jsonl", "report", "--format", "json")
+
+
+@pytest.fixture(scope="session")
+def squad_runs(squad_pair) -> tuple[Path, Path]:
+    """Scored run directories (``rag-gate run`` of the predictions files): (base, head). Comparing them reuses
+    their scores (no rescoring)."""
+    from gate.config import load_config
+    from gate.flow import run_side
+
+    out = []
+    for side in ("base", "head"):
+        config = squad_pair.dir / f"{side}.yml"
+        config.write_text(f"golden: golden.jsonl\npipeline: {{predictions: {side}.jsonl}}\n")
+        out.append(run_side(load_config(config), squad_pair.dir / "runs" / side))
+    return out[0], out[1]

@@ -1,78 +1,22 @@
-"""End-to-end flow on real SQuAD 2.0 data: compare predictions files, check against pytrec_eval; run + resume."""
+"""End-to-end flow on real SQuAD 2.0 data (the bundled example's questions and corpus): compare predictions
+files, check against pytrec_eval and scipy; run + resume. The two sides are built and scored once per session
+(``squad_pair``, ``squad_compared``, ``squad_runs`` in conftest.py)."""
 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 import pytrec_eval
 from click.testing import CliRunner
-from conftest import SHARED_DATA, compare, write_jsonl
+from conftest import REFUSAL, compare, write_jsonl
+from conftest import read_jsonl as _read
 
 from gate.cli import main
 from gate.config import load_config
 from gate.flow import run_side
-
-SQUAD = SHARED_DATA / "squad2-rag"
-REFUSAL = "I don't have that information."
-
-
-def _read(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-@pytest.fixture(scope="module")
-def squad_pair(tmp_path_factory):
-    """Golden set of 160 SQuAD questions (120 in-domain, 40 out-of-domain) and two real TF-IDF runs:
-    base ranks the whole corpus; head is a worse retriever (title words removed from the index) and answers
-    12 out-of-domain questions that base refuses."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    rng = random.Random(7)
-    corpus = _read(SQUAD / "corpus.jsonl")
-    golden_all = _read(SQUAD / "golden.jsonl")
-    in_domain = rng.sample([c for c in golden_all if not c["out_of_domain"]], 120)
-    ood = rng.sample([c for c in golden_all if c["out_of_domain"]], 40)
-    golden = in_domain + ood
-    tmp = tmp_path_factory.mktemp("squad")
-    write_jsonl(tmp / "golden.jsonl", golden)
-
-    ids = [d["id"] for d in corpus]
-    texts = {d["id"]: d["text"] for d in corpus}
-
-    def ranking(index_texts):
-        vec = TfidfVectorizer(sublinear_tf=True, stop_words="english")
-        matrix = vec.fit_transform(index_texts)
-        sims = (vec.transform([c["question"] for c in golden]) @ matrix.T).toarray()
-        return [sorted(range(len(ids)), key=lambda j: (-row[j], ids[j]))[:10] for row in sims]
-
-    base_rank = ranking([d["text"] for d in corpus])
-    head_rank = ranking([" ".join(d["text"].split()[::2]) for d in corpus])  # every other word: a lossy chunker
-    answered_ood = {c["id"] for c in ood[:12]}
-
-    def predictions(ranks, answer_ood):
-        rows = []
-        for case, order in zip(golden, ranks, strict=True):
-            top = [ids[j] for j in order]
-            answer = texts[top[0]].split(". ")[0]
-            if case["out_of_domain"] and case["id"] not in answer_ood:
-                answer = REFUSAL
-            rows.append(
-                {
-                    "id": case["id"],
-                    "answer": answer,
-                    "latency_ms": 10.0,
-                    "retrieved": [{"id": d, "text": texts[d]} for d in top],
-                }
-            )
-        return rows
-
-    write_jsonl(tmp / "base.jsonl", predictions(base_rank, set()))
-    write_jsonl(tmp / "head.jsonl", predictions(head_rank, answered_ood))
-    return tmp, golden, base_rank, head_rank, ids, answered_ood
 
 
 def _trec_means(golden, ranks, ids):
@@ -90,9 +34,9 @@ def _trec_means(golden, ranks, ids):
     }
 
 
-def test_compare_predictions_files_matches_pytrec_eval(squad_pair):
+def test_compare_predictions_files_matches_pytrec_eval(squad_pair, squad_compared):
     tmp, golden, base_rank, head_rank, ids, answered_ood = squad_pair
-    result, _ = compare(tmp, "base.jsonl", "head.jsonl", "report", "--format", "json")
+    result, _ = squad_compared
     assert result.exit_code == 1, result.output
     report = json.loads((tmp / "report" / "report.json").read_text())
     assert report["verdict"] == "fail" and report["schema_version"] == 2
@@ -115,28 +59,25 @@ def test_compare_predictions_files_matches_pytrec_eval(squad_pair):
     assert (tmp / "report" / "comment.md").read_text().startswith("<!-- rag-gate -->")
 
 
-def test_identical_sides_pass(squad_pair):
+def test_identical_sides_pass(squad_pair, squad_runs):
     tmp = squad_pair[0]
-    result, _ = compare(tmp, "base.jsonl", "base.jsonl", "same")
+    result, _ = compare(tmp, squad_runs[0], squad_runs[0], "same")
     assert result.exit_code == 0, result.output
     report = json.loads((tmp / "same" / "report.json").read_text())
     assert report["verdict"] == "pass" and report["regressed_cases"] == [] and report["ood_failures"] == []
 
 
-def test_same_inputs_same_report_bytes(squad_pair):
+def test_same_inputs_same_report_bytes(squad_pair, squad_compared):
     tmp = squad_pair[0]
-    outs = []
-    for name in ("r1", "r2"):
-        compare(tmp, "base.jsonl", "head.jsonl", name)
-        outs.append((tmp / name / "report.json").read_bytes())
-    assert outs[0] == outs[1]
+    compare(tmp, "base.jsonl", "head.jsonl", "again")  # rescored from the predictions files
+    assert (tmp / "again" / "report.json").read_bytes() == (tmp / "report" / "report.json").read_bytes()
 
 
-def test_missing_predictions_are_error_rows(squad_pair):
+def test_missing_predictions_are_error_rows(squad_pair, squad_runs):
     tmp, golden = squad_pair[0], squad_pair[1]
     rows = _read(tmp / "head.jsonl")
     write_jsonl(tmp / "partial.jsonl", rows[3:])
-    _, report = compare(tmp, "base.jsonl", "partial.jsonl", "partial")
+    _, report = compare(tmp, squad_runs[0], "partial.jsonl", "partial")
     missing = {e["id"] for e in report["errors"] if e["side"] == "head"}
     assert missing == {c["id"] for c in golden[:3]}
     assert report["head"]["n_prediction_errors"] == 3
@@ -200,12 +141,12 @@ def test_shards_merge_into_the_full_run(tmp_path, tiny_golden):
     assert result.exit_code == 2 and "do not cover 1..2 exactly once" in result.stderr
 
 
-def test_report_statistics_agree_with_scipy(squad_pair):
+def test_report_statistics_agree_with_scipy(squad_pair, squad_compared):
     """p-value and CI of report.json against scipy on the same per-case data (hit rate@5 and MRR)."""
     from scipy import stats
 
     tmp, golden, base_rank, head_rank, ids, _ = squad_pair
-    _, report = compare(tmp, "base.jsonl", "head.jsonl", "scipy")
+    _, report = squad_compared
     metrics = {m["name"]: m for m in report["metrics"]}
     in_domain = [(c, b, h) for c, b, h in zip(golden, base_rank, head_rank, strict=True) if not c["out_of_domain"]]
 
@@ -264,13 +205,13 @@ def test_new_out_of_domain_failures(tmp_path, n_answered, hard_rule, fails):
     assert any("not significant" in w for w in report["warnings"]) == (n_answered == 1)
 
 
-def test_cluster_by_tag_gives_clustered_standard_errors(squad_pair):
+def test_cluster_by_tag_gives_clustered_standard_errors(squad_pair, squad_runs):
     """cluster_by: tag groups SQuAD questions by article: the MRR SE is Miller's Eq. 8 computed by hand."""
     tmp, golden, base_rank, head_rank, ids, _ = squad_pair
     (tmp / "clustered.yml").write_text(
         "golden: golden.jsonl\npipeline: {predictions: head.jsonl}\nmetrics: [mrr]\ncluster_by: tag\n"
     )
-    _, report = compare(tmp, "base.jsonl", "head.jsonl", "clustered", "--config", str(tmp / "clustered.yml"))
+    _, report = compare(tmp, *squad_runs, "clustered", "--config", str(tmp / "clustered.yml"))
     mrr = report["metrics"][0]
 
     def rr(case, order):
@@ -289,15 +230,14 @@ def test_cluster_by_tag_gives_clustered_standard_errors(squad_pair):
     assert mrr["se"] == pytest.approx(miller_eq8, rel=1e-9)
 
 
-def test_repeats_that_never_vary_count_as_one_observation(squad_pair):
+def test_repeats_that_never_vary_count_as_one_observation(squad_pair, squad_compared):
     """A deterministic pipeline run with R = 3: per-case calls stay single observations, the MRR test is unchanged."""
     tmp = squad_pair[0]
     for side in ("base", "head"):
         rows = _read(tmp / f"{side}.jsonl")
         write_jsonl(tmp / f"{side}3.jsonl", [dict(r, repeat=k) for k in range(3) for r in rows])
-    reports = {}
-    for name, suffix in (("r1", ""), ("r3", "3")):
-        _, reports[name] = compare(tmp, f"base{suffix}.jsonl", f"head{suffix}.jsonl", name)
+    reports = {"r1": squad_compared[1]}
+    _, reports["r3"] = compare(tmp, "base3.jsonl", "head3.jsonl", "r3")
     assert reports["r3"]["repeats"] == {"base": 3, "head": 3}
     one, three = ({m["name"]: m for m in reports[k]["metrics"]} for k in ("r1", "r3"))
     for name in ("hit_rate@5", "mrr"):
