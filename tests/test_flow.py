@@ -5,7 +5,6 @@ files, check against pytrec_eval and scipy; run + resume. The two sides are buil
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
