@@ -83,6 +83,7 @@ class Request:
 
     path: str
     headers: dict[str, str]
+    """Header names in lower case (HTTP header names are case-insensitive)."""
     body: dict[str, Any]
     at: float
     """``time.monotonic()`` when it arrived."""
@@ -155,7 +156,8 @@ class FakeOpenAI:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     body = {"_raw": raw.decode("utf-8", "replace")}
-                fake._record(Request(self.path, dict(self.headers), body, time.monotonic()))
+                headers = {k.lower(): v for k, v in self.headers.items()}  # names are case-insensitive
+                fake._record(Request(self.path, headers, body, time.monotonic()))
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 reply = fake._next(body)

@@ -75,7 +75,7 @@ def test_request_pins_model_temperature_max_tokens_and_carries_inputs(fake, make
     assert QUESTION in user and ANSWER in user
     assert "[1] (id: doc-7)\nThe Eiffel Tower is 330 metres tall." in user
     assert "[2] (id: doc-2)" in user and "I don't have that information" in user
-    assert request.headers["Authorization"] == "Bearer not-needed"
+    assert request.headers["authorization"] == "Bearer not-needed"
 
 
 def test_fenced_json_after_prose_is_accepted(fake, make_judge):
@@ -243,7 +243,7 @@ def test_missing_key_for_openai_endpoint_raises_and_key_is_sent(fake, tmp_path):
     judge = RubricJudge(model="m", base_url=fake.base_url, api_key_env="MY_KEY", environ={"MY_KEY": "sk-1"},
                         cache_dir=False)  # fmt: skip
     judge.judge(QUESTION, ANSWER, CHUNKS)
-    assert fake.requests[0].headers["Authorization"] == "Bearer sk-1"
+    assert fake.requests[0].headers["authorization"] == "Bearer sk-1"
 
 
 @pytest.mark.parametrize(

@@ -185,6 +185,10 @@ class RubricJudge:
         """
         return {"name": self.backend, "version": VERSION, "prompt_version": PROMPT_VERSION, **self.config.identity()}
 
+    def close(self) -> None:
+        """Release the judge's HTTP connections and event loop (optional: also done when it is collected)."""
+        self.client.endpoint.close()
+
     def usage(self) -> dict[str, Any]:
         """This judge's accounting so far (see :class:`gate.judges.llmclient.CallStats`).
 

@@ -134,6 +134,10 @@ class RagasJudge:
         """
         return {"name": self.backend, "version": self.version, "reasks": REASKS, **self.config.identity()}
 
+    def close(self) -> None:
+        """Release the judge's HTTP connections and event loop (optional: also done when it is collected)."""
+        self.endpoint.close()
+
     def usage(self) -> dict[str, Any]:
         """This judge's accounting so far (see :class:`gate.judges.llmclient.CallStats`).
 
