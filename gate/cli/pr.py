@@ -99,6 +99,19 @@ def _switch(ctx: click.Context, param: click.Parameter, value: str | None) -> bo
     help="Run on events that give a write token and secrets to code that can come from a fork "
     "(pull_request_target, workflow_run, issue_comment, ...); refused otherwise.",
 )
+@click.option(
+    "--history",
+    default="",
+    metavar="FILE|off",
+    help="Main-branch history: empty for the history branch (read on PRs, appended on pushes to the default "
+    "branch), a JSONL file path relative to --working-directory, or off.",
+)
+@click.option(
+    "--history-branch",
+    default="",
+    metavar="BRANCH",
+    help="Branch that holds history.jsonl (default: rag-gate-history).",
+)
 @click.option("--strict", is_flag=True, help="Treat an inconclusive verdict as fail.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 @handle_errors
@@ -114,6 +127,8 @@ def pr(
     working_directory: str,
     setup_command: str,
     allow_privileged_event: bool,
+    history: str,
+    history_branch: str,
     strict: bool,
     progress: bool | None,
 ) -> None:
@@ -145,13 +160,16 @@ def pr(
         setup_command=_blank_to_none(setup_command),
         github_token=_blank_to_none(github_token),
         allow_privileged_event=allow_privileged_event,
+        history=_blank_to_none(history),
+        history_branch=_blank_to_none(history_branch),
         strict=strict,
         progress=sys.stderr.isatty() if progress is None else progress,
     )
     result = run_pr(options, os.environ, emit=click.echo)
     cached = " (base from cache)" if result.base_cached else ""
+    trend = f"; trend vs main: {result.trend.status}" if result.trend else ""
     click.echo(
-        f"verdict: {result.verdict}; comment: {result.comment_status}; report: {result.report_path}{cached}",
+        f"verdict: {result.verdict}; comment: {result.comment_status}; report: {result.report_path}{cached}{trend}",
         err=True,
     )
     sys.exit(result.exit_code)

@@ -148,11 +148,12 @@ def trend_markdown(report: TrendReport, *, heading: str = "### Trend vs main", r
         out += ["", f"_Left out of the baseline: {escape_markdown(notes)}._"]
     charts = [(m, mermaid_chart(m, report, run_name)) for m in report.metrics if m.gated]
     charts = [(m, chart) for m, chart in charts if chart]
-    charts.sort(key=lambda item: -LEVEL[item[0].status])
+    charts.sort(key=lambda item: (-LEVEL[item[0].status], -(item[0].drop or 0.0)))  # the worst first
     if charts:
-        out += ["", "<details><summary>Trend charts</summary>", ""]
-        for _, chart in charts:
-            out += [chart]
+        out += ["", charts[0][1]]
+    if len(charts) > 1:
+        out += ["<details><summary>More trend charts</summary>", ""]
+        out += [chart for _, chart in charts[1:]]
         out += ["</details>"]
     return "\n".join(out) + "\n"
 

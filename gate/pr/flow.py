@@ -30,10 +30,14 @@ from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
 from gate.flow import compare_runs, run_side
 from gate.golden import file_sha256
+from gate.history import TrendReport
 from gate.outputs import Output
 from gate.outputs.annotations import annotation
+from gate.outputs.trend import trend_markdown
 from gate.pr import cache, gitops
 from gate.pr import github as gh
+from gate.pr.history_store import HistoryStore
+from gate.pr.trend import check_head, history_store, push_summary, record_push
 from gate.sandbox import Sandbox
 
 log = logging.getLogger("rag-gate")
@@ -96,6 +100,11 @@ class PrOptions:
     """Turn an inconclusive verdict into fail."""
     progress: bool = False
     """Show progress bars on stderr."""
+    history: str | None = None
+    """Main-branch history: None for the history branch, ``off``, or a file path relative to
+    ``working_directory`` (read on pull requests, appended on pushes to the default branch)."""
+    history_branch: str | None = None
+    """The history branch (None: ``rag-gate-history``)."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +112,8 @@ class PrResult:
     """What the PR flow did."""
 
     verdict: str
-    """``pass`` | ``fail`` | ``inconclusive``; ``cached`` when a trusted push only stored its base results."""
+    """``pass`` | ``fail`` | ``inconclusive``; on a trusted push without a PR, ``cached`` (base results stored for
+    PRs; the history appended too unless it is off) or ``recorded`` (only appended to the history)."""
     exit_code: int
     """0 or 1, from the verdict and ``fail_on``."""
     comparison: Comparison | None
@@ -116,6 +126,8 @@ class PrResult:
     """The merge base that was evaluated."""
     base_cached: bool
     """True when the base run came from the cache."""
+    trend: TrendReport | None = None
+    """The run against main's history (None: history off or unreadable)."""
 
 
 def refuse_unsafe_event(context: gh.GithubContext, *, allow_privileged: bool = False) -> None:
@@ -429,8 +441,9 @@ def _run(
     caching = cache_policy(cache_dir, context, environ)
     out = workdir / options.out_dir
     secrets = (options.github_token, token)
+    store = history_store(options.history, options.history_branch, repo, workdir, context, token)
     if options.base_ref is None and context.pr_number is None and context.event_name in TRUSTED_EVENTS:
-        return _store_base(options, context, caching, repo, workdir, config_rel, out, environ, secrets)
+        return _store_base(options, context, caching, repo, workdir, config_rel, out, environ, secrets, store, emit)
     base_sha, base_label = _base_commit(options, context, repo)
     head_sha = gitops.resolve_commit(repo, "HEAD")
     with gitops.worktree(repo, base_sha) as tree:
@@ -448,22 +461,55 @@ def _run(
     )
     base_run = _intact(base_results, out / "base", context, emit)
     comparison = compare_runs(base_run, head_run, out, config=base, golden=head.golden, strict=options.strict)
-    render_options = outputs.RenderOptions(details_url=context.run_url, golden_file=_relative(head.golden, repo))
+    trend, trend_note = (
+        check_head(store, head_run, base, base_sha=base_sha, head_sha=head_sha, out=out) if store else (None, "")
+    )
+    section = trend_markdown(trend) if trend else ""
+    render_options = outputs.RenderOptions(
+        details_url=context.run_url,
+        golden_file=_relative(head.golden, repo),
+        max_chars=outputs.RenderOptions().max_chars - len(section) - 1,
+    )
     texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
+    if section:  # the "Trend vs main" section follows the comparison's comment (trend.json holds its data)
+        texts[Output.COMMENT] += "\n" + section
+        outputs.path(out, Output.COMMENT).write_text(texts[Output.COMMENT], encoding="utf-8")
     status, url, warning = _post_comment(options, context, token, texts[Output.COMMENT], policy)
     if status == "local":
         emit(texts[Output.COMMENT])
     _report(comparison, render_options, out, context, emit, warning, repo, status=status, url=url)
+    _report_trend(trend, trend_note, section, context, emit)
+    trend_blocks = trend is not None and trend.blocks(base.evaluation.trend.block)
     return PrResult(
         verdict=comparison.verdict,
-        exit_code=exit_code_for(comparison.verdict, options.fail_on),
+        exit_code=max(exit_code_for(comparison.verdict, options.fail_on), int(trend_blocks)),
         comparison=comparison,
         report_path=outputs.path(out, Output.JSON),
         comment_path=outputs.path(out, Output.COMMENT),
         comment_status=status,
         base_sha=base_sha,
         base_cached=cached,
+        trend=trend,
     )
+
+
+def _report_trend(
+    trend: TrendReport | None, note: str, section: str, context: gh.GithubContext, emit: Callable[[str], None]
+) -> None:
+    """The trend's part of the job summary and outputs; a warning when the history could not be read."""
+    if note:
+        log.warning(note)
+        if context.in_actions:
+            emit(annotation("warning", note, title="rag-gate: trend vs main skipped"))
+    if trend is None:
+        return
+    if context.step_summary is not None:
+        gh.append_summary(context.step_summary, "\n" + section)
+    if context.output is not None:
+        gh.write_outputs(context.output, {"trend-status": trend.status})
+    if context.in_actions and trend.status in ("warning", "critical"):
+        worst = [m.label for m in trend.metrics if m.gated and m.status == trend.status]
+        emit(annotation("warning", f"trend vs main: {trend.status.upper()} ({', '.join(worst)})", title="rag-gate"))
 
 
 def _store_base(
@@ -476,13 +522,17 @@ def _store_base(
     out: Path,
     environ: Mapping[str, str],
     secrets: Iterable[str | None],
+    store: HistoryStore | None = None,
+    emit: Callable[[str], None] = print,
 ) -> PrResult:
     """Store the base results of a trusted run that has no pull request; nothing is compared or posted.
 
     On ``push``/``workflow_dispatch``/``schedule`` the commit is evaluated as the base of future PRs and stored in
-    the cache, which only trusted runs may write.
+    the cache, which only trusted runs may write, and, on the default branch, appended to the main-branch history
+    (checked against the entries before it: exit 1 when the base config's ``trend.block`` level is reached).
     """
-    if not caching.writable:
+    recording = store is not None and is_trusted(context)
+    if not caching.writable and not recording:
         why = "not on the default branch" if caching.readable else "no --cache-dir or no cache signing key"
         raise InputError(
             f"no base to compare with on `{context.event_name}` and nothing to store ({why}): run rag-gate on "
@@ -495,23 +545,36 @@ def _store_base(
         sandbox = _sandbox(environ, (config,), secrets)
         if options.setup_command:
             _run_setup(options.setup_command, workdir, sandbox, config.pipeline.env_passthrough)
-        _, cached = _base_results(options, caching, config, sha, context.ref or sha, out, sandbox)
-    log.info(
-        "base results of %s %s the cache for pull requests based on it",
-        sha[:12],
-        "already in" if cached else "stored in",
-    )
+        snapshot, cached = _base_results(options, caching, config, sha, context.ref or sha, out, sandbox)
+    if caching.writable:
+        log.info(
+            "base results of %s %s the cache for pull requests based on it",
+            sha[:12],
+            "already in" if cached else "stored in",
+        )
+    verdict, exit_code, trend = "cached", 0, None
+    if recording:
+        assert store is not None
+        run_dir = snapshot.restore(out / "base") if cached else out / "base"
+        trend, done = record_push(store, run_dir, config, sha=sha, ref=context.ref, out=out)
+        verdict = "cached" if caching.writable else "recorded"
+        exit_code = int(trend.blocks(config.evaluation.trend.block))
+        log.info("%s: %s", store.where, "appended" if done.appended else "already recorded")
+        if context.step_summary is not None:
+            gh.append_summary(context.step_summary, push_summary(trend, done, store, sha))
     if context.output is not None:
-        gh.write_outputs(context.output, {"verdict": "cached", "regressed-count": 0, "ood-failure-count": 0})
+        values = {"verdict": verdict, "regressed-count": 0, "ood-failure-count": 0}
+        gh.write_outputs(context.output, values | ({"trend-status": trend.status} if trend else {}))
     return PrResult(
-        verdict="cached",
-        exit_code=0,
+        verdict=verdict,
+        exit_code=exit_code,
         comparison=None,
         report_path=out / "base",
         comment_path=out / "base",
         comment_status="disabled",
         base_sha=sha,
         base_cached=cached,
+        trend=trend,
     )
 
 

@@ -116,6 +116,10 @@ class AppendResult:
     """The history branch's new tip (branch mode)."""
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _has_remote(store: HistoryStore) -> bool:
     return git(store.repo, "remote", "get-url", store.remote, check=False).returncode == 0
 
@@ -142,7 +146,7 @@ def fetch(store: HistoryStore) -> str | None:
         git(store.repo, "update-ref", "-d", TRACKING_REF, check=False)
         return None
     if listed.returncode != 0:
-        raise EvaluationError(f"cannot read {store.where}: {listed.stderr.strip()}")
+        raise EvaluationError(f"cannot read {store.where}: {_one_line(listed.stderr)}")
     done = git(
         store.repo,
         "fetch",
@@ -155,7 +159,7 @@ def fetch(store: HistoryStore) -> str | None:
         env=store.env,
     )
     if done.returncode != 0:
-        raise EvaluationError(f"cannot fetch {store.where}: {done.stderr.strip()}")
+        raise EvaluationError(f"cannot fetch {store.where}: {_one_line(done.stderr)}")
     return git(store.repo, "rev-parse", TRACKING_REF).stdout.strip()
 
 
@@ -297,7 +301,7 @@ def append(
         )
         if done.returncode == 0:
             return AppendResult(True, attempt, commit)
-        error = done.stderr.strip()
+        error = _one_line(done.stderr)
         if not any(marker in error for marker in RETRYABLE):
             raise EvaluationError(
                 f"cannot push to {store.where}: {error} (the job that appends needs `permissions: contents: write`, "
