@@ -45,6 +45,8 @@ def make_run(path, per_case, *, golden="g" * 64, config="c" * 64, sha=None, fini
         "judge": {"id": "lexical-v1", "version": "1"},
         "evaluation": {"metrics": metrics, "gated": gated or metrics},
         "status": "complete",
+        "golden": "golden.jsonl",
+        "counts": {"predictions": 0, "prediction_errors": 0, "scores": 0},
         "started": finished or "2025-01-01T00:00:00+00:00",
         "finished": finished or "2025-01-01T00:00:00+00:00",
     }
