@@ -8,12 +8,34 @@ Whatever the user's code prints to stdout goes to stderr, so it cannot corrupt t
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import signal
 import sys
 import time
 import traceback
+
+
+def _wiring_error(target: str, reason: str, is_input: bool) -> dict[str, object]:
+    """The reply for a target that cannot be loaded, naming where Python looked.
+
+    ``input`` is True when the config names a module or function that is not there (a configuration mistake);
+    False when the module's own code failed while being imported (the pipeline failing).
+    """
+    searched = f"(searched from cwd {os.getcwd()} on sys.path {sys.path})"
+    return {"ok": False, "fatal": True, "input": is_input, "error": f"cannot import {target}: {reason} {searched}"}
+
+
+def _accepts(function: object, request: dict[str, object]) -> bool:
+    """Whether ``function(case, **options)`` binds (False: the configured options do not fit its signature)."""
+    try:
+        inspect.signature(function).bind(request["case"], **request.get("options", {}))  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    except ValueError:  # no signature (a builtin): assume it fits
+        return True
+    return True
 
 
 def main(target: str) -> int:
@@ -28,9 +50,16 @@ def main(target: str) -> int:
     sys.path.insert(0, os.getcwd())
     module_name, function_name = target.split(":")
     try:
-        function = getattr(importlib.import_module(module_name), function_name)
+        module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-        protocol.write(json.dumps({"ok": False, "fatal": True, "error": f"cannot import {target}: {exc!r}"}) + "\n")
+        named = isinstance(exc, ModuleNotFoundError) and f"{module_name}.".startswith(f"{exc.name}.")
+        protocol.write(json.dumps(_wiring_error(target, str(exc) if named else f"{exc!r}", named)) + "\n")
+        return 1
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        found = "not defined" if function is None else f"a {type(function).__name__}, not a function"
+        reason = f"{function_name!r} in {module.__file__} is {found}"
+        protocol.write(json.dumps(_wiring_error(target, reason, True)) + "\n")
         return 1
     protocol.write(json.dumps({"ok": True, "ready": True}) + "\n")
     for line in sys.stdin:
@@ -44,6 +73,8 @@ def main(target: str) -> int:
             last = traceback.extract_tb(exc.__traceback__)[-1]
             where = f" ({os.path.basename(last.filename)}:{last.lineno})"
             text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}{where}"})
+            if isinstance(exc, TypeError) and not _accepts(function, request):
+                text = json.dumps({"ok": False, "fatal": True, "input": True, "error": f"{target}: {exc}"})
         try:
             protocol.write(text + "\n")
         except BrokenPipeError:  # the parent is gone

@@ -1,26 +1,40 @@
-"""Load and validate ``rag-gate.yml`` (one side's pipeline and the gate's evaluation settings)."""
+"""Load and validate ``rag-gate.yml`` (one side's pipeline and the gate's evaluation settings).
+
+The dataclasses below are the one source of every setting's default. ``gate/schemas/config.schema.json``
+describes structure, types and ranges only; :func:`load_config` checks the file against it and against what
+the schema cannot say (known metrics, margins within a metric's range, the judge's options, files that exist),
+reports every problem at once in file order, then builds the dataclasses from the keys that are present.
+"""
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from gate.errors import InputError, located
-from gate.jsonl import schema_validator
 from gate.judges import JUDGES
-from gate.metrics import DEFAULT_METRICS, resolve
-from gate.metrics.generation import DEFAULT_REFUSAL_PHRASES
+from gate.metrics import DEFAULT_METRICS, DEFAULT_REFUSAL_PHRASES, resolve
 from gate.sandbox import check_passthrough
 
 PRIMARY_METRICS = ("hit_rate@k", "mrr", "faithfulness", "answer_f1", "refusal", "false_refusal")
 """Metric families gated by default: one per question a user asks (found? ranked? grounded? correct? refuses?
 over-refuses?). Holm–Bonferroni splits α across gated metrics, so gating near-duplicates (recall@k next to
 hit rate@k, nDCG next to MRR) only costs power; they are still reported."""
+
+MAX_CONFIG_BYTES = 1 << 20
+"""A config file larger than 1 MiB is rejected before it is parsed."""
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and lists in a config."""
+MAX_NODES = 100_000
+"""Most values a config may hold once YAML aliases are expanded (a few hundred bytes of aliases can expand to
+billions: the "billion laughs" attack)."""
 
 
 def default_gated(metrics: tuple[str, ...]) -> tuple[str, ...]:
@@ -38,6 +52,11 @@ def default_gated(metrics: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(primary) or tuple(m for m in metrics if resolve(m).spec.kind != "ratio")
 
 
+def _key(name: str) -> dict[str, Any]:
+    """Field metadata: the field is read from config key ``name`` (dotted for nested keys), or not at all."""
+    return {"key": name}
+
+
 TrendBlock = Literal["never", "warning", "critical"]
 
 
@@ -52,24 +71,15 @@ class TrendPolicy:
     critical: float = 0.10
     """Relative drop from the baseline at which a metric is CRITICAL (≥ ``warning``)."""
     block: TrendBlock = "never"
-    """Which trend level fails the check: ``never`` (default: the alarm warns only), ``critical`` or ``warning``."""
+    """Which trend level fails the check: ``never`` (default: the alarm warns only), ``critical`` or ``warning``;
+    ``true`` in a config means ``critical``, ``false`` means ``never``."""
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"window": self.window, "warning": self.warning, "critical": self.critical, "block": self.block}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrendPolicy:
-        """Inverse of :meth:`to_dict` (missing keys take their defaults; ``block: true`` means ``critical``)."""
-        block = data.get("block", "never")
-        if isinstance(block, bool):
-            block = "critical" if block else "never"
-        return cls(
-            window=int(data.get("window", 4)),
-            warning=float(data.get("warning", 0.05)),
-            critical=float(data.get("critical", 0.10)),
-            block=block,
-        )
+    def __post_init__(self) -> None:
+        """A boolean ``block`` as a level; numbers as floats."""
+        if isinstance(self.block, bool):
+            object.__setattr__(self, "block", "critical" if self.block else "never")
+        object.__setattr__(self, "warning", float(self.warning))
+        object.__setattr__(self, "critical", float(self.critical))
 
 
 @dataclass(frozen=True)
@@ -78,70 +88,58 @@ class Evaluation:
 
     metrics: tuple[str, ...] = DEFAULT_METRICS
     """Metric names, e.g. ``hit_rate@5`` (see ``gate.metrics.METRICS``)."""
-    gated: tuple[str, ...] = default_gated(DEFAULT_METRICS)
-    """The metrics whose regression fails the gate; the others are reported only."""
-    margins: dict[str, float] = field(default_factory=dict)
+    gated: tuple[str, ...] = field(default=None, metadata=_key("gate"))  # type: ignore[assignment]
+    """The metrics whose regression fails the gate; the others are reported only. Not given: the primary
+    families among ``metrics`` (:func:`default_gated`)."""
+    margins: Mapping[str, float] = field(default_factory=dict)
     """Per-metric margins overriding the registry defaults (absolute; relative for latency and cost)."""
-    judge: dict[str, Any] = field(default_factory=lambda: {"name": "lexical"})
-    """Judge spec, e.g. ``{"name": "lexical"}``."""
-    refusal_phrases: tuple[str, ...] = DEFAULT_REFUSAL_PHRASES
-    """Phrases that mark an answer as a refusal (case-insensitive)."""
-    refusal_use_field: bool = True
+    judge: Mapping[str, Any] = field(default_factory=lambda: {"name": "lexical"})
+    """Judge spec, e.g. ``{"name": "lexical"}`` (a bare name is accepted and wrapped)."""
+    refusal_phrases: tuple[str, ...] = field(default=DEFAULT_REFUSAL_PHRASES, metadata=_key("refusal.phrases"))
+    """Phrases that mark an answer as a refusal (see :func:`gate.metrics.refusal.is_refusal`)."""
+    refusal_use_field: bool = field(default=True, metadata=_key("refusal.use_field"))
     """Trust an explicit ``refused`` field in predictions when present."""
     seed: int = 0
+    """Seed of the bootstrap and permutation tests (the same seed gives the same report)."""
     alpha: float = 0.05
+    """Significance level of the gate, in (0, 0.5)."""
     strict: bool = False
+    """Treat an inconclusive verdict as a failure."""
     error_budget: float = 0.05
+    """Share of failed scores per gated metric and side, in [0, 1], beyond which the evaluation is an error."""
     cluster_by: str | None = None
+    """Group dependent cases for the standard error: ``cluster``, ``tag`` or ``tag:<prefix>``; None: none."""
     judge_concurrency: int = 4
+    """Judge calls in flight at once while scoring."""
     fail_on_new_ood: bool = True
     """Fail the gate on new out-of-domain failures (refused on base in every repeat, answered on head in every
     repeat) when the refusal metric shows a significant drop, whatever its margin (DESIGN §4)."""
-    trend: TrendPolicy = TrendPolicy()
-    """The trend alarm against the main-branch history (``trend:``)."""
+    trend: TrendPolicy = field(default_factory=TrendPolicy)
+    """The trend alarm against the main-branch history (``trend:``; a mapping is accepted and converted)."""
+
+    def __post_init__(self) -> None:
+        """Normalise containers (lists → tuples, a bare judge name → a mapping) and fill ``gated``."""
+        set_ = object.__setattr__
+        set_(self, "metrics", tuple(self.metrics))
+        set_(self, "gated", default_gated(self.metrics) if self.gated is None else tuple(self.gated))
+        set_(self, "margins", {name: float(value) for name, value in self.margins.items()})
+        set_(self, "judge", {"name": self.judge} if isinstance(self.judge, str) else dict(self.judge))
+        set_(self, "refusal_phrases", tuple(self.refusal_phrases))
+        if isinstance(self.trend, Mapping):
+            set_(self, "trend", TrendPolicy(**self.trend))
 
     def margin(self, name: str) -> float:
         """The margin for a metric: configured, else the registry default."""
         return self.margins.get(name, resolve(name).spec.default_margin)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form, stored in manifest.json so that ``compare`` can reuse it."""
-        return {
-            "metrics": list(self.metrics),
-            "gated": list(self.gated),
-            "margins": dict(self.margins),
-            "judge": dict(self.judge),
-            "refusal_phrases": list(self.refusal_phrases),
-            "refusal_use_field": self.refusal_use_field,
-            "seed": self.seed,
-            "alpha": self.alpha,
-            "strict": self.strict,
-            "error_budget": self.error_budget,
-            "cluster_by": self.cluster_by,
-            "judge_concurrency": self.judge_concurrency,
-            "fail_on_new_ood": self.fail_on_new_ood,
-            "trend": self.trend.to_dict(),
-        }
+        """JSON-ready form, stored in manifest.json so that ``compare`` can reuse it (one key per field)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            metrics=tuple(data["metrics"]),
-            gated=tuple(data["gated"]),
-            margins=dict(data.get("margins", {})),
-            judge=dict(data.get("judge", {"name": "lexical"})),
-            refusal_phrases=tuple(data.get("refusal_phrases", DEFAULT_REFUSAL_PHRASES)),
-            refusal_use_field=data.get("refusal_use_field", True),
-            seed=data.get("seed", 0),
-            alpha=data.get("alpha", 0.05),
-            strict=data.get("strict", False),
-            error_budget=data.get("error_budget", 0.05),
-            cluster_by=data.get("cluster_by"),
-            judge_concurrency=data.get("judge_concurrency", 4),
-            fail_on_new_ood=data.get("fail_on_new_ood", True),
-            trend=TrendPolicy.from_dict(data.get("trend", {})),
-        )
+    def from_dict(cls, data: Mapping[str, Any]) -> Evaluation:
+        """Inverse of :meth:`to_dict`; absent keys take the field defaults, keys that are no field are ignored."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 @dataclass(frozen=True)
@@ -149,31 +147,55 @@ class PipelineSpec:
     """How to produce predictions: exactly one of ``python``, ``command`` or ``predictions``."""
 
     python: str | None = None
+    """``module:function`` called once per case in a worker process."""
     command: str | None = None
+    """Shell template run once per repeat that writes ``{predictions}``."""
     predictions: Path | None = None
-    options: dict[str, Any] = field(default_factory=dict)
+    """A precomputed predictions file (resolved against the config's directory by :func:`load_config`)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments passed to the python function."""
     workdir: Path = Path(".")
-    env: dict[str, str] = field(default_factory=dict)
+    """Directory the pipeline runs in (resolved against the config's directory by :func:`load_config`)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Literal environment variables set for the pipeline (values written in the config)."""
     env_passthrough: tuple[str, ...] = ()
     """Variables of rag-gate's environment given to the pipeline by name (on a PR, the base config's list)."""
     concurrency: int = 4
+    """Calls in flight at once (python pipelines)."""
     timeout_s: float = 60.0
+    """Seconds per case before the call is abandoned (a command gets this times the number of cases)."""
     startup_timeout_s: float = 120.0
+    """Seconds for a worker to import the module."""
     retries: int = 1
+    """Retries of a failed call (never counted as repeats)."""
+    origin: str = field(default="", metadata=_key(""))
+    """Where the pipeline is configured, ``file:line`` (for error messages); not a config key."""
+
+    def __post_init__(self) -> None:
+        """Paths as :class:`~pathlib.Path`, mappings as dicts."""
+        if self.predictions is not None:
+            object.__setattr__(self, "predictions", Path(self.predictions))
+        object.__setattr__(self, "workdir", Path(self.workdir))
+        object.__setattr__(self, "options", dict(self.options))
+        object.__setattr__(self, "env", dict(self.env))
+        object.__setattr__(self, "env_passthrough", tuple(self.env_passthrough))
 
 
 @dataclass(frozen=True)
 class Config:
     """A loaded ``rag-gate.yml``."""
 
-    path: Path
+    path: Path = field(metadata=_key(""))
     """The config file."""
     golden: Path
     """The golden set, resolved against the config's directory."""
     pipeline: PipelineSpec
-    evaluation: Evaluation
+    """How this side's predictions are produced."""
+    evaluation: Evaluation = field(default_factory=Evaluation, metadata=_key(""))
+    """Scoring and comparison settings (read from the top-level keys)."""
     repeats: int = 1
-    sha256: str = ""
+    """Runs per case (``--repeats`` overrides it)."""
+    sha256: str = field(default="", metadata=_key(""))
     """sha256 of the config file's bytes (part of manifests and cache keys)."""
 
     @property
@@ -181,78 +203,328 @@ class Config:
         """The config file's directory."""
         return self.path.parent
 
-    # Shortcuts used by the PR flow.
-    @property
-    def seed(self) -> int:
-        """The evaluation seed."""
-        return self.evaluation.seed
 
-    @property
-    def judge(self) -> dict[str, Any]:
-        """The judge spec."""
-        return self.evaluation.judge
-
-    @property
-    def strict(self) -> bool:
-        """Strict mode: inconclusive counts as fail."""
-        return self.evaluation.strict
+def config_keys(cls: type) -> dict[str, str]:
+    """Config key (dotted for nested keys) → field name, for the fields of ``cls`` read from the config."""
+    return {f.metadata.get("key", f.name): f.name for f in fields(cls) if f.metadata.get("key", f.name)}
 
 
-def _line_of(text: str, keys: list[Any]) -> int | None:
-    """1-based line of the YAML node at ``keys`` (mapping keys only), or of its deepest existing parent."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for key in keys:
-        if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-            continue
-        if not isinstance(node, yaml.MappingNode):
-            break
-        for key_node, value_node in node.value:
-            if key_node.value == str(key):
-                line, node = key_node.start_mark.line + 1, value_node
+def _plain(value: Any) -> Any:
+    """Tuples as lists, mappings and dataclasses as dicts (JSON-ready)."""
+    if is_dataclass(value):
+        return asdict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+def _present(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of ``cls`` for the config keys present in ``data`` (absent keys keep the defaults)."""
+    out = {}
+    for key, name in config_keys(cls).items():
+        value: Any = data
+        for part in key.split("."):
+            if not isinstance(value, Mapping) or part not in value:
                 break
+            value = value[part]
         else:
-            break
-    return line
+            out[name] = value
+    return out
 
 
-def _reject_duplicate_keys(node: yaml.Node | None, path: Path) -> None:
-    """YAML allows a repeated key and keeps the last value; in a config that is always a mistake."""
+def _default(cls: type, name: str) -> Any:
+    """The default of field ``name`` of dataclass ``cls``."""
+    f = next(f for f in fields(cls) if f.name == name)
+    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+
+
+# --- reading: bounded YAML, line numbers -------------------------------------------------------------------------
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+Path_ = tuple[Any, ...]
+
+
+class _Problems:
+    """Problems found in one config file, each with its key path and line; reported sorted by line."""
+
+    def __init__(self, path: Path, lines: Mapping[Path_, int] | None = None) -> None:
+        self.path, self.lines, self.items = path, lines or {}, []
+        self.duplicates: set[Path_] = set()
+        """Key paths given more than once (their values are not checked further)."""
+
+    def line(self, keys: Path_) -> int | None:
+        """Line of the node at ``keys``, or of its deepest parent that has one."""
+        keys = tuple(k if isinstance(k, int) else str(k) for k in keys)
+        while keys:
+            if keys in self.lines:
+                return self.lines[keys]
+            keys = keys[:-1]
+        return None
+
+    def add(self, keys: Path_, message: str, line: int | None = None) -> None:
+        """Record a problem at ``keys`` (its line is looked up unless given)."""
+        self.items.append((line if line is not None else self.line(keys), ".".join(map(str, keys)) or None, message))
+
+    def raise_if_any(self) -> None:
+        """Raise one InputError listing every problem, one per line, in file order (no line last)."""
+        if self.items:
+            ordered = sorted(dict.fromkeys(self.items), key=lambda p: (p[0] is None, p[0] or 0))
+            raise InputError("\n".join(located(self.path, line, where, message) for line, where, message in ordered))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the config: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise InputError(f"{path}: config file larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(located(path, line, None, f"not UTF-8 text ({exc.reason})")) from None
+
+
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> InputError:
+    mark = getattr(exc, "problem_mark", None)
+    problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    return InputError(located(path, mark.line + 1 if mark else None, None, f"invalid YAML: {problem}"))
+
+
+def _check_size(text: str, path: Path) -> None:
+    """Reject nesting deeper than :data:`MAX_DEPTH` and more than :data:`MAX_NODES` values after alias expansion.
+
+    Reads the YAML event stream (no recursion, nothing is built), counting for every anchor the number of
+    values it stands for, so an alias costs what it expands to.
+    """
+    open_counts: list[int] = [0]  # values in each open collection (index 0: the document)
+    open_anchors: list[str | None] = []
+    anchors: dict[str, int] = {}
+    try:
+        for event in yaml.parse(text, Loader=_LOADER):
+            line = event.start_mark.line + 1
+            if isinstance(event, yaml.CollectionStartEvent):
+                open_counts.append(1)
+                open_anchors.append(event.anchor)
+                if len(open_anchors) > MAX_DEPTH:
+                    message = f"nested deeper than {MAX_DEPTH} levels"
+                    raise InputError(located(path, line, None, message))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                count, anchor = open_counts.pop(), open_anchors.pop()
+                open_counts[-1] += count
+                if anchor:
+                    anchors[anchor] = count
+            elif isinstance(event, yaml.ScalarEvent):
+                open_counts[-1] += 1
+                if event.anchor:
+                    anchors[event.anchor] = 1
+            elif isinstance(event, yaml.AliasEvent):
+                open_counts[-1] += anchors.get(event.anchor, 1)
+            if sum(open_counts) > MAX_NODES:
+                message = f"more than {MAX_NODES} values once YAML aliases are expanded (an alias bomb?)"
+                raise InputError(located(path, line, None, message))
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc) from None
+
+
+def _index(node: yaml.Node, problems: _Problems, keys: Path_ = ()) -> Iterator[tuple[Path_, int]]:
+    """(key path, line) of every mapping key and list item under ``node``, in file order.
+
+    Duplicate keys become problems.
+    """
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
-            line = key_node.start_mark.line + 1
-            if key_node.value in seen:
-                message = f"duplicate key (first on line {seen[key_node.value]})"
-                raise InputError(located(path, line, key_node.value, message))
-            seen[key_node.value] = line
-            _reject_duplicate_keys(value_node, path)
+            line, key = key_node.start_mark.line + 1, str(key_node.value)
+            if key in seen:  # YAML keeps the last value: its line is the one indexed
+                problems.add((*keys, key), f"duplicate key (first on line {seen[key]})", line)
+                problems.duplicates.add((*keys, key))
+            seen.setdefault(key, line)
+            yield (*keys, key), line
+            yield from _index(value_node, problems, (*keys, key))
     elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            _reject_duplicate_keys(item, path)
+        for i, item in enumerate(node.value):
+            yield (*keys, i), item.start_mark.line + 1
+            yield from _index(item, problems, (*keys, i))
 
 
-def _numbers(data: Any, keys: tuple[Any, ...] = ()) -> list[tuple[list[Any], float]]:
-    """Every float in a loaded YAML document with its key path (to reject .nan and .inf)."""
-    if isinstance(data, float):
-        return [(list(keys), data)]
-    if isinstance(data, dict):
-        return [item for k, v in data.items() for item in _numbers(v, (*keys, k))]
-    if isinstance(data, list):
-        return [item for i, v in enumerate(data) for item in _numbers(v, (*keys, i))]
-    return []
+def _non_finite(data: Any, keys: Path_ = ()) -> Iterator[Path_]:
+    """Key paths of every NaN or infinite number in a loaded YAML document."""
+    if isinstance(data, float) and not math.isfinite(data):
+        yield keys
+    elif isinstance(data, Mapping):
+        for k, v in data.items():
+            yield from _non_finite(v, (*keys, k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _non_finite(v, (*keys, i))
 
 
-def _check_metric(name: str, path: Path, line: int | None, where: str) -> None:
-    try:
-        resolve(name)
-    except ValueError as exc:
-        raise InputError(located(path, line, where, str(exc))) from None
+# --- checking ------------------------------------------------------------------------------------------------------
+
+_TYPES = {"string": "a string", "array": "a list", "object": "a mapping", "boolean": "true or false",
+          "integer": "an integer", "number": "a number", "null": "null"}  # fmt: skip
+
+
+def _short(value: Any) -> str:
+    """``repr`` of a value, cut to 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def did_you_mean(word: Any, choices: Any) -> str:
+    """``"; did you mean `x`?"`` for the closest of ``choices`` (difflib), or ``""``."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def _schema_problems(
+    schema: Mapping[str, Any],
+    instance: Any,
+    problems: _Problems,
+    prefix: Path_ = (),
+    skip: set[Path_] = frozenset(),
+    noun: str = "key",
+) -> set[Path_]:
+    """Add every JSON Schema error of ``instance`` to ``problems``; return the top-level keys that had one.
+
+    Errors at a key path in ``skip`` are left out (already reported, e.g. a non-finite number).
+
+    Unknown keys get a "did you mean"; a required key is not reported missing when an unknown key next to it
+    is a likely misspelling of it.
+    """
+    import jsonschema  # only when a config is loaded
+
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    bad: set[Path_] = set()
+    suggested: set[Path_] = set()
+    missing: list[tuple[Path_, str]] = []
+    for error in errors:
+        keys = (*prefix, *error.absolute_path)
+        if keys in skip:
+            continue
+        bad.add(keys[:1])
+        if error.validator == "additionalProperties":
+            known = list(error.schema.get("properties", {}))
+            for key in sorted(set(error.instance) - set(known), key=str):
+                close = difflib.get_close_matches(str(key), known, n=1)
+                if close:
+                    suggested.add((*keys, close[0]))
+                    message = f"unknown {noun}; did you mean `{close[0]}`?"
+                else:
+                    message = f"unknown {noun} (allowed: {', '.join(sorted(known))})"
+                problems.add((*keys, key), message)
+        elif error.validator == "required":
+            missing.extend(
+                ((*keys, k), f"required {noun} is missing") for k in error.validator_value if k not in error.instance
+            )
+        elif error.validator == "oneOf" and error.schema.get("description"):
+            problems.add(keys, error.schema["description"])
+        elif error.validator == "type":
+            wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+            problems.add(keys, f"must be {' or '.join(_TYPES[t] for t in wanted)}, got {_short(error.instance)}")
+        elif error.validator == "pattern":
+            problems.add(
+                keys, f"{_short(error.instance)} is not {error.schema.get('description', error.validator_value)}"
+            )
+        elif error.validator == "maximum":
+            problems.add(keys, f"{error.message} (the largest value rag-gate accepts)")
+        else:
+            problems.add(keys, error.message)
+    for keys, message in missing:
+        if keys not in suggested:
+            problems.add(keys, message, problems.line(keys[:-1]) if len(keys) > 1 else None)
+    return bad
+
+
+def _check_metrics(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) -> tuple[str, ...]:
+    """Check ``metrics``, ``gate`` and ``margins`` against the registry; return the metrics computed."""
+    metrics: tuple[str, ...] = _default(Evaluation, "metrics")
+    if "metrics" in data and ("metrics",) not in bad:
+        metrics = tuple(data["metrics"])
+        for i, name in enumerate(metrics):
+            try:
+                resolve(name)
+            except ValueError as exc:
+                problems.add(("metrics", i), str(exc))
+            if name in metrics[:i]:
+                problems.add(("metrics", i), f"'{name}' is listed twice")
+    computed = f" (metrics: {', '.join(metrics)})"
+    if "gate" in data and ("gate",) not in bad:
+        for i, name in enumerate(data["gate"]):
+            if name not in metrics:
+                problems.add(("gate", i), f"'{name}' is not in metrics{computed}{did_you_mean(name, metrics)}")
+    if "margins" in data and ("margins",) not in bad:
+        for name, value in data["margins"].items():
+            if name not in metrics:
+                message = f"'{name}' is not computed{computed}{did_you_mean(name, metrics)}"
+                problems.add(("margins", name), message)
+                continue
+            spec = resolve(name).spec
+            if math.isfinite(value) and value >= spec.margin_limit:
+                scale = "relative drop" if spec.kind == "ratio" else "difference of a metric in [0, 1]"
+                message = f"{value:g} is outside the metric's range: must be < {spec.margin_limit:g} (a {scale})"
+                problems.add(("margins", name), message)
+    return metrics
+
+
+def _check_judge(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) -> None:
+    """Check the judge's name and options against its backend's declared options."""
+    if "judge" not in data or ("judge",) in bad:
+        return
+    judge = data["judge"]
+    spec = {"name": judge} if isinstance(judge, str) else judge
+    name = spec.get("name")
+    if "name" not in spec:
+        problems.add(("judge",), f"needs a 'name' (known: {', '.join(sorted(JUDGES))})")
+        return
+    if name not in JUDGES:
+        keys = ("judge",) if isinstance(judge, str) else ("judge", "name")
+        known = ", ".join(sorted(JUDGES))
+        problems.add(keys, f"unknown judge {name!r} (known: {known}){did_you_mean(name, JUDGES)}")
+        return
+    _schema_problems(JUDGES[name].schema, spec, problems, ("judge",), noun=f"option of judge {name!r}")
+
+
+def _check_files(data: Mapping[str, Any], root: Path, bad: set[Path_], problems: _Problems) -> None:
+    """The golden set, a precomputed predictions file and the pipeline's workdir must exist."""
+    if ("golden",) not in bad and "golden" in data and not (root / data["golden"]).is_file():
+        problems.add(("golden",), f"file not found: {(root / data['golden']).resolve()}")
+    pipeline = data.get("pipeline")
+    if ("pipeline",) in bad or not isinstance(pipeline, Mapping):
+        return
+    if "predictions" in pipeline and not (root / pipeline["predictions"]).is_file():
+        problems.add(("pipeline", "predictions"), f"file not found: {(root / pipeline['predictions']).resolve()}")
+    if "workdir" in pipeline and not (root / pipeline["workdir"]).is_dir():
+        problems.add(("pipeline", "workdir"), f"directory not found: {(root / pipeline['workdir']).resolve()}")
+
+
+def _check_policies(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) -> None:
+    """What the schema cannot say about the trend thresholds and the variables passed to the pipeline."""
+    trend = data.get("trend", {}) if ("trend",) not in bad else {}
+    limits = {key: trend.get(key, _default(TrendPolicy, key)) for key in ("warning", "critical")}
+    if limits["critical"] < limits["warning"] and "critical" in trend:
+        problems.add(("trend", "critical"), f"must be ≥ trend.warning ({limits['warning']:g})")
+    elif limits["critical"] < limits["warning"]:
+        problems.add(("trend", "warning"), f"must be ≤ trend.critical ({limits['critical']:g}, the default)")
+    pipeline = data.get("pipeline") if ("pipeline",) not in bad else None
+    for i, name in enumerate(pipeline.get("env_passthrough", ()) if isinstance(pipeline, Mapping) else ()):
+        reason = check_passthrough(name)
+        if reason is not None:
+            problems.add(("pipeline", "env_passthrough", i), reason)
+
+
+def _schema() -> Mapping[str, Any]:
+    from gate.jsonl import schema_validator
+
+    return schema_validator("config").schema
 
 
 def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
@@ -260,120 +532,91 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
 
     Args:
         path: the ``rag-gate.yml`` file.
-        repeats: overrides ``repeats:`` when given (``--repeats``).
+        repeats: overrides ``repeats:`` when given (``--repeats``); same range as the key.
+
+    Returns:
+        The config; settings that are absent take the dataclass defaults.
 
     Raises:
-        InputError: ``file:line: field: message`` for invalid YAML, an unknown key, a mistyped value, an unknown
-            metric, or a missing golden set.
+        InputError: every problem at once, one ``file:line: key: message`` line each, in file order: invalid or
+            oversized YAML (too deep, too many values after alias expansion), duplicate keys, unknown keys (with
+            the closest known key), mistyped or out-of-range values, unknown metrics, margins of metrics not
+            computed or outside the metric's range, unknown judges or judge options, and missing files
+            (golden set, predictions, workdir).
 
     """
     path = Path(path)
+    text = _read_text(path)
+    _check_size(text, path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(f"{path}: config file not found") from None
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise InputError(located(path, line, None, f"not UTF-8 text ({exc.reason})")) from None
-    try:
-        _reject_duplicate_keys(yaml.compose(text), path)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=_LOADER)
+        data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise InputError(located(path, mark.line + 1 if mark else None, None, f"invalid YAML: {problem}")) from None
+        raise _yaml_error(path, exc) from None
+    problems = _Problems(path)
+    problems.lines = dict(_index(node, problems)) if node is not None else {}
     if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
-    import jsonschema  # local: only for best_match
+        problems.add((), f"expected a mapping of settings, got {type(data).__name__}")
+        problems.raise_if_any()
+    non_finite = set(_non_finite(data))
+    for keys in non_finite:
+        problems.add(keys, "must be a finite number")
+    bad = _schema_problems(_schema(), data, problems, skip=non_finite)
+    bad |= {keys[:1] for keys in non_finite | problems.duplicates}
+    _check_metrics(data, bad, problems)
+    _check_judge(data, bad, problems)
+    _check_files(data, path.parent, bad, problems)
+    _check_policies(data, bad, problems)
+    if repeats is not None:
+        _schema_problems({"properties": {"--repeats": _schema()["properties"]["repeats"]}}, {"--repeats": repeats},
+                         problems)  # fmt: skip
+    problems.raise_if_any()
 
-    error = jsonschema.exceptions.best_match(schema_validator("config").iter_errors(data))
-    if error is not None:
-        keys = [str(p) for p in error.absolute_path]
-        if error.validator == "additionalProperties":
-            unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-            keys.append(unknown[0])
-            message = "unknown key (allowed: " + ", ".join(sorted(error.schema["properties"])) + ")"
-        elif error.validator == "oneOf" and keys == ["pipeline"]:
-            message = "needs exactly one of 'python', 'command' or 'predictions'"
-        elif error.validator == "required":
-            keys.append(error.message.split("'")[1])
-            message = "required key is missing"
-        else:
-            message = error.message
-        raise InputError(located(path, _line_of(text, keys), ".".join(keys) or None, message))
-
-    for keys, value in _numbers(data):
-        if not math.isfinite(value):
-            raise InputError(located(path, _line_of(text, keys), ".".join(map(str, keys)), "must be a finite number"))
     root = path.parent
-    metrics = tuple(data.get("metrics", DEFAULT_METRICS))
-    for i, name in enumerate(metrics):
-        _check_metric(name, path, _line_of(text, ["metrics", i]), f"metrics.{i}")
-        if name in metrics[:i]:
-            raise InputError(located(path, _line_of(text, ["metrics", i]), f"metrics.{i}", f"'{name}' is listed twice"))
-    gated = tuple(data.get("gate", default_gated(metrics)))
-    for name in gated:
-        if name not in metrics:
-            raise InputError(located(path, _line_of(text, ["gate"]), "gate", f"'{name}' is not in metrics"))
-    for name in data.get("margins", {}):
-        if name not in metrics:
-            raise InputError(located(path, _line_of(text, ["margins", name]), f"margins.{name}", "not in metrics"))
-    judge = data.get("judge", {"name": "lexical"})
-    judge = {"name": judge} if isinstance(judge, str) else dict(judge)
-    if judge["name"] not in JUDGES:
-        known = ", ".join(sorted(JUDGES))
-        raise InputError(
-            located(path, _line_of(text, ["judge"]), "judge", f"unknown judge '{judge['name']}' ({known})")
-        )
-    refusal = data.get("refusal", {})
-    trend = TrendPolicy.from_dict(data.get("trend", {}))
-    if trend.critical < trend.warning:
-        raise InputError(
-            located(path, _line_of(text, ["trend", "critical"]), "trend.critical", "must be ≥ trend.warning")
-        )
-    evaluation = Evaluation(
-        metrics=metrics,
-        gated=gated,
-        margins={k: float(v) for k, v in data.get("margins", {}).items()},
-        judge=judge,
-        refusal_phrases=tuple(refusal.get("phrases", DEFAULT_REFUSAL_PHRASES)),
-        refusal_use_field=refusal.get("use_field", True),
-        seed=data.get("seed", 0),
-        alpha=data.get("alpha", 0.05),
-        strict=data.get("strict", False),
-        error_budget=data.get("error_budget", 0.05),
-        cluster_by=data.get("cluster_by"),
-        judge_concurrency=data.get("judge_concurrency", 4),
-        fail_on_new_ood=data.get("fail_on_new_ood", True),
-        trend=trend,
+    pipeline = PipelineSpec(**_present(PipelineSpec, data["pipeline"]))
+    target = next(k for k in ("python", "command", "predictions") if k in data["pipeline"])
+    pipeline = replace(
+        pipeline,
+        workdir=(root / pipeline.workdir).resolve(),
+        predictions=root / pipeline.predictions if pipeline.predictions is not None else None,
+        origin=f"{path}:{problems.line(('pipeline', target))}",
     )
-    raw = data["pipeline"]
-    for i, name in enumerate(raw.get("env_passthrough", ())):
-        reason = check_passthrough(name)
-        if reason is not None:
-            keys = ["pipeline", "env_passthrough", i]
-            raise InputError(located(path, _line_of(text, keys), f"pipeline.env_passthrough.{i}", reason))
-    pipeline = PipelineSpec(
-        python=raw.get("python"),
-        command=raw.get("command"),
-        predictions=(root / raw["predictions"]) if "predictions" in raw else None,
-        options=dict(raw.get("options", {})),
-        workdir=(root / raw.get("workdir", ".")).resolve(),
-        env=dict(raw.get("env", {})),
-        env_passthrough=tuple(raw.get("env_passthrough", ())),
-        concurrency=raw.get("concurrency", 4),
-        timeout_s=float(raw.get("timeout_s", 60)),
-        startup_timeout_s=float(raw.get("startup_timeout_s", 120)),
-        retries=raw.get("retries", 1),
-    )
-    golden = (root / data["golden"]).resolve()
-    if not golden.is_file():
-        raise InputError(located(path, _line_of(text, ["golden"]), "golden", f"file not found: {golden}"))
-    return Config(
-        path=path.resolve(),
-        golden=golden,
-        pipeline=pipeline,
-        evaluation=evaluation,
-        repeats=repeats if repeats is not None else data.get("repeats", 1),
-        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-    )
+    settings = _present(Config, data) | ({"repeats": repeats} if repeats is not None else {})
+    settings |= {
+        "path": path.resolve(),
+        "golden": (root / data["golden"]).resolve(),
+        "pipeline": pipeline,
+        "evaluation": Evaluation(**_present(Evaluation, data)),
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    }
+    return Config(**settings)
+
+
+def check_config(path: Path | str) -> tuple[Config | None, list[str]]:
+    """Validate a config and every file it names (golden set, precomputed predictions); collect every problem.
+
+    Args:
+        path: the ``rag-gate.yml`` file.
+
+    Returns:
+        The config (None when the config itself is invalid) and the problems, one ``file:line: field: message``
+        string each: the config's own first, then the golden set's, then the predictions file's.
+
+    """
+    from gate.golden import check_golden
+    from gate.predictions import align, load_predictions
+
+    try:
+        config = load_config(path)
+    except InputError as exc:
+        return None, str(exc).splitlines()
+    try:
+        cases, problems = check_golden(config.golden)
+    except InputError as exc:
+        return config, [str(exc)]
+    if config.pipeline.predictions is not None:
+        try:
+            align(cases, load_predictions(config.pipeline.predictions), config.pipeline.predictions)
+        except InputError as exc:
+            problems.append(str(exc))
+    return config, problems

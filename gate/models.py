@@ -118,11 +118,17 @@ class Score:
     """
 
     id: str
+    """Golden case id."""
     repeat: int
+    """0-based repeat index."""
     metric: str
+    """Concrete metric name, e.g. ``"hit_rate@5"``."""
     value: float
+    """The metric's value for the case (in the metric's range), or NaN (not applicable, or failed)."""
     error: str | None = None
+    """Why the case could not be scored (failed prediction, judge failure); None for a score."""
     detail: dict[str, Any] | None = field(default=None, compare=False)
+    """Judge output kept with one judged metric's row (claims, verdicts, chunks; see ``Judgment.to_dict``)."""
 
     @property
     def valid(self) -> bool:

@@ -99,7 +99,11 @@ class _Worker:
         if not ready.get("ready"):
             self.stop()
             error = sandbox.redactor(str(ready.get("error", "worker did not start")))
-            raise EvaluationError(f"pipeline {spec.python}: {error}")
+            raise (InputError if ready.get("input") else EvaluationError)(f"{self._where()}: {error}")
+
+    def _where(self) -> str:
+        """``pipeline module:function (rag-gate.yml:3)`` for error messages."""
+        return f"pipeline {self._spec.python}" + (f" ({self._spec.origin})" if self._spec.origin else "")
 
     @staticmethod
     def _read(proc: subprocess.Popen[str], replies: queue.Queue[str | None]) -> None:
@@ -134,6 +138,9 @@ class _Worker:
             self.stop()
             raise CallFailed("pipeline process died") from None
         reply = self._reply(self._spec.timeout_s)
+        if reply.get("fatal"):  # the configured options do not fit the function: every call would fail
+            error = self._sandbox.redactor(str(reply.get("error")))
+            raise InputError(f"{self._where()}: {error} (check pipeline.options)")
         if not reply.get("ok"):
             raise CallFailed(self._sandbox.redactor(str(reply.get("error", "unknown error"))))
         return reply
@@ -177,7 +184,9 @@ def run_python(
         sandbox: where the workers run (default: :meth:`Sandbox.from_environ` of ``os.environ``).
 
     Raises:
-        EvaluationError: when the module cannot be imported (every call would fail).
+        InputError: when the configured module or function does not exist, is not a function, or does not take
+            the configured options (named with the config line, the cwd and ``sys.path`` searched).
+        EvaluationError: when importing the module fails (every call would fail).
 
     """
     sandbox = sandbox or Sandbox.from_environ(os.environ)

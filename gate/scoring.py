@@ -9,12 +9,16 @@ from concurrent.futures import ThreadPoolExecutor
 from gate.config import Evaluation
 from gate.judges.base import Judge
 from gate.metrics import Metric, resolve, score_case
-from gate.metrics.generation import is_refusal
+from gate.metrics.refusal import is_refusal
 from gate.models import GoldenCase, Prediction, Score
 
 
 def detect_refusal(prediction: Prediction, evaluation: Evaluation) -> bool:
-    """Whether a prediction is a refusal, by its explicit flag (when trusted) or by the configured phrases."""
+    """Whether a prediction is a refusal: :func:`gate.metrics.refusal.is_refusal` with the configured policy.
+
+    The pipeline's explicit ``refused`` flag decides when ``evaluation.refusal_use_field`` trusts it; otherwise
+    the answer text is matched against ``evaluation.refusal_phrases``.
+    """
     flag = prediction.refused if evaluation.refusal_use_field else None
     return is_refusal(prediction.answer, flag, evaluation.refusal_phrases)
 
@@ -44,8 +48,8 @@ def score_one(
         elif judgment.error is not None:
             scores.append(Score(*key, metric.name, math.nan, error=f"judge failed: {judgment.error}"))
         else:
-            value = getattr(judgment, metric.spec.name)
-            detail = judgment.to_dict() if metric.spec.name == "faithfulness" else None
+            value = getattr(judgment, metric.spec.judgment_field)
+            detail = judgment.to_dict() if metric.spec.keeps_detail else None
             scores.append(Score(*key, metric.name, value, detail=detail))
     return scores
 

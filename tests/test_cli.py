@@ -54,8 +54,8 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path):
         ),
         (
             "golden: golden.jsonl\npipeline: {python: 'missing_module:answer', retries: 0}\n",
-            3,
-            "pipeline missing_module:answer: cannot import missing_module:answer",
+            2,
+            "rag-gate.yml:2): cannot import missing_module:answer: No module named 'missing_module' (searched from cwd",
         ),
         (
             "golden: golden.jsonl\npipeline: {python: 'rag:answer'}\njudge: oracle\n",

@@ -1,5 +1,5 @@
-"""SQuAD F1 / exact match against the official v2.0 script's behaviour (hand-checked), refusal detection, and
-the answer-level rules of score_case."""
+"""SQuAD F1 / exact match against the official v2.0 script's behaviour (hand-checked), and the answer-level
+rules of score_case (refusal detection: test_metrics_refusal.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,7 @@ import math
 
 import pytest
 
-from gate.metrics import (
-    DEFAULT_REFUSAL_PHRASES,
-    answer_f1,
-    exact_match,
-    is_refusal,
-    normalize_answer,
-    resolve,
-    score_case,
-)
+from gate.metrics import answer_f1, exact_match, normalize_answer, resolve, score_case
 from gate.models import GoldenCase, Prediction
 
 
@@ -59,32 +51,6 @@ def test_no_usable_reference_is_nan(fn):
     assert math.isnan(fn("Paris", []))
     assert math.isnan(fn("Paris", ["", " the ", "."]))  # the official script drops references that normalise to ""
     assert fn("Paris", ["", "Paris"]) == 1.0
-
-
-@pytest.mark.parametrize(
-    ("answer", "flag", "expected"),
-    [
-        ("I don't have that information.", None, True),
-        ("I don\u2019t know.", None, True),  # curly apostrophe
-        ("Sorry, I CANNOT ANSWER that from the documents.", None, True),
-        ("There is not enough information in the context.", None, True),
-        ("", None, True),
-        ("   \n", None, True),
-        ("The Normans came from Normandy.", None, False),
-        ("The Normans came from Normandy.", True, True),  # an explicit flag wins
-        ("I don't know.", False, False),
-    ],
-)
-def test_is_refusal(answer, flag, expected):
-    assert is_refusal(answer, flag) is expected
-
-
-def test_is_refusal_custom_phrases_and_defaults():
-    assert is_refusal("Keine Angabe.", None, ("keine angabe",))
-    assert not is_refusal("I don't know.", None, ("keine angabe",))
-    assert is_refusal("Je ne sais pas", None, ("Je ne sais pas",))
-    assert "i don't have that information" in DEFAULT_REFUSAL_PHRASES
-    assert all(p == p.casefold() for p in DEFAULT_REFUSAL_PHRASES)
 
 
 def _case(ood: bool = False, refs: tuple[str, ...] = ("Normandy",)) -> GoldenCase:

@@ -1,13 +1,21 @@
-"""The README's metric table (## Metrics) and the registry (gate.metrics.METRICS) describe the same metrics."""
+"""The metric registry: the README's metric table (## Metrics) describes the same metrics; how judged metrics
+are read; margin limits; and where Kind / Direction live."""
 
 from __future__ import annotations
 
+import ast
+import math
 import re
+from pathlib import Path
 
 import pytest
 from conftest import REPO
 
-from gate.metrics import METRICS
+from gate.config import Evaluation
+from gate.judges.base import ClaimVerdict, Judgment
+from gate.metrics import METRICS, MetricSpec, resolve
+from gate.models import Chunk, GoldenCase, Prediction
+from gate.scoring import score_one
 
 
 def readme_metric_rows() -> dict[str, dict[str, str]]:
@@ -56,3 +64,101 @@ def test_every_registry_entry_has_a_matching_readme_row_and_vice_versa():
         assert (row["direction"], row["kind"]) == (spec.direction, spec.kind), name
         assert parse_margin(row["default margin"], spec.kind) == pytest.approx(spec.default_margin, abs=1e-12), name
         assert row["definition"], name
+
+
+GATE = Path(__file__).resolve().parent.parent / "gate"
+
+
+def _judgment() -> Judgment:
+    verdicts = ["supported", "supported", "contradicted", "unverifiable"]
+    return Judgment(claims=tuple(ClaimVerdict(f"claim {i}", v) for i, v in enumerate(verdicts)))
+
+
+def test_judged_metrics_name_the_judgment_field_they_read():
+    judged = {name: spec for name, spec in METRICS.items() if spec.judged}
+    assert set(judged) == {"faithfulness", "contradiction_rate"}
+    judgment = _judgment()
+    # 2 supported and 1 contradicted of 4 claims (RAGAS faithfulness: supported / all claims).
+    expected = {"faithfulness": 2 / 4, "contradiction_rate": 1 / 4}
+    for name, spec in judged.items():
+        assert spec.fn is None and isinstance(getattr(Judgment, spec.judgment_field), property)
+        assert getattr(judgment, spec.judgment_field) == expected[name]
+    assert [name for name, spec in judged.items() if spec.keeps_detail] == ["faithfulness"]
+
+
+def test_a_spec_is_either_computed_or_judged():
+    with pytest.raises(ValueError, match="exactly one of fn and judgment_field"):
+        MetricSpec("x", "X", "higher", "graded", 0.03, "x")
+    with pytest.raises(ValueError, match="exactly one of fn and judgment_field"):
+        MetricSpec("x", "X", "higher", "graded", 0.03, "x", fn=lambda ctx: 0.0, judgment_field="faithfulness")
+
+
+def test_margin_limits_follow_the_metric_range():
+    assert {name: spec.margin_limit for name, spec in METRICS.items() if spec.margin_limit != 1.0} == {
+        "latency_ms": math.inf,
+        "cost_usd": math.inf,
+    }
+    assert all(spec.default_margin < spec.margin_limit for spec in METRICS.values())
+
+
+class _FixedJudge:
+    """A judge that returns one fixed Judgment and counts its calls (the function under test is score_one)."""
+
+    id = "fixed"
+    version = "1"
+
+    def __init__(self, judgment: Judgment) -> None:
+        self.judgment, self.calls = judgment, 0
+
+    def judge(self, question, answer, chunks, *, repeat=0):
+        self.calls += 1
+        return self.judgment
+
+
+def test_scoring_reads_judged_metrics_through_the_registry():
+    case = GoldenCase(id="c", question="q?", expected_doc_ids=("d",), reference_answers=("Paris",))
+    names = ("hit_rate@1", "faithfulness", "contradiction_rate")
+    metrics = [resolve(n) for n in names]
+    judge = _FixedJudge(_judgment())
+    scores = score_one(case, Prediction(id="c", answer="Paris.", retrieved=(Chunk("d", "x"),)), metrics,
+                       Evaluation(metrics=names), judge)  # fmt: skip
+    assert [(s.metric, s.value) for s in scores] == [("hit_rate@1", 1.0), ("faithfulness", 0.5),
+                                                      ("contradiction_rate", 0.25)]  # fmt: skip
+    assert [s.detail is not None for s in scores] == [False, True, False]
+    assert len(scores[1].detail["claims"]) == 4 and judge.calls == 1
+    refusal = score_one(case, Prediction(id="c", answer="I don't know."), metrics, Evaluation(metrics=names), judge)
+    assert judge.calls == 1 and all(math.isnan(s.value) and s.error is None for s in refusal[1:])
+    failed = score_one(case, Prediction(id="c", answer="Paris."), metrics, Evaluation(metrics=names),
+                       _FixedJudge(Judgment(error="endpoint down")))  # fmt: skip
+    assert [s.error for s in failed] == [None, "judge failed: endpoint down", "judge failed: endpoint down"]
+
+
+def _definitions(name: str) -> list[str]:
+    found = []
+    for path in sorted(GATE.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                found.append(str(path.relative_to(GATE.parent)))
+    return found
+
+
+def test_kind_and_direction_are_defined_once_with_the_statistics():
+    assert _definitions("Kind") == ["gate/stats/inputs.py"]
+    assert _definitions("Direction") == ["gate/stats/inputs.py"]
+
+
+def test_the_statistics_import_nothing_else_from_the_package():
+    outside = []
+    for path in sorted((GATE / "stats").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gate"):
+                if not node.module.startswith("gate.stats"):
+                    outside.append(f"{path.name}: {node.module}")
+            elif isinstance(node, ast.Import):
+                outside += [
+                    f"{path.name}: {a.name}"
+                    for a in node.names
+                    if a.name.startswith("gate") and not a.name.startswith("gate.stats")
+                ]
+    assert outside == []

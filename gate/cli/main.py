@@ -44,24 +44,47 @@ def main(debug: bool) -> None:
 
 
 @main.command()
-@click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @handle_errors
-def validate(golden: Path) -> None:
-    """Check a golden set; print every problem as file:line: field: message.
+def validate(path: Path) -> None:
+    """Check a config (and every file it names) or a golden set; print every problem as file:line: field: message.
+
+    A .yml/.yaml file is a config: the config itself, its golden set and its precomputed predictions are
+    checked. Any other file is a golden set.
 
     \b
     Example:
+      rag-gate validate rag-gate.yml
       rag-gate validate eval/golden.jsonl
     """
-    from gate.golden import check_golden
+    if path.suffix.lower() in (".yml", ".yaml"):
+        from gate.config import check_config
 
-    cases, problems = check_golden(golden)
+        config, problems = check_config(path)
+    else:
+        from gate.golden import check_golden
+
+        config = None
+        cases, problems = check_golden(path)
     for problem in problems:
         click.echo(problem, err=True)
     if problems:
-        raise InputError(f"{golden}: {len(problems)} problem(s)")
-    n_ood = sum(c.out_of_domain for c in cases)
-    click.echo(f"{golden}: {len(cases)} cases ({n_ood} out-of-domain) — OK")
+        raise InputError(f"{path}: {len(problems)} problem(s)")
+    if config is None:
+        n_ood = sum(c.out_of_domain for c in cases)
+        click.echo(f"{path}: {len(cases)} cases ({n_ood} out-of-domain) — OK")
+        return
+    from gate.golden import load_golden
+
+    cases = load_golden(config.golden)
+    evaluation = config.evaluation
+    source = config.pipeline.python or config.pipeline.command or config.pipeline.predictions
+    click.echo(
+        f"{path}: OK — golden set {config.golden.name}: {len(cases)} cases "
+        f"({sum(c.out_of_domain for c in cases)} out-of-domain); pipeline {source}; "
+        f"{len(evaluation.metrics)} metrics ({len(evaluation.gated)} gated); judge {evaluation.judge['name']}; "
+        f"repeats {config.repeats}"
+    )
 
 
 @main.command()

@@ -44,6 +44,7 @@ class Judgment:
     """A judge's result for one answer: per-claim verdicts and the per-response scores."""
 
     claims: tuple[ClaimVerdict, ...] = ()
+    """Per-claim verdicts, in answer order; empty for a refusal, an empty answer or a response-level judge."""
     error: str | None = None
     """Set when the judge failed; the scores are then NaN and must be counted as failures."""
     score: float | None = None
@@ -61,11 +62,6 @@ class Judgment:
     def n_contradicted(self) -> int:
         """Number of contradicted claims."""
         return sum(c.verdict == "contradicted" for c in self.claims)
-
-    @property
-    def n_unverifiable(self) -> int:
-        """Number of unverifiable claims."""
-        return sum(c.verdict == "unverifiable" for c in self.claims)
 
     @property
     def faithfulness(self) -> float:

@@ -1,10 +1,14 @@
-"""Claim extraction for the lexical judge: sentences, then clauses and list items; refusals give no claims."""
+"""Claim extraction for the lexical and NLI judges: sentences, then clauses and list items; refusals give no claims.
+
+Refusals are detected by :func:`gate.metrics.refusal.is_refusal` (the rule scoring uses) with its default phrases.
+"""
 
 from __future__ import annotations
 
 import re
 
 from gate.judges.text import Lang, facts, fold
+from gate.metrics.refusal import is_refusal
 
 _ABBREVIATIONS = frozenset(
     """mr mrs ms dr st jr sr prof gov sen rep gen col lt sgt capt inc ltd co corp vs etc e.g eg i.e ie no nos
@@ -16,28 +20,6 @@ _SEGMENT = re.compile(
     r"(\s*;\s*|,\s*(?:and|or|but|as well as|e|o|ma)\s+|,\s+(?!\d{4}\b)|\s+(?:and|or|but|as well as|e|o|ma)\s+)",
     re.IGNORECASE,
 )
-_REFUSAL = re.compile(
-    r"unable to (?:answer|provide|determine|find)|(?:cannot|can't|can not) (?:answer|provide|determine|find)"
-    r"|(?:do not|don't|does not|doesn't) (?:know|have (?:enough|the|any|that) information)"
-    r"|(?:no|not enough|insufficient) (?:relevant )?information|(?:passages?|context|documents?) "
-    r"(?:do|does) not (?:contain|provide|mention|say)|i'm sorry|i am sorry"
-    r"|non (?:lo )?so\b|non (?:ho|ci sono) (?:abbastanza )?informazioni|non (?:è|e') possibile rispondere"
-    r"|non posso rispondere",
-    re.IGNORECASE,
-)
-_MAX_REFUSAL_WORDS = 40
-
-
-def is_refusal(answer: str) -> bool:
-    """True when ``answer`` is empty or a short refusal ("Unable to answer based on given passages.").
-
-    A refusal has no claims to verify: its faithfulness is NaN, never 0 or 1. Answers longer than 40 words
-    are never refusals here (they carry claims even when they start with a disclaimer).
-    """
-    text = fold(answer)
-    if not text:
-        return True
-    return len(text.split()) <= _MAX_REFUSAL_WORDS and bool(_REFUSAL.search(text))
 
 
 def split_sentences(text: str) -> list[str]:

@@ -77,7 +77,6 @@ _TOKEN = re.compile(
     r"|(?P<word>[^\W\d_]+(?:['’][^\W\d_]+)?)",
     re.IGNORECASE,
 )
-_SCALE_AFTER = re.compile(r"\s*(?:-\s*)?([a-z]+)", re.IGNORECASE)
 _PERCENT_AFTER = re.compile(r"\s*(%|percent\b|per\s+cent\b|per\s+cento\b)", re.IGNORECASE)
 _OUT_OF = re.compile(r"\bout of\s*$|\bsu\s*$", re.IGNORECASE)
 _TIME = re.compile(r"(\d{1,2})(?::(\d{2}))?\s*([ap])?", re.IGNORECASE)

@@ -12,22 +12,15 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING
 
-from gate.metrics.generation import (
-    DEFAULT_REFUSAL_PHRASES,
-    answer_f1,
-    exact_match,
-    is_refusal,
-    normalize_answer,
-)
+from gate.metrics.generation import answer_f1, exact_match, normalize_answer
+from gate.metrics.refusal import DEFAULT_REFUSAL_PHRASES, is_refusal
 from gate.metrics.retrieval import hit_rate_at_k, ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
 from gate.models import GoldenCase, Prediction
 
-Direction = Literal["higher", "lower"]
-Kind = Literal["binary", "graded", "ratio"]
-"""binary: 0/1 per case (McNemar); graded: in [0, 1] (sign-flip / bootstrap); ratio: positive and heavy-tailed
-(latency, cost), compared as log-ratios."""
+if TYPE_CHECKING:  # defined once, with the statistics; not imported at run time (scipy is slow to import)
+    from gate.stats.inputs import Direction, Kind
 
 
 @dataclass(frozen=True)
@@ -41,7 +34,7 @@ class ScoreContext:
     k: int | None
     """The cut-off of a ``@k`` metric, else None."""
     refused: bool
-    """Whether the answer is a refusal (see :func:`gate.metrics.generation.is_refusal`)."""
+    """Whether the answer is a refusal (see :func:`gate.metrics.refusal.is_refusal`)."""
 
 
 @dataclass(frozen=True)
@@ -62,10 +55,35 @@ class MetricSpec:
     """One-line description for reports and the README."""
     needs_k: bool = False
     """True when the name takes a cut-off (``@k``)."""
-    judged: bool = False
-    """True for metrics computed from a judge's Judgment by the scoring module (``fn`` is None)."""
     fn: Callable[[ScoreContext], float] | None = None
-    """Per-case function; its docstring is that of the pure metric function (with its ``Source:``)."""
+    """Per-case function; its docstring is that of the pure metric function (with its ``Source:``). None for a
+    judged metric."""
+    judgment_field: str | None = None
+    """For a judged metric: the attribute of :class:`gate.judges.base.Judgment` that holds its per-case value
+    (e.g. ``"faithfulness"``); None for the others."""
+    keeps_detail: bool = False
+    """For a judged metric: its score row carries the judgment's claims as ``detail`` (one judged metric does,
+    so the claims are stored once)."""
+
+    def __post_init__(self) -> None:
+        """Exactly one of ``fn`` and ``judgment_field`` (ValueError)."""
+        if (self.fn is None) == (self.judgment_field is None):
+            raise ValueError(f"metric {self.name!r}: give exactly one of fn and judgment_field")
+
+    @property
+    def judged(self) -> bool:
+        """True for metrics read from a judge's Judgment by the scoring module."""
+        return self.judgment_field is not None
+
+    @property
+    def margin_limit(self) -> float:
+        """Exclusive upper bound of a margin: the width of the metric's range.
+
+        1 for binary and graded metrics (values in [0, 1]: a drop of 1 or more cannot happen) and for a
+        higher-is-better ratio metric (a relative drop of 100 %); infinite for a lower-is-better ratio metric
+        (latency, cost: any relative increase can happen).
+        """
+        return math.inf if self.kind == "ratio" and self.direction == "lower" else 1.0
 
 
 @dataclass(frozen=True)
@@ -189,9 +207,11 @@ METRICS: dict[str, MetricSpec] = {
         # similar human hallucination rates (gpt-4-0613 9 %, gpt-3.5-turbo 7 %) differ by 0.047 in lexical
         # faithfulness, while a 9 % vs 55 % pair differs by 0.087 (tests/test_gate_ragtruth.py).
         MetricSpec("faithfulness", "Faithfulness", "higher", "graded", 0.05,
-                   "Share of the answer's claims supported by the retrieved chunks.", judged=True),
+                   "Share of the answer's claims supported by the retrieved chunks.",
+                   judgment_field="faithfulness", keeps_detail=True),
         MetricSpec("contradiction_rate", "Contradiction rate", "lower", "graded", 0.03,
-                   "Share of the answer's claims contradicted by the retrieved chunks.", judged=True),
+                   "Share of the answer's claims contradicted by the retrieved chunks.",
+                   judgment_field="contradiction_rate"),
         MetricSpec("answer_f1", "Answer F1", "higher", "graded", 0.03,
                    "SQuAD token F1 against the best reference answer.", fn=_answer(answer_f1)),
         MetricSpec("exact_match", "Exact match", "higher", "binary", 0.03,
@@ -269,7 +289,7 @@ def score_case(metric: Metric, case: GoldenCase, prediction: Prediction, refused
             from the judge's Judgment.
 
     """
-    if metric.spec.judged or metric.spec.fn is None:
+    if metric.spec.fn is None:
         raise ValueError(f"metric {metric.name!r} is judged: compute it from the judge's Judgment")
     return metric.spec.fn(ScoreContext(case=case, prediction=prediction, k=metric.k, refused=refused))
 
@@ -278,8 +298,6 @@ __all__ = [
     "DEFAULT_METRICS",
     "DEFAULT_REFUSAL_PHRASES",
     "METRICS",
-    "Direction",
-    "Kind",
     "Metric",
     "MetricSpec",
     "ScoreContext",

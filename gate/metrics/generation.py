@@ -1,4 +1,4 @@
-"""Per-case answer metrics: SQuAD answer normalisation, token F1, exact match, and refusal detection."""
+"""Per-case answer metrics: SQuAD answer normalisation, token F1 and exact match."""
 
 from __future__ import annotations
 
@@ -8,30 +8,8 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-DEFAULT_REFUSAL_PHRASES: tuple[str, ...] = (
-    "i don't have that information",
-    "i don't have enough information",
-    "i don't know",
-    "i do not know",
-    "i cannot answer",
-    "i can't answer",
-    "cannot answer",
-    "can't answer",
-    "unable to answer",
-    "not enough information",
-    "no information",
-    "insufficient information",
-    "not mentioned in the",
-    "not provided in the",
-    "the context does not",
-    "no relevant information",
-)
-"""Phrases that mark an answer as a refusal (matched case-insensitively as substrings, curly apostrophes
-folded to ``'``). A configuration may replace them."""
-
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
-_CURLY_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'"})
 
 
 def normalize_answer(text: str) -> str:
@@ -114,31 +92,3 @@ def exact_match(answer: str, references: Sequence[str]) -> float:
         return math.nan
     normalized = normalize_answer(answer)
     return float(any(normalize_answer(ref) == normalized for ref in usable))
-
-
-def is_refusal(answer: str, refused_flag: bool | None, phrases: Iterable[str] = DEFAULT_REFUSAL_PHRASES) -> bool:
-    """Whether an answer is a refusal ("I don't have that information").
-
-    Rule: an explicit flag from the pipeline wins when it is not None. Otherwise the answer is a refusal when
-    it is empty (or whitespace only) or contains one of ``phrases``, compared case-insensitively after
-    folding curly apostrophes (’ ‘ ʼ) to ``'`` in both.
-
-    Args:
-        answer: The generated answer.
-        refused_flag: The pipeline's refusal flag (``Prediction.refused``), or None to detect from the text.
-        phrases: Refusal phrases, matched as substrings.
-
-    Returns:
-        True for a refusal.
-
-    Source: negative rejection in RGB, Chen, Lin, Han & Sun, "Benchmarking Large Language Models in
-        Retrieval-Augmented Generation", AAAI 2024, doi:10.1609/aaai.v38i16.29728 (rejection detected by
-        matching "insufficient information"); abstention on SQuAD 2.0 (Rajpurkar, Jia & Liang, ACL 2018).
-
-    """
-    if refused_flag is not None:
-        return bool(refused_flag)
-    text = answer.translate(_CURLY_APOSTROPHES).casefold()
-    if not text.strip():
-        return True
-    return any(p.translate(_CURLY_APOSTROPHES).casefold() in text for p in phrases)

@@ -281,7 +281,7 @@ def _base_results(
         base_sha=base_sha,
         golden_sha256=file_sha256(config.golden),
         config_sha256=config.sha256,
-        judge_id=cache.judge_id(config.judge),
+        judge_id=cache.judge_id(config.evaluation.judge),
         repeats=config.repeats,
         gate_version=__version__,
     )
@@ -319,7 +319,7 @@ def _intact(snapshot: cache.Snapshot, run_dir: Path, context: gh.GithubContext, 
 
 def _sandbox(environ: Mapping[str, str], configs: Iterable[Config], secrets: Iterable[str | None]) -> Sandbox:
     """The pipeline's sandbox; the judges' key variables and ``secrets`` (tokens) are redacted too."""
-    names = {str(c.judge[k]) for c in configs for k in ("api_key_env",) if c.judge.get(k)}
+    names = {str(c.evaluation.judge[k]) for c in configs for k in ("api_key_env",) if c.evaluation.judge.get(k)}
     return Sandbox.from_environ(environ, secrets=secrets, secret_names=names)
 
 

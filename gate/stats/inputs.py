@@ -10,7 +10,10 @@ from typing import Literal
 import numpy as np
 
 Kind = Literal["binary", "graded", "ratio"]
+"""binary: 0/1 per case (McNemar); graded: in [0, 1] (sign-flip / bootstrap); ratio: positive and heavy-tailed
+(latency, cost), compared as log-ratios."""
 Direction = Literal["higher", "lower"]
+"""Whether a higher or a lower value of the metric is better."""
 
 
 @dataclass(frozen=True)
