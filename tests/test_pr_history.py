@@ -166,3 +166,17 @@ def test_history_off_and_history_file(world, tmp_path):
     assert recorded.exit_code == 0, recorded.output
     (line,) = (runner / "ci" / "history.jsonl").read_text().splitlines()
     assert json.loads(line)["sha"] == world["main"]
+
+
+def test_without_any_history_yet_a_pull_request_shows_no_trend_section_and_no_warning(world, tmp_path):
+    fresh = world["root"] / "fresh.git"
+    if not fresh.exists():
+        git(world["root"], "clone", "-q", "--bare", str(world["root"] / "origin-src"), str(fresh))
+    pr_runner = checkout(world, "pr-fresh", world["head"])
+    git(pr_runner, "remote", "set-url", "origin", str(fresh))
+    shas = {"base": world["main"], "head": world["head"]}
+    result = rag_gate(pr_runner, env_for(tmp_path, pr_runner, "pull_request", pull_request_event(shas)))
+    assert result.exit_code == 1, result.output  # the PR's own verdict: fail
+    assert "trend vs main" not in result.output + result.stderr
+    assert "### Trend vs main" not in (pr_runner / "rag-gate-out" / "comment.md").read_text()
+    assert "trend-status" not in outputs(tmp_path)

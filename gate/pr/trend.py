@@ -62,19 +62,22 @@ def check_head(
     entries made under that config.
 
     Returns:
-        (the trend, "") or (None, a warning saying why there is none).
+        (the trend, ""); (None, "") when there is no history yet (nothing recorded: no section); or (None, a
+        warning saying why the history could not be read).
     """
     try:
         history = read(store, out / HISTORY_COPY, base_commit=base_sha)
+        if history is None:
+            return None, ""
         record = entry_from_run(head_run, sha=head_sha, ref="HEAD", config_sha256=base.sha256)
     except GateError as exc:
         return None, f"trend vs main skipped: {exc}"
     report = trend_report(
-        history.entries if history else (),
+        history.entries,
         HistoryEntry(record),
         policy=base.evaluation.trend,
         gated=base.evaluation.gated,
-        problems=history.problems if history else (),
+        problems=history.problems,
         run_label="head",
     )
     write_json(out / TREND_FILE, report.to_dict())
