@@ -7,8 +7,9 @@ from typing import Literal
 
 import numpy as np
 
+from gate.stats.discrete import ExactCaseTest, discrete_bh, fisher_case, permutation_case
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
-from gate.stats.significance import benjamini_hochberg, boschloo_per_case, moderated_welch
+from gate.stats.selection import CaseTest, select
 
 CaseStatus = Literal["regressed", "suspected", "improved", "unchanged", "flaky", "not_applicable"]
 DEFAULT_TAU = {"binary": 0.5, "graded": 0.2, "ratio": 0.5}
@@ -30,9 +31,11 @@ class CaseResult:
     effect: float
     """Oriented head − base (negative = worse); for ratio metrics the oriented log-ratio of the means."""
     p_value: float
-    """One-sided p for "head worse" (Boschloo or moderated Welch); NaN with a single observation per side."""
+    """One-sided p for "head worse", exact and conditional on the case's runs (Fisher's test for binary
+    repeats, the permutation test for graded/ratio ones); NaN with a single observation per side."""
     p_adjusted: float
-    """Benjamini–Hochberg adjusted p across the metric's cases; NaN when ``p_value`` is."""
+    """Discrete Benjamini–Hochberg (step-up) adjusted p across the metric's cases whose runs can show a drop
+    of τ; 1 for a tested case whose runs cannot; NaN when ``p_value`` is."""
     status: CaseStatus
     """regressed > suspected > improved > flaky > unchanged (first that applies); not_applicable if unpaired."""
     flaky_base: bool
@@ -58,18 +61,43 @@ def _flaky(x: np.ndarray, binary: bool, tau: float) -> np.ndarray:
     return out
 
 
-def _p_values(base: np.ndarray, head: np.ndarray, binary: bool, testable: np.ndarray) -> np.ndarray:
-    p = np.full(base.shape[0], np.nan)
-    if not testable.any():
-        return p
-    if binary:
-        for i in np.flatnonzero(testable):
-            a, b = base[i][~np.isnan(base[i])], head[i][~np.isnan(head[i])]
-            p[i] = boschloo_per_case(int(a.sum()), int(b.sum()), a.size, b.size).p_value
-        return p
-    results = moderated_welch(base[testable], head[testable], alternative="less")
-    p[testable] = [r.p_value for r in results]
-    return p
+def _case_tests(
+    base: np.ndarray, head: np.ndarray, test: CaseTest, testable: np.ndarray, tau: float
+) -> list[ExactCaseTest | None]:
+    """The selected exact test of every testable case over its valid runs (None elsewhere)."""
+    out: list[ExactCaseTest | None] = [None] * base.shape[0]
+    if test is CaseTest.NONE:
+        return out
+    for i in np.flatnonzero(testable):
+        a, b = base[i][~np.isnan(base[i])], head[i][~np.isnan(head[i])]
+        if test is CaseTest.FISHER_EXACT:
+            out[i] = fisher_case(int(a.sum()), int(b.sum()), a.size, b.size, tau=tau)
+        else:
+            out[i] = permutation_case(a, b, tau=tau)
+    return out
+
+
+def _discoveries(tests: list[ExactCaseTest | None], q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(raw p, adjusted p, rejected) per case: discrete BH step-up over the cases that can show a drop of τ.
+
+    A tested case whose runs admit no split with a drop of τ has a p-value that is 1 with probability 1 given
+    its runs: it can never be a discovery, so it leaves the family (adjusted p = 1) instead of diluting it.
+    """
+    n = len(tests)
+    p, adjusted, rejected = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=bool)
+    family = []
+    for i, t in enumerate(tests):
+        if t is None:
+            continue
+        p[i], adjusted[i] = t.p_value, 1.0
+        if t.drop_support is None or t.drop_support[0] < 1.0:
+            family.append(i)
+    if family:
+        rej, adj = discrete_bh(
+            np.array([tests[i].drop_p_value for i in family]), [tests[i].drop_support for i in family], q=q
+        )
+        adjusted[family], rejected[family] = adj, rej
+    return p, adjusted, rejected
 
 
 def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10) -> list[CaseResult]:
@@ -77,9 +105,12 @@ def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10
 
     Per case, over its valid repeats (NaN and failed scores excluded): effect = oriented head − base mean
     (log-ratio for ratio metrics). With ≥ 2 valid repeats on both sides a one-sided "head worse" p-value
-    comes from Boschloo's exact test (binary) or the EB-moderated Welch t fitted across the metric's cases
-    (graded; ratio metrics on log values); p-values are BH-adjusted across the tested cases.
-    Status, first that applies: ``regressed`` (effect ≤ −τ and BH-adjusted p ≤ q), ``suspected``
+    comes from the test :func:`gate.stats.selection.select` picks: Fisher's exact test (binary) or the exact
+    permutation test (graded; ratio metrics on log values), conditional on the case's runs, so its null
+    distribution is known. The claims "dropped by ≥ τ" of the cases whose runs can show such a drop are
+    corrected with the discrete Benjamini–Hochberg step-up procedure (:func:`gate.stats.discrete.discrete_bh`),
+    which holds the false discovery rate at q for independent cases without any variance model.
+    Status, first that applies: ``regressed`` (effect ≤ −τ and discrete-BH adjusted p ≤ q), ``suspected``
     (effect ≤ −τ, not significant or a single observation: with R = 1 a flip is reported, never proven),
     ``improved`` (effect ≥ τ), ``flaky`` (a side varies across repeats: mixed pass/fail or SD > τ/2),
     ``unchanged``. Cases without a valid score on a side are ``not_applicable``. Results are in case order;
@@ -97,8 +128,8 @@ def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10
     Raises:
         ValueError: tau ≤ 0 (or ≥ 1 for ratio metrics that are higher-is-better), q outside (0, 1).
 
-    Source: Boschloo (1970); Smyth (2004), doi:10.2202/1544-6115.1027; Benjamini & Hochberg (1995),
-    doi:10.1111/j.2517-6161.1995.tb02031.x; STATISTICS.md §4.
+    Source: Fisher (1935); Döhler, Durand & Roquain (2018), doi:10.1214/18-EJS1441; Benjamini & Hochberg
+    (1995), doi:10.1111/j.2517-6161.1995.tb02031.x; STATISTICS.md §4.
 
     """
     if not 0 < q < 1:
@@ -111,8 +142,9 @@ def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10
     n_base, n_head = np.sum(~np.isnan(base), axis=1), np.sum(~np.isnan(head), axis=1)
     paired = (n_base > 0) & (n_head > 0)
     tau_eff = ratio_scale(tau, inp.direction) if inp.kind == "ratio" else tau
-    p = _p_values(base, head, binary, paired & (n_base >= 2) & (n_head >= 2))
-    p_adj = benjamini_hochberg(p)
+    test = select(inp.kind, base.shape[1], head.shape[1], inp.clusters is not None).case
+    tests = _case_tests(base, head, test, paired & (n_base >= 2) & (n_head >= 2), tau_eff)
+    p, p_adj, rejected = _discoveries(tests, q)
     flaky_base, flaky_head = _flaky(base, binary, tau_eff), _flaky(head, binary, tau_eff)
     raw_base, raw_head, effects = case_effects(inp)
     out = []
@@ -120,7 +152,7 @@ def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10
         effect = float(effects[i]) if paired[i] else float("nan")
         if not paired[i]:
             status: CaseStatus = "not_applicable"
-        elif effect <= -tau_eff and p_adj[i] <= q:
+        elif effect <= -tau_eff and rejected[i]:
             status = "regressed"
         elif effect <= -tau_eff:
             status = "suspected"

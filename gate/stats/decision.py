@@ -14,6 +14,7 @@ from scipy import special
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
 from gate.stats.intervals import bootstrap_ci, clustered_se, n_units, paired_se
 from gate.stats.power import recommendation, variance_decomposition
+from gate.stats.selection import MetricTest, select
 from gate.stats.significance import holm, mcnemar_exact, sign_flip_test
 
 Status = Literal["pass", "fail", "inconclusive"]
@@ -145,10 +146,11 @@ def _metric_rngs(seed: int, name: str) -> tuple[np.random.Generator, np.random.G
 
 
 def _test(inp: MetricInput, pair: _Paired, rng: np.random.Generator, n_resamples: int) -> tuple[float, str]:
-    """One-sided "head worse" p-value: exact McNemar for binary R = 1 without clusters, else sign-flip."""
+    """One-sided "head worse" p-value from the test :func:`gate.stats.selection.select` picks for the metric."""
     if pair.d.size < 2:
         return float("nan"), "none (fewer than 2 pairs)"
-    if inp.kind == "binary" and pair.base_rep.shape[1] == 1 and pair.head_rep.shape[1] == 1 and inp.clusters is None:
+    test = select(inp.kind, pair.base_rep.shape[1], pair.head_rep.shape[1], inp.clusters is not None).metric
+    if test is MetricTest.MCNEMAR_EXACT:
         res = mcnemar_exact(pair.base_rep[:, 0], pair.head_rep[:, 0], alternative="less")
     else:
         res = sign_flip_test(pair.d, rng=rng, n_resamples=n_resamples, clusters=pair.clusters, alternative="less")
