@@ -433,7 +433,6 @@ class TrendReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (report.json's ``trend``; ``history check --format json``)."""
         data = asdict(self)
-        data["policy"] = self.policy.to_dict()
         data["status"] = self.status
         data["skipped"] = dict(self.skipped)
         data["metrics"] = [m | {"recent": [list(p) for p in m["recent"]]} for m in data["metrics"]]
