@@ -572,8 +572,8 @@ def write_side(tmp_path, fake, n, **judge_options):
     return config
 
 
-def test_run_stops_with_exit_3_on_401_and_keeps_the_scores_already_written(tmp_path, fake):
-    config = write_side(tmp_path, fake, 6, concurrency=1)
+def test_run_stops_with_exit_3_on_401_and_loses_no_paid_answer(tmp_path, fake):
+    config = write_side(tmp_path, fake, 6, concurrency=1, cache_dir=str(tmp_path / "cache"))
     fake.script(grades(3, 3), grades(3, 3), grades(3, 3))
     fake.responder = lambda body: Reply.error(401, message="Incorrect API key provided")
     result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "run")])
@@ -582,10 +582,14 @@ def test_run_stops_with_exit_3_on_401_and_keeps_the_scores_already_written(tmp_p
         f"rag-gate: error: judge endpoint {fake.base_url} rejected the request: HTTP 401: Incorrect API key "
         "provided (check the API key in $OPENAI_API_KEY)"
     )
-    rows = [json.loads(line) for line in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
-    assert sorted({r["id"] for r in rows}) == ["c0", "c1", "c2"] and len(rows) == 6
-    assert all(r["value"] == 1.0 for r in rows if r["metric"] == "faithfulness")
     assert len(fake.requests) == 4  # nothing is asked after the 401
+    assert len((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()) == 6
+    fake.responder = lambda body: grades(3, 3)  # the key is fixed: the 3 answers already paid for come from the cache
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert len(fake.requests) == 4 + 3
+    rows = [json.loads(line) for line in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
+    assert sorted(r["value"] for r in rows if r["metric"] == "faithfulness") == [1.0] * 6
 
 
 def test_scoring_stops_calling_after_a_401_whatever_the_concurrency(tmp_path, fake):
