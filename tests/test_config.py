@@ -531,3 +531,22 @@ def test_env_passthrough_names_are_checked_with_the_line(tmp_path, names, messag
     assert len(found) == 1 and found[0].startswith(message), found
     config = load_config(write(tmp_path, GOOD.replace("}", ", env_passthrough: [OPENAI_API_KEY]}")))
     assert config.pipeline.env_passthrough == ("OPENAI_API_KEY",)
+
+
+def test_the_readme_config_block_loads_and_states_the_defaults(tmp_path):
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Configuration (`rag-gate.yml`)", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "golden.jsonl").write_text('{"id": "a", "question": "q"}\n')
+    config = load_config(write(tmp_path, block, golden=False))
+    pipeline, evaluation = config.pipeline, config.evaluation
+    defaults, default_pipeline = Evaluation(), PipelineSpec()
+    for name in ("concurrency", "timeout_s", "retries"):
+        assert getattr(pipeline, name) == getattr(default_pipeline, name), name
+    for name in ("seed", "alpha", "strict", "error_budget", "fail_on_new_ood", "trend", "metrics"):
+        assert getattr(evaluation, name) == getattr(defaults, name), name
+    assert config.repeats == next(f.default for f in dataclasses.fields(Config) if f.name == "repeats") == 1
+    assert evaluation.judge == defaults.judge
+    assert all(evaluation.margin(m) == defaults.margin(m) for m in evaluation.margins)

@@ -119,11 +119,12 @@ def run(
       rag-gate run --config examples/squad/base.yml --out out/base
     """
     from gate.config import load_config
-    from gate.flow import run_side
     from gate.sandbox import protect_process
 
     protect_process(os.environ)  # the pipeline cannot read this process's secrets from /proc
-    config = load_config(config_path, repeats=repeats)
+    config = load_config(config_path, repeats=repeats)  # before importing the engine: bad input fails fast
+    from gate.flow import run_side
+
     show = sys.stderr.isatty() if progress is None else progress
     run_side(config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=shard_option(shard_text))
     counts = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["counts"]
