@@ -390,8 +390,8 @@ class MetricTrend:
     run_se: float | None = None
     """The run's own repeat standard error (None with one repeat)."""
     noise_sd: float | None = None
-    """SD of (value − baseline) if nothing changed: √(σ_run² + σ²/window), σ from the window SD (or the runs'
-    repeat SEs when the window has one entry); None when unknown."""
+    """SD of (value − baseline) if nothing changed: from the runs' repeat standard errors when every run has one,
+    else from the window's SD (which a drift within the window inflates); None when unknown."""
     beyond_noise: bool | None = None
     """Whether the worsening exceeds NOISE_Z × ``noise_sd``; None when the noise is unknown."""
     recent: tuple[tuple[str, float], ...] = ()
@@ -448,17 +448,20 @@ def _direction_and_label(metric: str) -> tuple[str, str]:
 
 
 def _noise(window: Sequence[float], window_ses: Sequence[float | None], run: float | None) -> float | None:
-    """SD of (value − baseline) under no change (see :attr:`MetricTrend.noise_sd`)."""
+    """SD of (value − baseline) under no change (see :attr:`MetricTrend.noise_sd`).
+
+    The runs' own repeat standard errors measure run-to-run noise without the drift when every run has one:
+    √(se_run² + mean(se_i²)/W). Otherwise σ is the window's SD (which a drift inside the window inflates):
+    √(σ² + σ²/W), with se_run for the run's own part when known.
+    """
     size = len(window)
-    if size >= 2:
-        sigma2 = float(np.var(window, ddof=1))
-    else:
-        known = [se for se in window_ses if se is not None]
-        if not known and run is None:
-            return None
-        sigma2 = float(np.mean([se**2 for se in known])) if known else run**2  # type: ignore[operator]
+    if run is not None and size and all(se is not None for se in window_ses):
+        return math.sqrt(run**2 + float(np.mean([se**2 for se in window_ses])) / size)  # type: ignore[operator]
+    if size < 2:
+        return None
+    sigma2 = float(np.var(window, ddof=1))
     value_var = run**2 if run is not None else sigma2
-    return math.sqrt(value_var + sigma2 / max(size, 1))
+    return math.sqrt(value_var + sigma2 / size)
 
 
 def metric_trend(

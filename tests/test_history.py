@@ -426,3 +426,15 @@ def test_calibrated_false_alarm_rate_matches_a_simulated_stable_history():
     predicted = 0.5 * math.erfc(0.025 / (sigma * math.sqrt(1.25) / mean) / math.sqrt(2))  # 3.7 %
     assert cal.false_alarm_warning == pytest.approx(predicted, rel=0.1)  # σ estimated from the same 4000 runs
     assert observed == pytest.approx(predicted, abs=0.01)
+
+
+def test_noise_comes_from_the_runs_repeat_errors_when_every_run_has_one():
+    """The window's SD also measures a drift inside the window; repeat SEs measure run-to-run noise alone."""
+    means = [0.90, 0.87, 0.84, 0.81, 0.78]
+    with_se = [HistoryEntry(record(m, i, se=0.01)) for i, m in enumerate(means)]
+    trend = trend_report(with_se, policy=TrendPolicy()).metrics[0]
+    assert trend.noise_sd == pytest.approx(math.sqrt(0.01**2 + 0.01**2 / 4)) and trend.beyond_noise is True
+    without = [HistoryEntry(record(m, i)) for i, m in enumerate(means)]
+    trend = trend_report(without, policy=TrendPolicy()).metrics[0]
+    sd = statistics.stdev(means[:4])
+    assert trend.noise_sd == pytest.approx(sd * math.sqrt(1.25)) and trend.beyond_noise is False  # 0.075 < 2 × 0.043
