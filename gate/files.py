@@ -114,26 +114,31 @@ def is_within(path: Path, root: Path) -> bool:
 
 
 def contained_dir(path: Path | str, root: Path | str, what: str) -> Path:
-    """Resolve an output directory and refuse it when it leaves ``root`` (e.g. through a committed symlink).
+    """Resolve an output directory named inside ``root``; refuse it when a symbolic link takes it outside.
+
+    A committed ``rag-gate-out -> ../elsewhere`` link must not make rag-gate write or delete outside the checkout.
+    A directory named outside ``root`` in the first place (``--out-dir /tmp/out``) is the caller's explicit choice
+    and is resolved as is.
 
     Args:
         path: the directory, absolute or relative to the current directory; it need not exist yet.
-        root: the directory it must stay in (the checkout).
+        root: the directory it must stay in when it is named inside it (the checkout).
         what: how the user named it, for the message (e.g. ``--out-dir rag-gate-out``).
 
     Returns:
-        The resolved path (symbolic links followed), inside the resolved ``root``.
+        The resolved path (symbolic links followed).
 
     Raises:
-        InputError: the resolved path is outside ``root`` (exit code 2), naming both.
+        InputError: ``path`` lies inside ``root`` by name but resolves outside it (exit code 2), naming both.
     """
+    named = Path(os.path.normpath(os.path.abspath(path)))
     resolved = Path(path).resolve()
     top = Path(root).resolve()
-    if not is_within(resolved, top):
-        via = " through a symbolic link" if Path(os.path.abspath(path)) != resolved else ""
+    inside_by_name = is_within(named, top) or is_within(named, Path(os.path.normpath(os.path.abspath(root))))
+    if inside_by_name and not is_within(resolved, top):
         raise InputError(
-            f"{what}: resolves{via} to {resolved}, outside the checkout {top}; rag-gate only writes and deletes "
-            "inside the checkout (remove the link or choose a directory inside it)"
+            f"{what}: resolves through a symbolic link to {resolved}, outside the checkout {top}; rag-gate only "
+            "writes and deletes inside the checkout (remove the link or choose another directory)"
         )
     return resolved
 

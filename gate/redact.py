@@ -38,6 +38,11 @@ SECRET_NAMES = (
 """Variables that always hold secrets (the GitHub token, the cache signing key, the runner's own tokens)."""
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|CREDENTIAL|AUTH|_KEY$|^KEY$", re.I)
 """A variable whose name matches this is treated as a secret (``OPENAI_API_KEY``, ``INPUT_GITHUB-TOKEN``, ...)."""
+AUTHORIZATION = re.compile(
+    r"""(\b(?:proxy-)?authori[sz]ation\b["']?\s*[:=]\s*["']?)((?:basic|bearer|token|digest)\s+)?[^\s"',;}\]]+""", re.I
+)
+"""An ``Authorization`` header and its value, as a server or proxy may echo it in an error body: the value is
+masked whether or not it is a known secret."""
 _SEPARATOR = r"(?:[^\w%]|_){0,3}"
 _HEX_SEPARATOR = r"[\s:,-]{0,2}"
 
@@ -155,9 +160,12 @@ class Redactor:
         return tuple(sorted(fragments, key=len, reverse=True)), pattern
 
     def __call__(self, text: str) -> str:
-        """``text`` with every secret, in any known encoding, replaced by :data:`MASK`."""
+        """``text`` with every secret, in any known encoding, and every echoed ``Authorization`` value masked."""
+        if not text:
+            return text
+        text = AUTHORIZATION.sub(lambda m: m.group(1) + (m.group(2) or "") + MASK, text)
         fragments, pattern = self._compiled
-        if pattern is None or not text:
+        if pattern is None:
             return text
         for fragment in fragments:
             if fragment in text:

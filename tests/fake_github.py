@@ -1,9 +1,12 @@
 """A small fake of the GitHub REST API on 127.0.0.1, enough for PyGithub's sticky-comment calls.
 
-Serves ``GET /repos/o/r``, ``GET .../issues/n``, ``GET .../pulls/n``, ``GET .../issues/n/comments`` (paged
-with a ``Link`` header, honouring ``per_page`` up to 100), ``POST .../issues/n/comments`` and
-``PATCH/GET .../issues/comments/id``, under an ``/api/v3`` prefix like GitHub Enterprise. It records every
-request and can be told to answer the next matching requests with a failure (502, 403, a rate limit).
+Serves ``GET /user`` (403 for an installation token, as GitHub answers the Actions ``GITHUB_TOKEN``; the user
+for a personal access token), ``GET /repos/o/r``, ``GET .../issues/n``, ``GET .../pulls/n``,
+``GET .../issues/n/comments`` (paged with a ``Link`` header, honouring ``per_page`` up to 100),
+``POST .../issues/n/comments`` (written by the token's identity) and ``PATCH/GET .../issues/comments/id``, under
+an ``/api/v3`` prefix like GitHub Enterprise. It records every request and can be told to answer the next matching
+requests with a failure (502, 403, a rate limit), optionally after performing them (a lost response), after a
+delay (a timeout), after running an action (a comment deleted), or echoing the ``Authorization`` header.
 
 Used in-process by the tests, and as a script by ``.ci/container-test.sh``::
 
@@ -16,6 +19,8 @@ import argparse
 import json
 import re
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,6 +40,14 @@ class Failure:
     body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     times: int = 1
+    perform: bool = False
+    """Perform the request first, then answer with the failure (a lost response)."""
+    delay: float = 0.0
+    """Seconds to wait before answering (longer than the client's timeout: a read timeout)."""
+    action: Callable[[FakeGithub], None] | None = None
+    """Run on the server's state before the request is handled (e.g. delete a comment)."""
+    echo_authorization: bool = False
+    """Quote the request's ``Authorization`` header in the answer, as some proxies do."""
 
 
 @dataclass
@@ -57,8 +70,11 @@ class FakeGithub:
         token: str = "t0ken",
         state_file: Path | None = None,
         host: str = "127.0.0.1",
+        user_login: str | None = None,
     ):
         self.host = host
+        self.user_login = user_login
+        """Login of the token's user (a personal access token); None: an installation token (``GITHUB_TOKEN``)."""
         self.repo = repo
         self.pr = pr
         self.token = token
@@ -161,25 +177,43 @@ class FakeGithub:
             "pull_request": {"url": f"{api}/pulls/{self.pr}"},
         }
 
-    def handle(self, method: str, raw_path: str, body: Any, authorization: str | None) -> tuple[int, Any, dict]:
+    @property
+    def identity(self) -> str:
+        """Who the token's comments are written by."""
+        return self.user_login or "github-actions[bot]"
+
+    def handle(self, method: str, raw_path: str, body: Any, authorization: str | None) -> tuple[int, Any, dict, float]:
         parts = urlsplit(raw_path)
         path, query = parts.path, parse_qs(parts.query)
         with self._lock:
-            status, payload, headers = self._route(method, path, query, body, authorization)
+            failure = next(
+                (f for f in self.failures if f.times > 0 and f.method == method and re.search(f.path, path)), None
+            )
+            if failure is not None:
+                failure.times -= 1
+                if failure.action is not None:
+                    failure.action(self)
+            if failure is None or failure.perform:
+                status, payload, headers = self._route(method, path, query, body, authorization)
+            if failure is not None:
+                status, headers = failure.status, failure.headers
+                payload = dict(failure.body or {"message": "injected failure"})
+                if failure.echo_authorization:
+                    payload["request_headers"] = {"Authorization": authorization}
             self.requests.append(Recorded(method, path, query, body, status, authorization))
             self._save()
-            return status, payload, headers
+        return status, payload, headers, failure.delay if failure is not None else 0.0
 
     def _route(self, method: str, path: str, query: dict, body: Any, authorization: str | None):
-        for failure in self.failures:
-            if failure.times > 0 and failure.method == method and re.search(failure.path, path):
-                failure.times -= 1
-                return failure.status, failure.body or {"message": "injected failure"}, failure.headers
         if authorization not in (f"token {self.token}", f"Bearer {self.token}"):
             return 401, {"message": "Bad credentials"}, {}
         if not path.startswith(PREFIX):
             return 404, {"message": "Not Found"}, {}
         path = path[len(PREFIX) :]
+        if method == "GET" and path == "/user":
+            if self.user_login is None:
+                return 403, {"message": "Resource not accessible by integration"}, {}
+            return 200, {"login": self.user_login, "id": 5, "type": "User", "url": f"{self.api_url}/user"}, {}
         repo = f"/repos/{self.repo}"
         if method == "GET" and path == repo:
             return 200, self._repo_json(), {}
@@ -187,7 +221,7 @@ class FakeGithub:
             return 200, self._issue_json(), {}
         if path == f"{repo}/issues/{self.pr}/comments":
             if method == "POST":
-                return 201, self._new_comment(body["body"], "github-actions[bot]"), {}
+                return 201, self._new_comment(body["body"], self.identity), {}
             if method == "GET":
                 return self._page(path, query)
         match = re.fullmatch(rf"{repo}/issues/comments/(\d+)", path)
@@ -229,7 +263,10 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        status, payload, headers = self.fake.handle(self.command, self.path, body, self.headers.get("Authorization"))
+        status, payload, headers, delay = self.fake.handle(
+            self.command, self.path, body, self.headers.get("Authorization")
+        )
+        time.sleep(delay)
         data = json.dumps(payload).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")

@@ -66,8 +66,12 @@ def test_contained_dir_refuses_a_symlink_out_of_the_checkout(tmp_path):
     (repo / "rag-gate-out").symlink_to("../victim")
     with pytest.raises(InputError, match=r"rag-gate-out: resolves through a symbolic link to .*victim, outside"):
         contained_dir(repo / "rag-gate-out", repo, "--out-dir rag-gate-out")
+    (repo / "sub").mkdir()
+    (repo / "sub" / "deep").symlink_to(tmp_path / "victim")  # an absolute link, deeper down
     with pytest.raises(InputError, match=r"outside the checkout"):
-        contained_dir(repo / ".." / "elsewhere", repo, "--out-dir ../elsewhere")
+        contained_dir(repo / "sub" / "deep" / "out", repo, "--out-dir sub/deep/out")
+    # a directory named outside the checkout is the caller's explicit choice
+    assert contained_dir(repo / ".." / "elsewhere", repo, "x") == (tmp_path / "elsewhere").resolve()
     (repo / "inside").mkdir()
     (repo / "alias").symlink_to("inside")  # a link that stays inside is fine
     assert contained_dir(repo / "alias" / "x", repo, "x") == (repo / "inside" / "x").resolve()

@@ -13,6 +13,7 @@ from github import GithubException, RateLimitExceededException
 from gate.errors import InputError
 from gate.outputs.annotations import annotation
 from gate.pr import github as gh
+from gate.redact import Redactor
 
 FAST = gh.RetryPolicy(total=2, backoff_factor=0.01, backoff_max=0.05, max_wait=2.0, timeout=5)
 
@@ -79,7 +80,10 @@ def test_context_push_event_has_no_pr(tmp_path):
 def test_context_bad_event_file_is_input_error(tmp_path):
     path = tmp_path / "event.json"
     path.write_text("{not json")
-    with pytest.raises(InputError, match=r"event.json:1: event file is not JSON"):
+    with pytest.raises(InputError, match=r"event.json:1: invalid JSON: Expecting property name"):
+        gh.github_context({"GITHUB_EVENT_PATH": str(path)})
+    path.write_text('{"pull_request": ' * 5000 + "1" + "}" * 5000)
+    with pytest.raises(InputError, match=r"event.json: JSON nested deeper than 64 levels"):
         gh.github_context({"GITHUB_EVENT_PATH": str(path)})
 
 
@@ -110,10 +114,106 @@ def test_marker_found_on_second_page_of_35_comments(fake):
 
 
 def test_502_then_success_is_retried(fake):
-    fake.fail("POST", "/issues/7/comments$", 502, times=1)
+    fake.fail("POST", "/issues/7/comments$", 502, times=1)  # refused, nothing created
     result = gh.upsert_comment(client(fake), "octo/rag", 7, "report")
     assert result.action == "created" and len(fake.comments) == 1
     assert [r.status for r in fake.calls("POST")] == [502, 201]
+    # between the two posts, the comments were listed again to look for a post that went through
+    methods = [(r.method, r.status) for r in fake.requests if "comments" in r.path]
+    assert methods == [("GET", 200), ("POST", 502), ("GET", 200), ("POST", 201)]
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_create_that_succeeded_but_answered_5xx_is_adopted_not_repeated(fake, status):
+    fake.fail("POST", "/issues/7/comments$", status, perform=True)
+    result = gh.upsert_comment(client(fake), "octo/rag", 7, "report")
+    assert len(fake.comments) == 1 and len(fake.calls("POST")) == 1
+    assert result.action == "created" and result.id == fake.comments[0]["id"]
+    assert fake.comments[0]["body"] == f"{gh.MARKER}\nreport" and fake.calls("PATCH") == []  # already right
+
+
+def test_create_whose_answer_timed_out_is_adopted(fake):
+    fake.fail("POST", "/issues/7/comments$", 201, perform=True, delay=2.0)
+    quick = gh.RetryPolicy(total=2, backoff_factor=0.01, backoff_max=0.05, max_wait=2.0, timeout=1)
+    result = gh.upsert_comment(client(fake, quick), "octo/rag", 7, "report")
+    assert len(fake.comments) == 1 and len(fake.calls("POST")) == 1 and result.id == fake.comments[0]["id"]
+
+
+def test_persistent_5xx_on_create_gives_up_after_the_attempts(fake):
+    fake.fail("POST", "/issues/7/comments$", 502, times=100)
+    with pytest.raises(GithubException) as info:
+        gh.upsert_comment(client(fake), "octo/rag", 7, "report", attempts=3)
+    assert info.value.status == 502 and len(fake.calls("POST")) == 3 and fake.comments == []
+
+
+def test_other_users_marked_comment_is_never_taken_over(fake):
+    foreign = fake.add_comment(f"{gh.MARKER}\nlooks like a report", login="someone-else")
+    impostor = fake.add_comment(f"{gh.MARKER}\nanother bot", login="other-app[bot]")
+    first = gh.upsert_comment(client(fake), "octo/rag", 7, "report v1")
+    second = gh.upsert_comment(client(fake), "octo/rag", 7, "report v2")
+    assert foreign["body"] == f"{gh.MARKER}\nlooks like a report" and impostor["body"].endswith("another bot")
+    assert (first.action, second.action) == ("created", "updated") and first.id == second.id
+    ours = [c for c in fake.comments if c["user"]["login"] == "github-actions[bot]"]
+    assert len(ours) == 1 and ours[0]["body"].endswith("report v2")
+
+
+def test_a_personal_access_token_edits_its_own_users_comment_only():
+    fake = FakeGithub(user_login="ci-user").start()
+    try:
+        bot = fake.add_comment(f"{gh.MARKER}\nwritten with GITHUB_TOKEN", login="github-actions[bot]")
+        mine = fake.add_comment(f"{gh.MARKER}\nolder report", login="ci-user")
+        assert gh.own_login(client(fake)) == "ci-user"
+        result = gh.upsert_comment(client(fake), "octo/rag", 7, "new report")
+        assert result.action == "updated" and result.id == mine["id"] and mine["body"].endswith("new report")
+        assert bot["body"].endswith("written with GITHUB_TOKEN")
+    finally:
+        fake.stop()
+
+
+def test_identity_of_an_installation_token_is_the_actions_bot(fake):
+    assert gh.own_login(client(fake)) == "github-actions[bot]"  # GET /user answers 403 to GITHUB_TOKEN
+    fake.fail("GET", "/user$", 401, body={"message": "Bad credentials"})
+    with pytest.raises(GithubException) as info:
+        gh.own_login(client(fake))
+    assert info.value.status == 401
+
+
+def test_sticky_comment_deleted_before_the_edit_is_posted_again(fake):
+    old = fake.add_comment(f"{gh.MARKER}\nprevious push", login="github-actions[bot]")
+
+    def delete(server):
+        server.comments.remove(old)
+
+    fake.fail("PATCH", r"/issues/comments/\d+$", 404, body={"message": "Not Found"}, action=delete)
+    result = gh.upsert_comment(client(fake), "octo/rag", 7, "this push")
+    assert result.action == "created" and result.id != old["id"]
+    assert [c["body"] for c in fake.comments] == [f"{gh.MARKER}\nthis push"]
+
+
+def test_edit_answered_502_is_retried_it_is_idempotent(fake):
+    old = fake.add_comment(f"{gh.MARKER}\nprevious push", login="github-actions[bot]")
+    fake.fail("PATCH", r"/issues/comments/\d+$", 502, perform=True)
+    result = gh.upsert_comment(client(fake), "octo/rag", 7, "this push")
+    assert result.action == "updated" and old["body"].endswith("this push") and len(fake.comments) == 1
+    assert [r.status for r in fake.calls("PATCH")] == [502, 200] and fake.calls("POST") == []
+
+
+def test_echoed_authorization_header_never_reaches_the_message():
+    token = "ghs_dummytoken0123456789"
+    fake = FakeGithub(token=token).start()
+    try:
+        body = {"message": f"proxy refused credentials {token}"}
+        fake.fail("GET", "/repos/octo/rag$", 400, body=body, echo_authorization=True)
+        with pytest.raises(GithubException) as info:
+            gh.upsert_comment(client(fake), "octo/rag", 7, "report")
+    finally:
+        fake.stop()
+    raw = gh.explain_failure(info.value, gh.GithubContext())
+    assert raw.count(token) == 2  # what the server sent back: the gate must redact it before showing it
+    shown = Redactor([token])(raw)
+    assert token not in shown and "'Authorization': 'token ***'" in shown and "credentials ***" in shown
+    unknown = Redactor()(raw)  # the header's value is masked even when the secret is not known
+    assert "'Authorization': 'token ***'" in unknown and unknown.count(token) == 1
 
 
 def test_persistent_5xx_raises_after_bounded_retries(fake):

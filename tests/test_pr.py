@@ -304,3 +304,39 @@ def test_judge_id_ignores_key_order():
     assert cache.judge_id({"name": "llm", "model": "m"}) == cache.judge_id({"model": "m", "name": "llm"})
     assert cache.judge_id({"name": "llm", "model": "m"}) != cache.judge_id({"name": "llm", "model": "n"})
     assert len(cache.judge_id(None)) == 16
+
+
+def test_token_echoed_by_github_is_printed_and_written_nowhere(tmp_path, scratch):
+    token = "ghs_echoedtoken0123456789"
+    fake = FakeGithub(token=token).start()
+    try:
+        for method in ("GET", "POST", "PATCH"):  # a proxy that quotes the Authorization header in every error
+            fake.fail(method, ".", 400, body={"message": "Bad request (proxy)"}, echo_authorization=True, times=99)
+        env = actions_env(tmp_path, fake, scratch) | {"GITHUB_TOKEN": token}
+        result = run_pr(tmp_path, scratch, env, "--fail-on", "never")
+    finally:
+        fake.stop()
+    assert result.exit_code == 0 and outputs(tmp_path)["comment-status"] == "failed"
+    assert any(r.status == 400 for r in fake.requests)
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"::add-mask::{token}" and not any(token in line for line in lines[1:])
+    assert any("GitHub answered HTTP 400" in line and "token ***" in line for line in lines)
+    assert token not in result.stderr
+    written = [tmp_path / "summary.md", tmp_path / "output.txt", *(tmp_path / "out").rglob("*")]
+    assert not [p for p in written if p.is_file() and token in p.read_text(errors="replace")]
+
+
+def test_committed_out_dir_symlink_out_of_the_checkout_is_refused(tmp_path, fake, scratch):
+    repo = scratch[0]
+    victim = tmp_path / "victim"
+    (victim / "head").mkdir(parents=True)
+    (victim / "head" / "precious.txt").write_text("keep")
+    link = repo / "escape-link"
+    link.symlink_to(victim)
+    try:
+        result = run_pr(tmp_path, scratch, actions_env(tmp_path, fake, scratch), out_dir="escape-link")
+    finally:
+        link.unlink()
+    assert result.exit_code == 2 and "--out-dir escape-link: resolves through a symbolic link" in result.stderr
+    assert sorted(p.relative_to(victim).as_posix() for p in victim.rglob("*")) == ["head", "head/precious.txt"]
+    assert fake.requests == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 import click
 
 from gate.errors import GateError, InputError
+from gate.redact import Redactor
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -36,11 +38,15 @@ def shard_option(value: str | None) -> tuple[int, int] | None:
 
 
 class EchoHandler(logging.Handler):
-    """Log records from the core modules go to stderr as ``rag-gate: message`` lines."""
+    """Log records from the core modules go to stderr as ``rag-gate: message`` lines, secrets redacted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.redact = Redactor.from_environ(os.environ)
 
     def emit(self, record: logging.LogRecord) -> None:
         """Echo one record."""
-        click.echo(f"rag-gate: {record.getMessage()}", err=True)
+        click.echo(self.redact(f"rag-gate: {record.getMessage()}"), err=True)
 
 
 def terminate(signum: int, frame: Any) -> None:
@@ -54,12 +60,13 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = click.get_current_context().find_root().params.get("debug", False)
+        redact = Redactor.from_environ(os.environ, extra=[kwargs.get("github_token")])
         try:
             return command(*args, **kwargs)
         except GateError as exc:
             if debug:
                 traceback.print_exc()
-            click.echo(f"rag-gate: error: {exc}", err=True)
+            click.echo(redact(f"rag-gate: error: {exc}"), err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("rag-gate: interrupted; results so far are on disk (re-run to resume)", err=True)
@@ -67,7 +74,7 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:  # noqa: BLE001 - a bug or an environment failure: exit 3, never 1
             if debug:
                 traceback.print_exc()
-            click.echo(f"rag-gate: internal error: {type(exc).__name__}: {exc} (re-run with --debug)", err=True)
+            click.echo(redact(f"rag-gate: internal error: {type(exc).__name__}: {exc} (re-run with --debug)"), err=True)
             sys.exit(3)
 
     return wrapper

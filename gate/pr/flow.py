@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from gate import __version__, outputs
 from gate.comparison import Comparison, FailOn, exit_code_for
 from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
+from gate.files import contained_dir, remove_tree, write_text_atomic
 from gate.flow import compare_runs, run_side
 from gate.golden import file_sha256
 from gate.history import TrendReport
@@ -38,6 +38,7 @@ from gate.pr import cache, gitops
 from gate.pr import github as gh
 from gate.pr.history_store import HistoryStore
 from gate.pr.trend import check_head, history_store, push_summary, record_push
+from gate.redact import Redactor
 from gate.sandbox import Sandbox
 
 log = logging.getLogger("rag-gate")
@@ -291,7 +292,7 @@ def _base_results(
         hit = cache.lookup(policy.directory, key, policy.signing_key)
         if hit is not None:
             return hit, True
-    shutil.rmtree(run_dir, ignore_errors=True)  # never resume a run of another commit
+    remove_tree(run_dir)  # never resume a run of another commit; a link there is removed, not followed
     run_side(config, run_dir, progress=options.progress, git_sha=base_sha, git_ref=base_label, sandbox=sandbox)
     snapshot = cache.Snapshot.of(run_dir)
     if policy.writable:
@@ -349,9 +350,18 @@ def _relative(path: Path, root: Path | None) -> str:
 
 
 def _post_comment(
-    options: PrOptions, context: gh.GithubContext, token: str | None, markdown: str, policy: gh.RetryPolicy | None
+    options: PrOptions,
+    context: gh.GithubContext,
+    token: str | None,
+    markdown: str,
+    policy: gh.RetryPolicy | None,
+    redact: Redactor,
 ) -> tuple[str, str | None, str]:
-    """Post or edit the sticky comment; returns (status, url, warning) and never raises for GitHub failures."""
+    """Post or edit the sticky comment; returns (status, url, warning) and never raises for GitHub failures.
+
+    The body and the warning are redacted: a server that echoes the request's ``Authorization`` header puts the
+    token in the exception.
+    """
     from github import GithubException
     from requests import RequestException
 
@@ -363,9 +373,9 @@ def _post_comment(
         return "failed", None, "no GitHub token (pass --github-token or set GITHUB_TOKEN): comment not posted."
     try:
         client = gh.make_client(token, context.api_url, policy)
-        done = gh.upsert_comment(client, context.repository, context.pr_number, markdown)
+        done = gh.upsert_comment(client, context.repository, context.pr_number, redact(markdown))
     except (GithubException, RequestException) as exc:
-        return "failed", None, "the PR comment could not be posted: " + gh.explain_failure(exc, context)
+        return "failed", None, redact("the PR comment could not be posted: " + gh.explain_failure(exc, context))
     return done.action, done.url, ""
 
 
@@ -401,14 +411,33 @@ def run_pr(
             emit(annotation("warning", FLAG_TOKEN_IGNORED, title="rag-gate: token on the command line ignored"))
     else:
         token = options.github_token or token
+    redact = Redactor.from_environ(environ, extra=(options.github_token, token))
+    emit = _redacting(emit, redact)  # everything printed from here on (the ::add-mask:: lines are out already)
     try:
-        return _run(options, context, token, emit, policy, environ)
+        return _run(options, context, token, emit, policy, environ, redact)
     except GateError as exc:
-        _report_error(exc, context, emit)
+        _redact_exception(exc, redact)
+        _report_error(exc, context, emit, redact)
         raise
     except Exception as exc:
-        _report_error(EvaluationError(f"internal error: {type(exc).__name__}: {exc}"), context, emit)
+        _redact_exception(exc, redact)
+        _report_error(EvaluationError(f"internal error: {type(exc).__name__}: {exc}"), context, emit, redact)
         raise
+
+
+def _redacting(emit: Callable[[str], None], redact: Redactor) -> Callable[[str], None]:
+    """``emit`` with every line redacted first."""
+
+    def emit_redacted(line: str) -> None:
+        emit(redact(line))
+
+    return emit_redacted
+
+
+def _redact_exception(exc: BaseException, redact: Redactor) -> None:
+    """Redact an exception's message in place, before the CLI prints it."""
+    if exc.args and isinstance(exc.args[0], str):
+        exc.args = (redact(exc.args[0]), *exc.args[1:])
 
 
 FLAG_TOKEN_IGNORED = (
@@ -425,6 +454,7 @@ def _run(
     emit: Callable[[str], None],
     policy: gh.RetryPolicy | None,
     environ: Mapping[str, str],
+    redact: Redactor,
 ) -> PrResult:
     refuse_unsafe_event(context, allow_privileged=options.allow_privileged_event)
     exit_code_for("pass", options.fail_on)  # validates fail_on before any work
@@ -439,7 +469,7 @@ def _run(
     except ValueError:
         raise InputError(f"{config_path}: the config must be inside the repository {repo}") from None
     caching = cache_policy(cache_dir, context, environ)
-    out = workdir / options.out_dir
+    out = contained_dir(workdir / options.out_dir, repo, f"--out-dir {options.out_dir}")
     secrets = (options.github_token, token)
     store = history_store(options.history, options.history_branch, repo, workdir, context, token)
     if options.base_ref is None and context.pr_number is None and context.event_name in TRUSTED_EVENTS:
@@ -455,7 +485,7 @@ def _run(
     # the base's policy, including which variables the pipeline may have: a PR cannot ask for more
     pipeline = dataclasses.replace(head.pipeline, env_passthrough=base.pipeline.env_passthrough)
     head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats, pipeline=pipeline)
-    shutil.rmtree(out / "head", ignore_errors=True)
+    remove_tree(out / "head")
     head_run = run_side(
         head, out / "head", progress=options.progress, git_sha=head_sha, git_ref="HEAD", sandbox=sandbox
     )
@@ -473,11 +503,11 @@ def _run(
     texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
     if section:  # the "Trend vs main" section follows the comparison's comment (trend.json holds its data)
         texts[Output.COMMENT] += "\n" + section
-        outputs.path(out, Output.COMMENT).write_text(texts[Output.COMMENT], encoding="utf-8")
-    status, url, warning = _post_comment(options, context, token, texts[Output.COMMENT], policy)
+        write_text_atomic(outputs.path(out, Output.COMMENT), texts[Output.COMMENT])
+    status, url, warning = _post_comment(options, context, token, texts[Output.COMMENT], policy, redact)
     if status == "local":
         emit(texts[Output.COMMENT])
-    _report(comparison, render_options, out, context, emit, warning, repo, status=status, url=url)
+    _report(comparison, render_options, out, context, emit, warning, repo, redact, status=status, url=url)
     _report_trend(trend, trend_note, section, context, emit)
     trend_blocks = trend is not None and trend.blocks(base.evaluation.trend.block)
     return PrResult(
@@ -586,16 +616,18 @@ def _report(
     emit: Callable[[str], None],
     warning: str,
     repo: Path,
+    redact: Redactor,
     *,
     status: str,
     url: str | None,
 ) -> None:
-    """Job summary, step outputs and annotations for a finished comparison."""
+    """Job summary, step outputs and annotations for a finished comparison (redacted, like everything printed)."""
     if warning:
         emit(annotation("warning", warning, title="rag-gate: comment not posted"))
     if context.step_summary is not None:
         note = f"> [!WARNING]\n> {warning}\n\n" if warning else ""
-        gh.append_summary(context.step_summary, note + outputs.render(comparison, Output.SUMMARY, render_options))
+        summary = note + outputs.render(comparison, Output.SUMMARY, render_options)
+        gh.append_summary(context.step_summary, redact(summary))
     if context.output is not None:
         root = context.workspace or repo
         gh.write_outputs(
@@ -609,20 +641,21 @@ def _report(
                 "comment-url": url or "",
                 "comment-status": status,
             },
+            redact,
         )
     if context.in_actions and (lines := outputs.render(comparison, Output.ANNOTATIONS, render_options)):
         emit(lines)
 
 
-def _report_error(exc: GateError, context: gh.GithubContext, emit: Callable[[str], None]) -> None:
-    """Put a user-facing error in the job summary, an ``::error`` annotation and the ``verdict`` output."""
+def _report_error(exc: GateError, context: gh.GithubContext, emit: Callable[[str], None], redact: Redactor) -> None:
+    """Put a user-facing error in the job summary, an ``::error`` annotation and the ``verdict`` output (redacted)."""
     kind = "bad input or usage" if exc.exit_code == 2 else "the evaluation itself could not run"
     if context.in_actions:
         emit(annotation("error", str(exc), title=f"rag-gate: {kind} (exit {exc.exit_code})"))
     if context.step_summary is not None:
         gh.append_summary(
             context.step_summary,
-            f"## rag-gate: error (exit {exc.exit_code}: {kind})\n\n{exc}\n\n"
+            f"## rag-gate: error (exit {exc.exit_code}: {kind})\n\n{redact(str(exc))}\n\n"
             "No verdict was reached; exit code 1 is reserved for a regression. "
             f"Fix the cause above and re-run; documentation: {gh.DOCS_URL}\n",
         )

@@ -10,14 +10,14 @@ Source: GitHub Actions "Workflow commands" and "Webhook events and payloads" doc
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gate.errors import InputError, located
+from gate.jsonl import parse_json
 from gate.outputs.annotations import escape_data
 from gate.outputs.markdown import GITHUB_COMMENT_LIMIT as COMMENT_LIMIT
 from gate.outputs.markdown import MARKER, SUMMARY_LIMIT, cap_text
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from github import Github
 
 DEFAULT_API_URL = "https://api.github.com"
+ACTIONS_BOT = "github-actions[bot]"
+"""Login of the comments written with the Actions ``GITHUB_TOKEN``."""
 DOCS_URL = "https://github.com/rag-gate/rag-gate#github-action"
 
 
@@ -96,7 +98,7 @@ def read_event(path: Path) -> dict[str, Any]:
         The payload (an empty dict when the file is empty).
 
     Raises:
-        InputError: the file is missing or is not a JSON object.
+        InputError: the file is missing or is not a JSON object (invalid, ``NaN``, nested too deeply: file:line).
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -104,10 +106,7 @@ def read_event(path: Path) -> dict[str, Any]:
         raise InputError(located(path, None, "GITHUB_EVENT_PATH", f"cannot read event file: {exc}")) from exc
     if not text.strip():
         return {}
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(located(path, exc.lineno, None, f"event file is not JSON: {exc.msg}")) from exc
+    payload = parse_json(text, path)
     if not isinstance(payload, dict):
         raise InputError(located(path, None, None, "event file must hold a JSON object"))
     return payload
@@ -189,6 +188,10 @@ def bounded_retry(policy: RetryPolicy) -> Any:
     ``Retry-After`` header, however, is slept on by urllib3 without a cap. The returned retry raises
     ``RateLimitExceededExceedsMaxWait`` instead of sleeping longer than ``policy.max_wait`` seconds.
 
+    Idempotent requests (GET, and PATCH, which sets a body) are retried on 5xx answers and read errors. A POST
+    is retried only after a rate limit (403/429: GitHub refused it, nothing was created): after a 5xx answer or a
+    lost response the comment may exist, so :func:`upsert_comment` looks before it posts again.
+
     Args:
         policy: the bounds.
 
@@ -201,6 +204,11 @@ def bounded_retry(policy: RetryPolicy) -> Any:
     from github.GithubException import RateLimitExceededExceedsMaxWait
 
     class _BoundedRetry(GithubRetry):
+        def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+            if method == "POST":
+                return status_code in (403, 429)
+            return bool(super().is_retry(method, status_code, has_retry_after))
+
         def get_retry_after(self, response: Any) -> float | None:
             seconds = super().get_retry_after(response)
             if seconds is not None and self.max_rate_limit_wait is not None and seconds > self.max_rate_limit_wait:
@@ -212,7 +220,10 @@ def bounded_retry(policy: RetryPolicy) -> Any:
                 )
             return seconds
 
+    from urllib3.util.retry import Retry
+
     return _BoundedRetry(
+        allowed_methods=Retry.DEFAULT_ALLOWED_METHODS | {"GET", "PATCH"},  # not POST: see is_retry
         total=policy.total,
         backoff_factor=policy.backoff_factor,
         backoff_max=policy.backoff_max,
@@ -279,13 +290,65 @@ def comment_body(markdown: str, marker: str = MARKER) -> str:
     return cap_text(body, COMMENT_LIMIT - 1, "report.json, comment.md and the job summary")
 
 
-def upsert_comment(
-    client: Github, repository: str, pr_number: int, markdown: str, *, marker: str = MARKER
-) -> CommentResult:
-    """Create the sticky PR comment, or edit the one that carries ``marker`` (never a second one).
+def own_login(client: Github) -> str:
+    """The login that comments made with ``client`` are written by.
 
-    Walks every page of the PR's issue comments (``Link: rel="next"``), takes the first comment whose body
-    starts with the marker and edits it; creates one when there is none.
+    ``GET /user`` for a personal access token; an installation token (the Actions ``GITHUB_TOKEN``) is answered
+    403 there, and its comments are written by :data:`ACTIONS_BOT`.
+
+    Raises:
+        github.GithubException: any other failure of ``GET /user`` (bad credentials, a server error).
+
+    Source: GitHub REST API "Get the authenticated user" (not available to GitHub App installation tokens).
+    """
+    from github import GithubException
+
+    try:
+        return str(client.get_user().login)
+    except GithubException as exc:
+        if exc.status == 403:
+            return ACTIONS_BOT
+        raise
+
+
+def find_sticky(issue: Any, marker: str, login: str) -> Any | None:
+    """The first comment on ``issue`` written by ``login`` whose body starts with ``marker``, or None.
+
+    Walks every page (``Link: rel="next"``). Comments by anyone else are never candidates, whatever they hold.
+    """
+    for comment in issue.get_comments():
+        author = comment.user.login if comment.user is not None else ""
+        if author.lower() == login.lower() and (comment.body or "").lstrip().startswith(marker):
+            return comment
+    return None
+
+
+def _lost_response(exc: BaseException) -> bool:
+    """True when a failed POST may still have been performed: a 5xx answer, a timeout, a dropped connection."""
+    from github import GithubException
+    from requests import ConnectionError, Timeout
+
+    if isinstance(exc, GithubException):
+        return exc.status >= 500
+    return isinstance(exc, Timeout | ConnectionError)
+
+
+def upsert_comment(
+    client: Github,
+    repository: str,
+    pr_number: int,
+    markdown: str,
+    *,
+    marker: str = MARKER,
+    author: str | None = None,
+    attempts: int = 3,
+) -> CommentResult:
+    """Create the sticky PR comment, or edit ours (never a second one, never someone else's).
+
+    The sticky comment is the first comment written by our own identity (``author``, else :func:`own_login`)
+    whose body starts with ``marker``. It is edited; when it vanished between listing and editing (404), or
+    there is none, a new one is posted. A post whose answer was lost (5xx, timeout) may have succeeded: the
+    comments are listed again and the one found is adopted before posting again, at most ``attempts`` posts.
 
     Args:
         client: from :func:`make_client`.
@@ -293,23 +356,44 @@ def upsert_comment(
         pr_number: pull request number (> 0).
         markdown: the comment (capped and marked by :func:`comment_body`).
         marker: hidden marker.
+        author: login of our own comments (None: ask GitHub, see :func:`own_login`).
+        attempts: posts at most (≥ 1).
 
     Returns:
-        What was done, with the comment id and URL.
+        What was done, with the comment id and URL (``created`` also for an adopted comment).
 
     Raises:
-        github.GithubException: GitHub refused (403 for a read-only fork token, 404, ...) or a rate-limit
-            wait would exceed the policy.
+        github.GithubException: GitHub refused (403 for a read-only fork token, ...), kept failing, or a
+            rate-limit wait would exceed the policy.
         requests.RequestException: GitHub kept failing after the retries (``RetryError``), or was unreachable.
     """
+    from github import GithubException, UnknownObjectException
+    from requests import RequestException
+
     body = comment_body(markdown, marker)
     issue = client.get_repo(repository).get_issue(pr_number)
-    for comment in issue.get_comments():
-        if (comment.body or "").lstrip().startswith(marker):
-            comment.edit(body)
-            return CommentResult("updated", comment.id, comment.html_url or "")
-    created = issue.create_comment(body)
-    return CommentResult("created", created.id, created.html_url or "")
+    login = author or own_login(client)
+    sticky = find_sticky(issue, marker, login)
+    if sticky is not None:
+        try:
+            sticky.edit(body)
+            return CommentResult("updated", sticky.id, sticky.html_url or "")
+        except UnknownObjectException:  # deleted since it was listed
+            pass
+    attempt = 1
+    while True:
+        try:
+            created = issue.create_comment(body)
+            return CommentResult("created", created.id, created.html_url or "")
+        except (GithubException, RequestException) as exc:
+            if not _lost_response(exc) or attempt >= attempts:
+                raise
+        adopted = find_sticky(issue, marker, login)
+        if adopted is not None:  # the post went through; its answer was lost
+            if adopted.body != body:
+                adopted.edit(body)
+            return CommentResult("created", adopted.id, adopted.html_url or "")
+        attempt += 1
 
 
 def explain_failure(exc: BaseException, context: GithubContext) -> str:
@@ -356,18 +440,19 @@ def append_summary(path: Path, markdown: str) -> None:
         handle.write(text if text.endswith("\n") else text + "\n")
 
 
-def write_outputs(path: Path, outputs: Mapping[str, object]) -> None:
+def write_outputs(path: Path, outputs: Mapping[str, object], redact: Callable[[str], str] | None = None) -> None:
     """Append step outputs to ``$GITHUB_OUTPUT`` (``name=value``, or a heredoc for multi-line values).
 
     Args:
         path: the output file (created if missing).
         outputs: output name → value (converted with ``str``).
+        redact: applied to every value (``gate.redact.Redactor``); None: values as given.
 
     Source: GitHub Actions "Workflow commands: setting an output parameter" (multiline strings).
     """
     with path.open("a", encoding="utf-8") as handle:
         for name, value in outputs.items():
-            text = str(value)
+            text = redact(str(value)) if redact is not None else str(value)
             if "\n" in text or "\r" in text:
                 delimiter = f"ghadelimiter_{uuid.uuid4().hex}"
                 handle.write(f"{name}<<{delimiter}\n{text}\n{delimiter}\n")
