@@ -1,12 +1,17 @@
 """Calibration of the gate by simulation: A/A false-fail rate, power, per-case FDR and the printed MDE.
 
-Model (Miller 2024 §3): case i has a true quality x_i ~ Beta(a, b) (its difficulty), the same on both sides
-unless a drop is planted. Binary metric: each repeat passes with probability x_i (judge noise = Bernoulli).
-Graded metric: each repeat scores x_i + N(0, judge_sd²) (unclipped, so a planted drop is exactly the true
-mean difference). Every simulated PR is analysed with the real ``analyze_metrics`` / ``analyze_cases``.
+Homogeneous model (Miller 2024 §3): case i has a true quality x_i ~ Beta(a, b) (its difficulty), the same on
+both sides unless a drop is planted. Binary metric: each repeat passes with probability x_i. Graded metric:
+each repeat scores x_i + N(0, judge_sd²) (unclipped, so a planted drop is exactly the true mean difference).
 
-Run ``python benchmarks/calibration.py`` (about 8 minutes on a shared 2-core machine; ``--quick``: under 1).
-``tests/test_stats_calibration.py`` runs a reduced version of the same checks in CI.
+Heterogeneous model (per-case calls, issue 12 item 6): easy, hard and flaky cases whose difficulty and noise
+vary case by case — binary pass rates near 1 (easy), near 0 (hard) or anywhere in 0.2–0.8 (flaky); graded
+scores clipped to [0, 1] with a per-case noise SD (stable 0.005–0.05, flaky 0.1–0.35), some flaky cases
+failing outright in 20 % of runs (bimodal noise), optionally on a rubric grid of 0.25 (tied scores).
+
+Every simulated PR is analysed with the real ``analyze_metrics`` / ``analyze_cases``; every rate is printed
+with its 95 % Wilson interval. Run ``python benchmarks/calibration.py`` (about 15 minutes on a shared 2-core
+machine; ``--quick``: about 3). ``tests/test_stats_calibration.py`` runs a reduced version in CI.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from statsmodels.stats.proportion import proportion_confint
 
 from gate.stats import MetricInput, analyze_cases, analyze_metrics, gate_decision
 
@@ -43,6 +49,76 @@ def simulate(
     return base, head
 
 
+def simulate_heterogeneous(
+    rng: np.random.Generator, *, n: int, r: int, kind: str, rubric: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """A/A scores (base, head), each shape (n, r), from the heterogeneous model (module docstring).
+
+    Cases: 45 % easy, 25 % hard, 30 % flaky. Binary pass rates U(0.97, 1), U(0, 0.03), U(0.2, 0.8). Graded:
+    quality U(0.85, 1) / U(0.1, 0.5) / U(0.4, 0.85); noise SD U(0.005, 0.05) for easy and hard cases,
+    U(0.1, 0.35) for flaky ones, a third of which instead fail outright (score U(0, 0.2)) in 20 % of runs.
+    """
+    group = rng.choice(3, size=n, p=[0.45, 0.25, 0.30])
+    if kind == "binary":
+        p = np.choose(group, [rng.uniform(0.97, 1, n), rng.uniform(0, 0.03, n), rng.uniform(0.2, 0.8, n)])
+        return tuple((rng.random((n, r)) < p[:, None]).astype(float) for _ in range(2))  # type: ignore[return-value]
+    x = np.choose(group, [rng.uniform(0.85, 1, n), rng.uniform(0.1, 0.5, n), rng.uniform(0.4, 0.85, n)])
+    sd = np.where(group == 2, rng.uniform(0.1, 0.35, n), rng.uniform(0.005, 0.05, n))
+    bimodal = (group == 2) & (rng.random(n) < 1 / 3)
+    sides = []
+    for _ in range(2):
+        s = x[:, None] + sd[:, None] * rng.standard_normal((n, r))
+        fail = bimodal[:, None] & (rng.random((n, r)) < 0.2)
+        s = np.clip(np.where(fail, rng.uniform(0, 0.2, (n, r)), np.where(bimodal[:, None], x[:, None], s)), 0, 1)
+        sides.append(np.round(s * 4) / 4 if rubric else s)
+    return sides[0], sides[1]
+
+
+def rate_ci(hits: int, trials: int) -> str:
+    """``"0.0450 [0.0330, 0.0610]"``: a share with its 95 % Wilson interval (statsmodels)."""
+    low, high = proportion_confint(hits, trials, alpha=0.05, method="wilson")
+    return f"{hits / trials:.4f} [{low:.4f}, {high:.4f}]"
+
+
+def case_false_list_count(
+    *, kind: str, n: int, r: int, prs: int, seed: int, heterogeneous: bool = True, rubric: bool = False
+) -> int:
+    """Number of A/A PRs (of ``prs``) whose per-case analysis lists at least one case as regressed."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(prs):
+        if heterogeneous:
+            base, head = simulate_heterogeneous(rng, n=n, r=r, kind=kind, rubric=rubric)
+        else:
+            base, head = simulate(rng, n=n, r=r, kind=kind)
+        cases = analyze_cases(metric_input(kind, kind, base, head, 0.03), q=0.10)
+        hits += any(c.status == "regressed" for c in cases)
+    return hits
+
+
+def smallest_flaggable_change(kind: str, r: int, *, q: float = 0.10, stable: int = 50) -> float | None:
+    """Smallest drop one case can be listed as regressed for, alone among ``stable`` unchanged cases.
+
+    Binary: over every table k_base/r → k_head/r; graded: base runs all 1, head runs all 1 − δ on a 0.05 grid
+    (the cleanest evidence). Returns None when no change can be flagged (e.g. R ≤ 2).
+    """
+    if kind == "binary":
+        changes = sorted({(kb - kh) / r: (kb, kh) for kb in range(r + 1) for kh in range(kb)}.items())
+    else:
+        changes = [(d, d) for d in np.round(np.arange(0.05, 1.0001, 0.05), 2)]
+    for drop, spec in changes:
+        if kind == "binary":
+            kb, kh = spec
+            first_b, first_h = [1.0] * kb + [0.0] * (r - kb), [1.0] * kh + [0.0] * (r - kh)
+        else:
+            first_b, first_h = [1.0] * r, [1.0 - spec] * r
+        base = np.array([first_b] + [[1.0] * r] * stable)
+        head = np.array([first_h] + [[1.0] * r] * stable)
+        if analyze_cases(metric_input(kind, kind, base, head, 0.03), q=q)[0].status == "regressed":
+            return float(drop)
+    return None
+
+
 def metric_input(name: str, kind: str, base: np.ndarray, head: np.ndarray, margin: float) -> MetricInput:
     """A gated, higher-is-better metric without failures."""
     return MetricInput(
@@ -50,14 +126,21 @@ def metric_input(name: str, kind: str, base: np.ndarray, head: np.ndarray, margi
     )
 
 
-def aa_fail_rate(*, n: int, r: int, prs: int, margin: float, seed: int, n_resamples: int) -> float:
-    """Share of A/A PRs (a binary and a graded gated metric, Holm across both) whose verdict is fail."""
+def aa_fail_rate(
+    *,
+    n: int,
+    r: int,
+    prs: int,
+    margin: float,
+    seed: int,
+    n_resamples: int,
+    kinds: tuple[str, ...] = ("binary", "graded"),
+) -> float:
+    """Share of A/A PRs (one gated metric per kind, Holm across them) whose verdict is fail."""
     rng = np.random.default_rng(seed)
     fails = 0
     for k in range(prs):
-        metrics = [
-            metric_input(kind, kind, *simulate(rng, n=n, r=r, kind=kind), margin) for kind in ("binary", "graded")
-        ]
+        metrics = [metric_input(kind, kind, *simulate(rng, n=n, r=r, kind=kind), margin) for kind in kinds]
         results = analyze_metrics(metrics, alpha=ALPHA, seed=k, n_resamples=n_resamples)
         fails += gate_decision(results).verdict == "fail"
     return fails / prs
@@ -125,14 +208,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer PRs (smoke run)")
     args = parser.parse_args()
     prs, b = (200, 500) if args.quick else (1000, 2000)
-    mc = 2 * np.sqrt(ALPHA * (1 - ALPHA) / prs)
     start = time.perf_counter()
-    print(f"(1) A/A false-fail rate over {prs} PRs (binary + graded gated metrics, Holm), target ≤ {ALPHA} + {mc:.3f}")
+    print(f"(1) metric-level A/A false-fail rate over {prs} PRs per setting, target ≤ {ALPHA} (95 % Wilson CI)")
     for margin in (1e-9, 0.03):
         for n in (50, 300):
             for r in (1, 3):
                 rate = aa_fail_rate(n=n, r=r, prs=prs, margin=margin, seed=1000 + n + r, n_resamples=b)
-                print(f"    margin={margin:g} N={n:3d} R={r}: fail rate {rate:.4f}")
+                ci = rate_ci(round(rate * prs), prs)
+                print(f"    binary + graded (Holm), margin={margin:g} N={n:3d} R={r}: fail rate {ci}")
+    for n, r in ((30, 1), (30, 3)):
+        rate = aa_fail_rate(n=n, r=r, prs=prs, margin=1e-9, seed=2000 + r, n_resamples=b, kinds=("graded",))
+        print(f"    graded alone, margin≈0 N={n} R={r}: fail rate {rate_ci(round(rate * prs), prs)}")
     print("(2a) planted drop of 2×margin (0.03) on all cases, N=300, R=3: share of fail (target ≥ 0.80)")
     for kind in ("binary", "graded"):
         rate, _ = fail_rate(kind=kind, n=300, r=3, drop=0.06, margin=0.03, prs=prs // 2, seed=7, n_resamples=b)
@@ -152,6 +238,26 @@ def main() -> None:
             f"    N={n} R={r}: printed MDE {printed:.4f}, empirical δ80 {empirical:.4f}, "
             f"ratio {empirical / printed:.3f} (target within 0.8-1.2)"
         )
+    case_prs = 60 if args.quick else 200
+    print(
+        f"(4) per-case A/A: share of PRs listing ≥ 1 (false) regressed case over {case_prs} PRs, "
+        "target ≤ 0.10 (q = 0.10)"
+    )
+    settings = [("binary", False, False), ("graded", False, False), ("graded", False, True), ("binary", True, False)]
+    for kind, homogeneous, rubric in settings + [("graded", True, False)]:
+        model = "homogeneous" if homogeneous else "heterogeneous" + (", rubric grid 0.25" if rubric else "")
+        for n, r in ((150, 3), (300, 3), (300, 5)) if not homogeneous else ((300, 3),):
+            hits = case_false_list_count(
+                kind=kind, n=n, r=r, prs=case_prs, seed=5000 + n + r, heterogeneous=not homogeneous, rubric=rubric
+            )
+            print(f"    {kind} ({model}) N={n} R={r}: {rate_ci(hits, case_prs)}")
+    print("(5) smallest drop one case can be listed as regressed for, alone among 50 unchanged cases (q = 0.10)")
+    for kind in ("binary", "graded"):
+        cells = []
+        for r in (2, 3, 5, 10):
+            drop = smallest_flaggable_change(kind, r)
+            cells.append(f"R={r}: {'never' if drop is None else f'{drop:.2f}'}")
+        print(f"    {kind}: " + ", ".join(cells))
     print(f"done in {time.perf_counter() - start:.0f} s")
 
 

@@ -51,3 +51,16 @@ def test_printed_mde_is_the_80_percent_power_effect_within_20_percent():
         kind="graded", n=300, r=3, drop=1.2 * printed, margin=1e-9, prs=150, seed=5, n_resamples=B
     )
     assert below < 0.80 < above  # power is monotone in the drop, so δ80 ∈ (0.8·MDE, 1.2·MDE)
+
+
+@pytest.mark.parametrize(("kind", "rubric"), [("binary", False), ("graded", False), ("graded", True)])
+def test_per_case_aa_false_list_rate_holds_q_on_heterogeneous_cases(kind, rubric):
+    # easy, hard and flaky cases (bimodal and tied scores for graded): ≤ q = 0.10 of A/A PRs list a case
+    prs = 40
+    hits = calibration.case_false_list_count(kind=kind, n=150, r=3, prs=prs, seed=77, rubric=rubric)
+    assert hits / prs <= 0.10 + 3 * np.sqrt(0.10 * 0.90 / prs)
+
+
+def test_smallest_flaggable_change_table():
+    assert [calibration.smallest_flaggable_change("binary", r) for r in (2, 3, 5)] == [None, 1.0, 0.6]
+    assert [calibration.smallest_flaggable_change("graded", r) for r in (2, 3)] == [None, 0.2]

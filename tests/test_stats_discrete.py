@@ -262,3 +262,20 @@ def test_graded_flaky_cases_do_not_make_a_clean_split_regressed():
     flaky_b, flaky_h = rng.uniform(0.2, 1.0, (10, 3)), rng.uniform(0.2, 1.0, (10, 3))
     cases = analyze_cases(_metric("graded", np.vstack([base, flaky_b]), np.vstack([head, flaky_h])))
     assert cases[0].status == "suspected" and cases[0].p_value == pytest.approx(0.05)
+
+
+def test_smallest_flaggable_binary_change_at_r5_is_hand_computed():
+    # Alone among unchanged cases the family has m = 1, so DBH-SU rejects iff p/(1 − p) ≤ q, i.e. p ≤ q/(1 + q)
+    # = 0.0909. R = 5: 5/5 → 2/5 has p = C(7,2)/C(10,5) = 21/252 = 0.083 (flagged); 4/5 → 1/5 has p = 26/252
+    # = 0.103 (not); with R = 3 only 3/3 → 0/3 (p = 1/20) gets there, 3/3 → 1/3 has p = 3/15 = 0.2.
+    unchanged = [[1.0] * 5] * 50
+
+    def status(first_base, first_head, r=5):
+        rows = [[1.0] * r] * 50 if r != 5 else unchanged
+        return analyze_cases(_metric("binary", [first_base, *rows], [first_head, *rows]))[0].status
+
+    assert status([1, 1, 1, 1, 1], [1, 1, 0, 0, 0]) == "regressed"
+    assert status([1, 1, 1, 1, 0], [1, 0, 0, 0, 0]) == "suspected"
+    assert status([1, 1, 1], [0, 0, 0], r=3) == "regressed"
+    assert status([1, 1, 1], [1, 0, 0], r=3) == "suspected"
+    assert status([1, 1], [0, 0], r=2) == "suspected"  # min p = 1/6 > 0.0909: R = 2 can never flag a case

@@ -14,6 +14,8 @@ from gate.stats.selection import CaseTest, select
 CaseStatus = Literal["regressed", "suspected", "improved", "unchanged", "flaky", "not_applicable"]
 DEFAULT_TAU = {"binary": 0.5, "graded": 0.2, "ratio": 0.5}
 """Default per-case effect threshold τ: pass-rate for binary, score for graded, relative (50 %) for ratio."""
+_EFFECT_TOL = 1e-9
+"""An effect within this of ±τ counts as reaching it (0.8 − 1.0 is −0.19999999999999996 in floating point)."""
 
 
 @dataclass(frozen=True)
@@ -152,11 +154,11 @@ def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10
         effect = float(effects[i]) if paired[i] else float("nan")
         if not paired[i]:
             status: CaseStatus = "not_applicable"
-        elif effect <= -tau_eff and rejected[i]:
+        elif effect <= -tau_eff + _EFFECT_TOL and rejected[i]:
             status = "regressed"
-        elif effect <= -tau_eff:
+        elif effect <= -tau_eff + _EFFECT_TOL:
             status = "suspected"
-        elif effect >= tau_eff:
+        elif effect >= tau_eff - _EFFECT_TOL:
             status = "improved"
         elif flaky_base[i] or flaky_head[i]:
             status = "flaky"

@@ -149,7 +149,7 @@ def permutation_case(base: np.ndarray, head: np.ndarray, *, tau: float) -> Exact
     if math.comb(n, n_b) > ENUMERATION_LIMIT:
         res = stats.ttest_ind(b, a, equal_var=True, alternative="less")
         p = float(res.pvalue)
-        return ExactCaseTest(p, effect, p if effect <= -tau else 1.0, None, "student")
+        return ExactCaseTest(p, effect, p if effect <= -tau + _REL_TOL else 1.0, None, "student")
     sums = pooled[_splits(n, n_b)].sum(axis=1)
     tol = _REL_TOL * (1.0 + float(np.abs(pooled).sum()))
     sums.sort()
