@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+import jsonschema
 import pytest
 from click.testing import CliRunner
 
@@ -44,8 +45,6 @@ def _every_report_matches_its_schema(request):
     yield
     if tmp is None:
         return
-    import jsonschema
-
     for path in tmp.rglob("report.json"):
         jsonschema.validate(json.loads(path.read_text(encoding="utf-8")), REPORT_SCHEMA)
 
@@ -71,7 +70,11 @@ def compare(tmp: Path, base: str, head: str, out: str, *options: str):
         ],
     )
     report_path = tmp / out / "report.json"
-    return result, json.loads(report_path.read_text()) if report_path.exists() else None
+    if not report_path.exists():
+        return result, None
+    report = json.loads(report_path.read_text())
+    jsonschema.validate(report, REPORT_SCHEMA)  # also outside tmp_path (session fixtures)
+    return result, report
 
 
 @pytest.fixture

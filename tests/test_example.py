@@ -3,6 +3,8 @@
 The figures of report.json are checked against an independent computation from the run directories'
 predictions: hit rate@5 and MRR with pytrec_eval, McNemar's exact p with scipy's binomial test on the discordant
 pairs, the out-of-domain failures from the pipeline's own ``refused`` flags.
+
+Marked ``slow`` (two pipeline runs in worker processes, then compare: 15-30 s): CI runs it with ``-m slow``.
 """
 
 import json
@@ -33,6 +35,7 @@ def _mean(per_query: dict[str, dict[str, float]], measure: str) -> float:
     return sum(v[measure] for v in per_query.values()) / len(per_query)
 
 
+@pytest.mark.slow
 def test_bundled_example_end_to_end(tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(
