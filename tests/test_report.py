@@ -7,6 +7,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from gate import outputs
@@ -17,7 +19,13 @@ from gate.errors import InputError
 from gate.judges import get_judge
 from gate.models import Chunk, GoldenCase, Prediction
 from gate.outputs import Output, RenderOptions
-from gate.outputs.markdown import GITHUB_COMMENT_LIMIT, MARKER, escape_markdown, render_comment
+from gate.outputs.markdown import (
+    GITHUB_COMMENT_LIMIT,
+    MARKER,
+    escape_markdown,
+    neutralize_references,
+    render_comment,
+)
 from gate.runs import Side
 from gate.scoring import score_all
 
@@ -136,7 +144,7 @@ def test_escape_markdown_neutralises_markup():
     assert "@octocat" not in out and "@\u2060octocat" in out
     assert re.search(r"(?<!\\)[|`\[\]]", out) is None  # every pipe, backtick and bracket is escaped
     assert escape_markdown("x" * 500, limit=10) == "x" * 9 + "…"
-    assert escape_markdown("see #12 and a\u202eb\u200bc, rate@5") == "see #\u206012 and abc, rate@5"
+    assert escape_markdown("see #12 and a\u202eb\u200bc, rate@5") == "see #\u206012 and abc, rate@\u20605"
 
 
 def test_comment_starts_with_marker_and_verdict(comparison):
@@ -144,7 +152,8 @@ def test_comment_starts_with_marker_and_verdict(comparison):
     lines = text.splitlines()
     assert lines[0] == MARKER
     assert lines[1] == "## ❌ rag-gate: **fail**"
-    assert "| Hit rate@1 | 1.000 | 0.733 | -0.267 |" in text
+    # the label reads the same; the invisible word joiner after "@" keeps GitHub from taking "@1" as a mention
+    assert "| Hit rate@\u20601 | 1.000 | 0.733 | -0.267 |" in text
     assert "single observations" in text
 
 
@@ -174,3 +183,35 @@ def test_annotations_point_at_golden_lines(comparison):
     assert lines[0].startswith("::error file=eval/golden.jsonl,line=31,title=rag-gate%3A out-of-domain case ood")
     assert sum(line.startswith("::error") for line in lines) == 9  # 1 new OOD failure + 8 regressed cases
     assert any(",line=1,title=rag-gate%3A case q0 regressed::" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "text, inert",
+    [
+        ("ping @octocat", "ping @\u2060octocat"),
+        ("x@user and a.b@team", "x@\u2060user and a.b@\u2060team"),
+        ("@org/reviewers", "@\u2060org/reviewers"),
+        ("fixes acme/rag#12, #7", "fixes acme/rag#\u206012, #\u20607"),
+        ("see GH-33 or gh-4", "see GH\u2060-33 or gh\u2060-4"),
+        ("commit acme/rag@1a2b3c4", "commit acme/rag@\u20601a2b3c4"),
+        ("https://github.com/acme/rag/issues/12", "https:\u2060//github.com/acme/rag/issues/12"),
+        ("HTTP://github.com/acme/rag/pull/3", "HTTP:\u2060//github.com/acme/rag/pull/3"),
+        ("www.github.com/acme/rag/issues/1", "www\u2060.github.com/acme/rag/issues/1"),
+        ("ugh-5, #tag, issue # 4, @ alone", "ugh-5, #tag, issue # 4, @ alone"),
+    ],
+)
+def test_mentions_references_and_issue_links_are_neutralised(text, inert):
+    assert neutralize_references(text) == inert
+    assert neutralize_references(text).replace("\u2060", "") == text  # it reads the same
+
+
+MENTION = re.compile(r"(?:^|[^\w`])@[A-Za-z0-9-]")  # the shape GitHub turns into a mention
+REFERENCE = re.compile(r"#\d|\bGH-\d|https?://|\bwww\.", re.IGNORECASE)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab1_-/.:@#GHhtpsw ")), max_size=60))
+def test_no_mention_or_reference_survives_escaping(text):
+    out = escape_markdown(text, limit=1000)
+    assert not MENTION.search(out) and not REFERENCE.search(out)
+    assert re.search(r"@[\w-]", out) is None  # every @ before a name is followed by the joiner
