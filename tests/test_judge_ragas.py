@@ -312,3 +312,31 @@ def test_identity_holds_every_scoring_option_and_nothing_else(make_judge, fake):
         assert make_judge(**{option: value}).identity[option] == value
     for option, value in {"timeout_s": 3, "concurrency": 8, "deadline_s": 9, "cache_dir": False}.items():
         assert make_judge(**{option: value}).identity == identity
+
+
+def test_requests_are_those_of_plain_ragas(fake, make_judge):
+    """The judge's shortcuts (schemas built once, the body posted as it is) change nothing that is sent."""
+    import openai
+    from ragas.llms import llm_factory
+    from ragas.metrics.collections import Faithfulness
+
+    fake.responder = honest
+    answer = "The Eiffel Tower is 330 metres tall. It is in Rome."
+    make_judge(cache_dir=False, temperature=0.1, max_tokens=700).judge(QUESTION, answer, CHUNKS)
+    ours = [r.body for r in fake.requests]
+
+    async def plain():
+        client = openai.AsyncOpenAI(base_url=fake.base_url, api_key="x", max_retries=0)
+        llm = llm_factory("judge-r", client=client, temperature=0.1, max_tokens=700)
+        await Faithfulness(llm=llm).ascore(
+            user_input=QUESTION, response=answer, retrieved_contexts=[c.text for c in CHUNKS]
+        )
+        await client.close()
+
+    asyncio.run(plain())
+    theirs = [r.body for r in fake.requests[len(ours) :]]
+    assert len(ours) == len(theirs) == 2
+    keys = ("model", "messages", "response_format", "temperature", "max_tokens", "top_p")
+    for mine, reference in zip(ours, theirs, strict=True):
+        assert {k: mine.get(k) for k in keys} == {k: reference.get(k) for k in keys}
+    assert set(ours[0]) <= set(theirs[0])
