@@ -208,7 +208,9 @@ class History:
     """A history file as read: its valid entries in file order, and what was wrong with the other lines."""
 
     path: str
+    """The history file as given."""
     entries: tuple[HistoryEntry, ...]
+    """The valid entries, in file (time) order."""
     problems: tuple[str, ...] = ()
     """One ``file:line: message`` per line that was skipped (corrupt, truncated, invalid)."""
 
@@ -417,6 +419,7 @@ class TrendReport:
     problems: tuple[str, ...]
     """History lines that could not be read (file:line: message)."""
     metrics: tuple[MetricTrend, ...]
+    """One trend per metric of the run, in the run's order."""
 
     @property
     def status(self) -> TrendStatus:
@@ -607,7 +610,9 @@ class RunSummary:
     name: str
     """Where the run came from (its directory)."""
     golden_sha256: str | None
+    """sha256 of the run's golden set (from its manifest), if known."""
     config_sha256: str | None
+    """sha256 of the run's config (from its manifest), if known."""
     matrices: Mapping[str, np.ndarray] = field(default_factory=dict)
     """metric name → values, shape (N, R)."""
 
@@ -617,10 +622,13 @@ class Calibration:
     """A metric's run-to-run variability and the trend thresholds it suggests."""
 
     metric: str
+    """Metric name, e.g. ``hit_rate@5``."""
     label: str
+    """Display label, e.g. ``Hit rate@5``."""
     method: Literal["across runs", "within-run repeats"]
     """How the noise was estimated: SD of the means of several runs, or from one run's repeats."""
     n_runs: int
+    """Runs the noise was estimated from (1 for within-run repeats)."""
     mean: float
     """Mean of the metric over the runs."""
     run_sd: float

@@ -119,8 +119,14 @@ class Side:
     """One side of a comparison, loaded: its cases, predictions and scores."""
 
     label: str
+    """``base`` or ``head``."""
     golden: list[GoldenCase]
+    """The golden cases, in file order."""
     table: dict[tuple[str, int], Prediction]
+    """Predictions by (case id, repeat), complete (missing ones are error rows)."""
     repeats: int
+    """Repeats per case."""
     scores: list[Score]
+    """One score per case × repeat × metric."""
     manifest: dict[str, Any]
+    """The run's ``manifest.json`` (empty for a predictions file)."""

@@ -103,9 +103,13 @@ class PipelineUser:
     """The unprivileged user the pipeline runs as."""
 
     name: str
+    """User name."""
     uid: int
+    """User id (never 0)."""
     gid: int
+    """Primary group id."""
     home: Path
+    """Home directory."""
 
 
 def pipeline_user(environ: Mapping[str, str]) -> PipelineUser | None:

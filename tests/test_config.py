@@ -135,17 +135,19 @@ def test_schema_keys_and_dataclass_fields_agree():
 
 
 def test_every_public_dataclass_field_is_documented():
-    """Attribute docstrings under every field of the public dataclasses of the modules this checks."""
-    modules = ["gate.config", "gate.models", "gate.metrics", "gate.judges", "gate.judges.base", "gate.stats.inputs"]
+    """Attribute docstrings under every public field of every public dataclass of the package."""
     undocumented = []
-    for name in modules:
-        tree = ast.parse(inspect.getsource(sys.modules.get(name) or __import__(name, fromlist=["_"])))
-        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and not n.name.startswith("_")):
+    for path in sorted(Path(gate.__file__).parent.rglob("*.py")):
+        name = ".".join(path.relative_to(Path(gate.__file__).parent.parent).with_suffix("").parts)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and not n.name.startswith("_")):
             if not any("dataclass" in ast.unparse(d) for d in cls.decorator_list):
                 continue
             body = cls.body
             for i, stmt in enumerate(body):
-                if isinstance(stmt, ast.AnnAssign) and "ClassVar" not in ast.unparse(stmt.annotation):
+                if not isinstance(stmt, ast.AnnAssign) or ast.unparse(stmt.target).startswith("_"):
+                    continue
+                if "ClassVar" not in ast.unparse(stmt.annotation):
                     follows = body[i + 1] if i + 1 < len(body) else None
                     if not (isinstance(follows, ast.Expr) and isinstance(follows.value, ast.Constant)):
                         undocumented.append(f"{name}.{cls.name}.{ast.unparse(stmt.target)}")

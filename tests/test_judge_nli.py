@@ -188,7 +188,7 @@ def test_refusal_and_empty_answer_have_no_claims(random_judge):
 
 
 def test_id_describe_and_option_validation(models, random_judge, tmp_path):
-    assert random_judge.id == "nli:random" and random_judge.version == "nli-v1"
+    assert random_judge.id == "nli:random" and random_judge.version == "nli-v2"
     assert "labels=['contradiction', 'entailment', 'neutral']" in random_judge.describe()
     with pytest.raises(ValueError, match="option 'model_path': no config.json"):
         NLIJudge(model_path=tmp_path)
@@ -275,7 +275,7 @@ def test_identity_names_the_model_by_its_files_not_its_path(models, tmp_path):
     identity = judge.identity
     assert identity == {
         "name": "nli",
-        "version": "nli-v1",
+        "version": "nli-v2",
         "model": "random",
         "model_sha256": model_fingerprint(models["random"]),
         "labels": ["contradiction", "entailment", "neutral"],

@@ -104,7 +104,7 @@ class LexicalJudge:
     """Coverage in [0, 1] from which a chunk supports the claim (if it also agrees on every fact)."""
 
     id: ClassVar[str] = "lexical"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: refusals detected by gate.metrics.refusal (the rule scoring uses)
 
     @property
     def identity(self) -> dict[str, Any]:

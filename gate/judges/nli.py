@@ -32,8 +32,8 @@ NLILabel = Literal["entailment", "neutral", "contradiction"]
 LABELS: tuple[NLILabel, ...] = ("entailment", "neutral", "contradiction")
 """Column order of :meth:`NLIJudge.probabilities`, whatever the model's own order."""
 
-VERSION = "nli-v1"
-"""Bumped whenever premise construction or aggregation changes."""
+VERSION = "nli-v2"
+"""Bumped whenever claim extraction, premise construction or aggregation changes (v2: the shared refusal rule)."""
 
 
 def canonical_label(name: str) -> NLILabel | None:

@@ -85,6 +85,7 @@ class Snapshot:
     """Every regular file of a run directory, by relative POSIX path, held in memory."""
 
     files: Mapping[str, bytes] = field(default_factory=dict)
+    """Relative POSIX path → the file's bytes."""
 
     @classmethod
     def of(cls, run_dir: Path) -> Snapshot:

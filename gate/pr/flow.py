@@ -120,7 +120,9 @@ class PrResult:
     comparison: Comparison | None
     """The comparison (``report.json``); None when nothing was compared (``cached``)."""
     report_path: Path
+    """Where ``report.json`` was written."""
     comment_path: Path
+    """Where ``comment.md`` was written."""
     comment_status: str
     """``created`` | ``updated`` | ``disabled`` | ``local`` | ``failed``."""
     base_sha: str
