@@ -4,8 +4,9 @@ Every push to the default branch appends one **entry** (aggregates per metric of
 history file. The **trend alarm** compares a run (the latest entry, or a PR head) with the mean of the previous
 ``window`` *comparable* entries (same golden set and config sha256): WARNING at a relative drop of
 ``warning`` (5 %), CRITICAL at ``critical`` (10 %). Per-PR margins let a slow drift through (five PRs that each
-lose 2 points all pass); this catches it. **Calibration** estimates a metric's run-to-run variability and
-suggests thresholds above it.
+lose 2 points all pass); the alarm sees it, as long as it is faster than about 2·warning·baseline/(window + 1)
+per run (a steady drift of d per run shows as d·(window + 1)/2 against the window's mean). **Calibration**
+estimates a metric's run-to-run variability and suggests thresholds above it.
 
 Pure: no git, no GitHub, no click. Storing the file on a branch is ``gate.pr.history_store``; rendering is in
 ``gate.outputs.trend``.
@@ -120,15 +121,17 @@ class HistoryEntry:
         gated = self.record.get("gated")
         return tuple(gated) if isinstance(gated, list) else None
 
+    def _number(self, metric: str, key: str) -> float | None:
+        number = (self.record.get("metrics", {}).get(metric) or {}).get(key)
+        return float(number) if isinstance(number, int | float) and math.isfinite(number) else None
+
     def value(self, metric: str) -> float | None:
         """The metric's mean in this run, or None when absent or without value."""
-        mean = (self.record.get("metrics", {}).get(metric) or {}).get("mean")
-        return float(mean) if isinstance(mean, int | float) and math.isfinite(mean) else None
+        return self._number(metric, "mean")
 
     def run_se(self, metric: str) -> float | None:
         """The metric's repeat standard error in this run, or None when unknown."""
-        se = (self.record.get("metrics", {}).get(metric) or {}).get("run_se")
-        return float(se) if isinstance(se, int | float) and math.isfinite(se) else None
+        return self._number(metric, "run_se")
 
     def comparable_to(self, other: HistoryEntry) -> str | None:
         """Why this entry cannot be compared with ``other`` (None when it can): golden set and config must match."""
