@@ -255,11 +255,14 @@ class _Problems:
         """Key paths given more than once (their values are not checked further)."""
 
     def line(self, keys: Path_) -> int | None:
-        """Line of the node at ``keys``, or of its deepest parent that has one."""
-        keys = tuple(k if isinstance(k, int) else str(k) for k in keys)
+        """Line of the node at ``keys``, or of its deepest parent that has one.
+
+        A list index is an int; a mapping key is looked up as text (YAML ``1:`` is the key ``"1"`` here).
+        """
         while keys:
-            if keys in self.lines:
-                return self.lines[keys]
+            for variant in (tuple(k if isinstance(k, int) else str(k) for k in keys), tuple(map(str, keys))):
+                if variant in self.lines:
+                    return self.lines[variant]
             keys = keys[:-1]
         return None
 
@@ -403,6 +406,8 @@ def _schema_problems(
 
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+    errors = [e for e in errors if e.validator == "type" or tuple(e.absolute_path) not in mistyped]  # the type says it
     bad: set[Path_] = set()
     suggested: set[Path_] = set()
     missing: list[tuple[Path_, str]] = []
@@ -461,6 +466,8 @@ def _check_metrics(data: Mapping[str, Any], bad: set[Path_], problems: _Problems
         for i, name in enumerate(data["gate"]):
             if name not in metrics:
                 problems.add(("gate", i), f"'{name}' is not in metrics{computed}{did_you_mean(name, metrics)}")
+            elif name in data["gate"][:i]:
+                problems.add(("gate", i), f"'{name}' is listed twice")
     if "margins" in data and ("margins",) not in bad:
         for name, value in data["margins"].items():
             if name not in metrics:

@@ -194,6 +194,10 @@ def test_every_public_dataclass_field_is_documented():
             "rag-gate.yml:3: gate.0: 'mrr' is not in metrics (metrics: ndcg@5)",
         ),
         ("- a\n- b\n", "rag-gate.yml: expected a mapping of settings, got list"),
+        (GOOD + "gate: [mrr, mrr]\n", "rag-gate.yml:3: gate.1: 'mrr' is listed twice"),
+        ("golden: golden.jsonl\npipeline: null\n", "rag-gate.yml:2: pipeline: must be a mapping, got None"),
+        (GOOD + "margins: {1: 0.1}\n", "rag-gate.yml:3: margins.1: '1' is not computed"),
+        (GOOD + "7: x\n", "rag-gate.yml:3: 7: unknown key (allowed: "),
     ],
 )
 def test_config_errors_name_line_and_key(tmp_path, text, message):
