@@ -11,7 +11,8 @@ from conftest import SHARED_DATA, compare, write_jsonl
 from judgeeval import load_ragtruth
 
 RAGTRUTH = SHARED_DATA / "ragtruth-subset" / "cases.jsonl"
-pytestmark = pytest.mark.shared_data("ragtruth-subset")
+# Three comparisons judged on ~100 long RAGTruth answers each: slow (CI runs `-m slow`).
+pytestmark = [pytest.mark.slow, pytest.mark.shared_data("ragtruth-subset")]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Judge evaluation: metrics against hand-computed values, loaders on the real datasets, measured rates.
 
 The lexical judge's measured rates are floors (measured value minus the former tolerance): a better judge must
-not fail a test.
+not fail a test. Judging a whole data set takes 5-25 s, so those tests are marked ``slow`` (CI runs ``-m slow``).
 """
 
 from __future__ import annotations
@@ -163,6 +163,7 @@ def test_faithbench_and_rgb_loaders_match_the_readmes():
     assert items[0].answer == "Tampa, Florida" and items[0].fake_answer == "Glendale, Arizona"
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data("rgb-counterfactual")
 def test_rgb_minimal_pairs_supported_and_contradicted_rates():
     items = load_rgb_counterfactual(DATA / "rgb-counterfactual")
@@ -175,6 +176,7 @@ def test_rgb_minimal_pairs_supported_and_contradicted_rates():
     assert sentences.contradicted_rate >= 0.60  # measured 0.680
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data("ragtruth-subset")
 def test_ragtruth_test_split_figures_and_seeded_calibration_sample():
     _, test = split_by_source(load_ragtruth(DATA / "ragtruth-subset"))
