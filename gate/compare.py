@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 
@@ -19,6 +20,7 @@ from gate.comparison import (
     SCHEMA_VERSION,
     CaseEntry,
     CaseMetric,
+    Cause,
     Claim,
     Comparison,
     ErrorEntry,
@@ -37,21 +39,63 @@ from gate.runs import Side
 from gate.scoring import detect_refusal
 from gate.stats import MetricInput, analyze_cases, analyze_metrics
 from gate.stats.cases import CaseResult
-from gate.stats.decision import error_rate, gate_decision
+from gate.stats.decision import ErrorBudgetUse, gate_decision
 from gate.stats.summary import aggregate
 
 
 def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """Values and failure flags of one metric, shape (N cases, R repeats); NaN where N/A or failed."""
+    """Values and evaluation-failure flags of one metric, each of shape (N cases, R repeats).
+
+    A value is NaN where the metric does not apply, where the evaluation failed, or where the prediction failed.
+    ``failed`` marks evaluation failures: a score the judge or scorer could not produce, or a missing score row
+    (a missing row is a failure, never "not applicable"). A failed prediction is a system error, counted by the
+    ``error_rate`` metric, not an evaluation failure.
+    """
     index = {case.id: i for i, case in enumerate(cases)}
     values = np.full((len(cases), side.repeats), np.nan)
-    failed = np.zeros((len(cases), side.repeats), dtype=bool)
+    failed = np.ones((len(cases), side.repeats), dtype=bool)
     for score in side.scores:
         i = index.get(score.id)
         if score.metric == metric and i is not None and score.repeat < side.repeats:
             values[i, score.repeat] = score.value
             failed[i, score.repeat] = score.error is not None
+    failed &= ~system_errors(side, cases)
     return values, failed
+
+
+def system_errors(side: Side, cases: Sequence[GoldenCase]) -> np.ndarray:
+    """Where the pipeline under test failed (a prediction row with ``error``), shape (N cases, R repeats)."""
+    out = np.zeros((len(cases), side.repeats), dtype=bool)
+    for i, case in enumerate(cases):
+        for r in range(side.repeats):
+            prediction = side.table.get((case.id, r))
+            out[i, r] = prediction is None or prediction.error is not None
+    return out
+
+
+def budget_use(side: Side, cases: Sequence[GoldenCase], metric: str, failed: np.ndarray) -> ErrorBudgetUse:
+    """The evaluation failures of one metric on one side, with their most frequent reasons."""
+    ids = {c.id for c in cases}
+    reasons = Counter(
+        clip(score.error, 120)
+        for score in side.scores
+        if score.metric == metric
+        and score.error is not None
+        and score.id in ids
+        and (p := side.table.get((score.id, score.repeat))) is not None
+        and p.error is None
+    )
+    missing = int(failed.sum()) - sum(reasons.values())
+    if missing > 0:
+        reasons["no score row (scoring did not finish)"] = missing
+    return ErrorBudgetUse(
+        metric=metric,
+        side=side.label,
+        failed=int(failed.sum()),
+        expected=int(failed.size),
+        rate=float(failed.mean()) if failed.size else 0.0,
+        messages=tuple(f"{n}× {reason}" for reason, n in reasons.most_common(3)),
+    )
 
 
 def collapse_constant_repeats(
@@ -158,13 +202,22 @@ def _refusal_rate(side: Side, case_id: str, evaluation: Evaluation) -> float:
     return float(np.mean(flags)) if flags else math.nan
 
 
-def metric_inputs(base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[MetricInput]:
-    """One :class:`~gate.stats.MetricInput` per configured metric: scores of ``cases`` (rows) × repeats."""
+def metric_inputs(
+    base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: Evaluation
+) -> tuple[list[MetricInput], list[ErrorBudgetUse]]:
+    """One :class:`~gate.stats.MetricInput` per configured metric, and each gated metric's evaluation failures.
+
+    Inputs hold the scores of ``cases`` (rows) × repeats; failures are counted per side over every repeat, before
+    repeats that never vary are collapsed into one.
+    """
     clusters = cluster_labels(cases, evaluation.cluster_by)
-    inputs = []
+    inputs, budget = [], []
     for name in evaluation.metrics:
         metric = resolve(name)
-        (b, fb), (h, fh) = collapse_constant_repeats(score_matrix(base, cases, name), score_matrix(head, cases, name))
+        base_scores, head_scores = score_matrix(base, cases, name), score_matrix(head, cases, name)
+        if name in evaluation.gated:
+            budget += [budget_use(base, cases, name, base_scores[1]), budget_use(head, cases, name, head_scores[1])]
+        (b, fb), (h, fh) = collapse_constant_repeats(base_scores, head_scores)
         inputs.append(
             MetricInput(
                 name=name,
@@ -179,14 +232,16 @@ def metric_inputs(base: Side, head: Side, cases: Sequence[GoldenCase], evaluatio
                 clusters=clusters,
             )
         )
-    return inputs
+    return inputs, budget
 
 
-def _case_results(inputs: Sequence[MetricInput]) -> dict[int, list[CaseResult]]:
+def _case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int, list[CaseResult]]:
     """Per-case results over the gated binary/graded metrics (refusal is listed as out-of-domain failures).
 
     With a single observation per side (R = 1) no per-case test exists: a flip beyond τ is listed as regressed,
-    and its evidence says it is one observation.
+    and its evidence says it is one observation. A case the pipeline broke (``broke``: answered on base in every
+    repeat, failed on head in every repeat) is regressed on ``error_rate`` whatever its per-case p-value: a crash
+    is the system failing, not noise.
     """
     per_case: dict[int, list[CaseResult]] = {}
     for inp in inputs:
@@ -194,8 +249,55 @@ def _case_results(inputs: Sequence[MetricInput]) -> dict[int, list[CaseResult]]:
             for result in analyze_cases(inp):
                 if result.status == "suspected" and result.single_observation:
                     result = replace(result, status="regressed")
+                if broke[result.index] and resolve(inp.name).spec.scores_failures:
+                    result = replace(result, status="regressed")
                 per_case.setdefault(result.index, []).append(result)
     return per_case
+
+
+def _best_rank(prediction: Prediction | None, expected: Sequence[str]) -> int | None:
+    """1-based rank of the first expected document in the prediction's retrieved list, None when absent."""
+    if prediction is None:
+        return None
+    ids = prediction.retrieved_ids
+    return next((rank for rank, doc in enumerate(ids, start=1) if doc in expected), None)
+
+
+def triage(
+    case: GoldenCase, base: Prediction | None, head: Prediction | None, dropped: Sequence[str], metrics: Sequence[str]
+) -> Cause:
+    """Why a case regressed: the pipeline failed, retrieval got worse, generation got worse, or both.
+
+    Retrieval got worse when an expected document in base's top k fell out of head's (``dropped``) or the rank of
+    the first expected document dropped (or it vanished). Generation got worse when the case regressed on a
+    generation metric (answers, faithfulness, refusals).
+
+    Args:
+        case: the golden case.
+        base: base's first valid prediction (None when every repeat failed).
+        head: head's first valid prediction (None when every repeat failed: the cause is ``error``).
+        dropped: expected documents in base's top k and not in head's.
+        metrics: names of the metrics the case regressed on.
+
+    Returns:
+        ``error``, ``retrieval``, ``generation`` or ``retrieval+generation``.
+    """
+    stages = {resolve(name).spec.stage for name in metrics}
+    if head is None or "system" in stages:
+        return "error"
+    before, after = _best_rank(base, case.expected_doc_ids), _best_rank(head, case.expected_doc_ids)
+    retrieval = bool(dropped) or "retrieval" in stages or (before is not None and (after is None or after > before))
+    if retrieval and "generation" in stages:
+        return "retrieval+generation"
+    return "retrieval" if retrieval else "generation"
+
+
+def _first_error(side: Side, case_id: str) -> str | None:
+    for r in range(side.repeats):
+        prediction = side.table.get((case_id, r))
+        if prediction is not None and prediction.error is not None:
+            return prediction.error
+    return None
 
 
 def _case_lists(
@@ -206,6 +308,9 @@ def _case_lists(
     def entry(i: int, status: str) -> CaseEntry:
         case = cases[i]
         b_pred, h_pred = _first_ok(base, case.id), _first_ok(head, case.id)
+        results = [r for r in per_case.get(i, []) if r.status == status]
+        dropped = _dropped_docs(case, b_pred, h_pred, k_docs)
+        worse = status in ("regressed", "suspected")
         return CaseEntry(
             id=case.id,
             question=clip(case.question) or "",
@@ -221,13 +326,15 @@ def _case_lists(
                     status=r.status,
                     evidence="single observation" if r.single_observation else "tested",
                 )
-                for r in per_case.get(i, [])
-                if r.status == status
+                for r in results
             ),
+            cause=triage(case, b_pred, h_pred, dropped, [r.metric for r in results]) if worse else None,
             answer_base=clip(b_pred.answer if b_pred else None),
             answer_head=clip(h_pred.answer if h_pred else None),
+            identical_answer=b_pred is not None and h_pred is not None and b_pred.answer == h_pred.answer,
+            error=clip(_first_error(head, case.id), MESSAGE_LIMIT),
             claims=_bad_claims(head, case.id),
-            dropped_docs=_dropped_docs(case, b_pred, h_pred, k_docs),
+            dropped_docs=dropped,
             expected_doc_ids=case.expected_doc_ids,
         )
 
@@ -329,22 +436,29 @@ def compare(base: Side, head: Side, policy: Evaluation) -> Comparison:
     """
     base_ids, head_ids = {c.id for c in base.golden}, {c.id for c in head.golden}
     cases = [c for c in head.golden if c.id in base_ids]
-    inputs = metric_inputs(base, head, cases, policy)
+    inputs, budget = metric_inputs(base, head, cases, policy)
     results = analyze_metrics(inputs, alpha=policy.alpha, seed=policy.seed, strict=policy.strict)
+    base_errors, head_errors = system_errors(base, cases), system_errors(head, cases)
+    broke = ~base_errors.any(axis=1) & head_errors.all(axis=1)
     k_docs = max((resolve(n).k or 0 for n in policy.metrics), default=0) or 5
-    lists = _case_lists(base, head, cases, _case_results(inputs), k_docs)
+    lists = _case_lists(base, head, cases, _case_results(inputs, broke), k_docs)
     ood = _ood_failures(base, head, cases, policy)
-    rate = error_rate(inputs)
     decision = gate_decision(
         results,
         new_ood_failures=sum(f.new for f in ood),
         refusal=next((r for r in results if r.name == "refusal"), None),
         fail_on_new_ood=policy.fail_on_new_ood,
         alpha=policy.alpha,
-        error_rate=rate,
+        new_system_failures=int(broke.sum()),
+        budget=budget,
         error_budget=policy.error_budget,
         strict=policy.strict,
     )
+    system_share = {
+        "base": base_errors.mean() if base_errors.size else 0.0,
+        "head": head_errors.mean() if head_errors.size else 0.0,
+    }
+    rate = max((use.rate + system_share[use.side] for use in budget), default=max(system_share.values()))
     rows = tuple(
         MetricRow(
             **asdict(result),
@@ -357,7 +471,10 @@ def compare(base: Side, head: Side, policy: Evaluation) -> Comparison:
         schema_version=SCHEMA_VERSION,
         verdict=decision.verdict,
         reasons=decision.reasons,
-        warnings=decision.warnings + tuple(_golden_warnings(base, head, len(cases), len(base_ids ^ head_ids))),
+        warnings=decision.warnings
+        + base.warnings
+        + head.warnings
+        + tuple(_golden_warnings(base, head, len(cases), len(base_ids ^ head_ids))),
         gate_version=__version__,
         n_cases=len(cases),
         n_out_of_domain=sum(c.out_of_domain for c in cases),
@@ -365,8 +482,9 @@ def compare(base: Side, head: Side, policy: Evaluation) -> Comparison:
         seed=policy.seed,
         alpha=policy.alpha,
         strict=policy.strict,
-        error_rate=rate,
+        error_rate=float(min(rate, 1.0)),
         error_budget=policy.error_budget,
+        error_budget_use=tuple(use for use in budget if use.failed),
         base=_side_info(base),
         head=_side_info(head),
         metrics=rows,

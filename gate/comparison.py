@@ -17,7 +17,7 @@ from typing import Any, Literal
 from gate.errors import InputError
 from gate.jsonl import clean_nan, pretty_json
 from gate.stats.cases import CaseStatus
-from gate.stats.decision import MetricResult, Verdict
+from gate.stats.decision import ErrorBudgetUse, MetricResult, Verdict
 from gate.stats.summary import Aggregate
 
 SCHEMA_VERSION = 2
@@ -26,6 +26,8 @@ TEXT_LIMIT = 600
 """Characters of untrusted text (questions, answers, chunks) kept per field in a comparison."""
 MESSAGE_LIMIT = 300
 """Characters of an error message kept per entry."""
+Cause = Literal["error", "retrieval", "generation", "retrieval+generation"]
+"""Why a case regressed: the pipeline failed on it, retrieval got worse, generation got worse, or both."""
 FailOn = Literal["fail", "inconclusive", "never"]
 """Which verdicts block a merge (exit 1): fail; inconclusive (and fail); never."""
 FAIL_ON: tuple[FailOn, ...] = ("fail", "inconclusive", "never")
@@ -112,10 +114,16 @@ class CaseEntry:
     """1-based line of the case in the golden file (0 when unknown)."""
     metrics: tuple[CaseMetric, ...]
     """The metrics that put the case in its list."""
+    cause: Cause | None
+    """Regressed and suspected cases: why (see :func:`gate.compare.triage`); None in the other lists."""
     answer_base: str | None
     """Base's first valid answer (clipped), None when every repeat failed."""
     answer_head: str | None
     """Head's first valid answer (clipped)."""
+    identical_answer: bool
+    """Base's and head's first valid answers are byte-identical (the change is elsewhere: retrieval, judge)."""
+    error: str | None
+    """Head's first failure message on the case (a system error), clipped; None when it never failed."""
     claims: tuple[Claim, ...]
     """Unsupported and contradicted claims of head's first judged answer."""
     dropped_docs: tuple[str, ...]
@@ -215,7 +223,7 @@ class Comparison:
     schema_version: int
     """:data:`SCHEMA_VERSION` of the model that wrote it."""
     verdict: Verdict
-    """pass, fail or inconclusive (see :func:`gate.stats.decision.gate_decision`)."""
+    """pass, fail, inconclusive or error (see :func:`gate.stats.decision.gate_decision`)."""
     reasons: tuple[str, ...]
     """One line per failing, inconclusive or budget-breaking item, or one line for a pass."""
     warnings: tuple[str, ...]
@@ -235,9 +243,11 @@ class Comparison:
     strict: bool
     """Whether inconclusive counted as fail."""
     error_rate: float
-    """Largest share of failed gated scores on one side, in [0, 1]."""
+    """Largest share of failed rows (system errors and evaluation failures) of a gated metric on one side."""
     error_budget: float
-    """Largest tolerated ``error_rate``."""
+    """Largest tolerated share of evaluation failures of a gated metric on one side (beyond it: ``error``)."""
+    error_budget_use: tuple[ErrorBudgetUse, ...]
+    """Evaluation failures per gated metric and side (only those with at least one failure)."""
     base: SideInfo
     """The base side."""
     head: SideInfo
@@ -291,20 +301,25 @@ class Comparison:
 
 
 def exit_code_for(verdict: str, fail_on: FailOn) -> int:
-    """The process exit code for a verdict: 1 when ``fail_on`` says the verdict blocks the merge, else 0.
+    """The process exit code for a verdict (DESIGN §6, §8).
+
+    ``error`` (the evaluation could not be trusted) is always 3; otherwise 1 when ``fail_on`` says the verdict
+    blocks the merge, else 0.
 
     Args:
-        verdict: ``pass`` | ``fail`` | ``inconclusive``.
+        verdict: ``pass`` | ``fail`` | ``inconclusive`` | ``error``.
         fail_on: ``fail`` (only fail blocks), ``inconclusive`` (fail and inconclusive block), ``never``.
 
     Returns:
-        0 or 1 (2 and 3 are reserved for bad input and broken evaluation, raised as errors).
+        0, 1 or 3 (2 is reserved for bad input, raised as an error before any verdict).
 
     Raises:
         InputError: unknown ``fail_on``.
     """
     if fail_on not in FAIL_ON:
         raise InputError(f"--fail-on: must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+    if verdict == "error":
+        return 3
     blocking = {"fail": {"fail"}, "inconclusive": {"fail", "inconclusive"}, "never": set()}[fail_on]
     return 1 if verdict in blocking else 0
 
@@ -314,10 +329,12 @@ def _float(value: Any) -> float:
 
 
 def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """Schema 1 → 2: case entries and out-of-domain failures gained ``line`` (0 = unknown)."""
-    out = dict(data, schema_version=2)
-    for key in ("regressed_cases", "suspected_cases", "improved_cases", "flaky_cases", "ood_failures"):
-        out[key] = [{"line": 0, **entry} for entry in data.get(key, [])]
+    """Schema 1 → 2: lines and triage in case entries, the error budget per metric and side, judge failures."""
+    out = dict(data, schema_version=2, error_budget_use=[])
+    new = {"line": 0, "cause": None, "identical_answer": False, "error": None}
+    for key in ("regressed_cases", "suspected_cases", "improved_cases", "flaky_cases"):
+        out[key] = [new | entry for entry in data.get(key, [])]
+    out["ood_failures"] = [{"line": 0} | entry for entry in data.get("ood_failures", [])]
     return out
 
 

@@ -23,9 +23,9 @@ from gate.judges import JUDGES
 from gate.metrics import DEFAULT_METRICS, DEFAULT_REFUSAL_PHRASES, resolve
 from gate.sandbox import check_passthrough
 
-PRIMARY_METRICS = ("hit_rate@k", "mrr", "faithfulness", "answer_f1", "refusal", "false_refusal")
+PRIMARY_METRICS = ("hit_rate@k", "mrr", "faithfulness", "answer_f1", "refusal", "false_refusal", "error_rate")
 """Metric families gated by default: one per question a user asks (found? ranked? grounded? correct? refuses?
-over-refuses?). Holm–Bonferroni splits α across gated metrics, so gating near-duplicates (recall@k next to
+over-refuses? breaks?). Holm–Bonferroni splits α across gated metrics, so gating near-duplicates (recall@k next to
 hit rate@k, nDCG next to MRR) only costs power; they are still reported."""
 
 MAX_CONFIG_BYTES = 1 << 20

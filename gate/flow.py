@@ -10,8 +10,9 @@ import datetime as dt
 import logging
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tqdm import tqdm
 
@@ -33,6 +34,7 @@ from gate.runs import (
     MANIFEST_SCHEMA_VERSION,
     PREDICTIONS,
     SCORES,
+    RunIdentity,
     Side,
     load_run_predictions,
     load_scores,
@@ -61,6 +63,29 @@ def make_judge(evaluation: Evaluation) -> Judge:
         return get_judge(evaluation.judge)
     except (ValueError, TypeError) as exc:
         raise InputError(f"judge: {exc}") from None
+
+
+def run_identity(
+    evaluation: Evaluation,
+    judge: Judge,
+    golden_sha256: str,
+    config_sha256: str,
+    repeats: int,
+    shard_spec: tuple[int, int] | None = None,
+) -> RunIdentity:
+    """The identity of a run made (or scored) with these settings by this rag-gate (see :class:`RunIdentity`)."""
+    return RunIdentity(
+        golden_sha256=golden_sha256,
+        config_sha256=config_sha256,
+        repeats=repeats,
+        shard=shard_spec,
+        judge={"id": judge.id, "version": judge.version, "config": dict(evaluation.judge)},
+        scoring={
+            "refusal_phrases": list(evaluation.refusal_phrases),
+            "refusal_use_field": evaluation.refusal_use_field,
+        },
+        gate_version=__version__,
+    )
 
 
 def run_side(
@@ -107,27 +132,20 @@ def run_side(
     n_repeats = repeats or config.repeats
     evaluation = config.evaluation
     judge = make_judge(evaluation)
-    key = {
-        "golden_sha256": file_sha256(config.golden),
-        "config_sha256": config.sha256,
-        "repeats": n_repeats,
-        "shard": list(shard_spec) if shard_spec else None,
-    }
+    identity = run_identity(evaluation, judge, file_sha256(config.golden), config.sha256, n_repeats, shard_spec)
     manifest: dict[str, Any] = {
         "schema_version": MANIFEST_SCHEMA_VERSION,
-        **key,
-        "gate_version": __version__,
+        **identity.to_dict(),
         "git_sha": git_sha,
         "git_ref": git_ref,
         "config": str(config.path),
         "golden": str(config.golden),
         "n_cases": len(golden),
-        "judge": {"id": judge.id, "version": judge.version},
         "evaluation": evaluation.to_dict(),
         "status": "running",
         "started": _now(),
     }
-    kept, rewrite = _resume_or_archive(out_dir, key)
+    kept, rewrite = _resume_or_archive(out_dir, identity)
     # the manifest says "running" before any file changes, and is rewritten last with the final status
     write_json(out_dir / MANIFEST, manifest)
     if rewrite:
@@ -149,6 +167,10 @@ def run_side(
             "scores": len(scores),
             "judge_failures": sum(s.error is not None and s.error.startswith("judge") for s in scores),
         },
+        "prediction_errors": [
+            {"message": message, "count": count}
+            for message, count in Counter(p.error for p in table.values() if p.error is not None).most_common()
+        ],
     }
     write_json(out_dir / MANIFEST, manifest)
     _require_some_predictions(table, out_dir / PREDICTIONS)
@@ -159,19 +181,24 @@ RUN_FILES = (PREDICTIONS, SCORES, MANIFEST)
 """The files of a run directory; a previous run's are moved aside, numbered, never overwritten."""
 
 
-def _resume_or_archive(out_dir: Path, key: dict[str, Any]) -> tuple[list[Prediction], bool]:
+def _resume_or_archive(out_dir: Path, identity: RunIdentity) -> tuple[list[Prediction], bool]:
     """What to keep from a previous run in ``out_dir``: (kept predictions, whether predictions.jsonl needs rewriting).
 
-    A run with the same golden set, config, repeats and shard is resumed: its predictions without ``error`` are
-    kept. Anything else there (another run, files without a valid manifest) is moved aside as
-    ``<name>.previous-<n>.<ext>`` with a new number n, so that no previous run is ever lost.
+    A run whose identity has the same prediction fields (golden set, config, repeats, shard) is resumed: its
+    predictions without ``error`` are kept. Anything else there (another run, files without a valid manifest)
+    is moved aside as ``<name>.previous-<n>.<ext>`` with a new number n, so that no previous run is ever lost.
     """
     try:
         previous = read_manifest(out_dir) if (out_dir / MANIFEST).exists() else None
     except InputError as exc:
         log.warning("%s: unreadable manifest (%s)", out_dir, exc)
         previous = None
-    if previous is not None and all(previous.get(k) == v for k, v in key.items()):
+    changed = (
+        []
+        if previous is None
+        else identity.differences(RunIdentity.from_manifest(previous), RunIdentity.PREDICTION_FIELDS)
+    )
+    if previous is not None and not changed:
         kept, dirty = read_partial_predictions(out_dir / PREDICTIONS)
         if kept:
             log.warning("%s: resuming: %d prediction(s) kept, failed ones retried", out_dir, len(kept))
@@ -179,11 +206,10 @@ def _resume_or_archive(out_dir: Path, key: dict[str, Any]) -> tuple[list[Predict
     outputs = tuple(sorted(p.name for p in out_dir.glob("command-output-*.jsonl") if ".previous-" not in p.name))
     moved = archive_previous(out_dir, RUN_FILES + outputs)
     if moved:
-        changed = ", ".join(k for k, v in key.items() if previous is not None and previous.get(k) != v)
         log.warning(
             "%s: holds %s; starting afresh (the previous files are kept as %s)",
             out_dir,
-            f"a run with another {changed}" if changed else "files of another run",
+            f"a run with another {', '.join(changed)}" if changed else "files of another run",
             ", ".join(p.name for p in moved),
         )
     return [], True
@@ -269,12 +295,15 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
     """
     manifests = [read_manifest(Path(d)) for d in shard_dirs]
     first = manifests[0]
+    same = tuple(f for f in RunIdentity.PREDICTION_FIELDS + RunIdentity.SCORE_FIELDS if f != "shard")
     for directory, manifest in zip(shard_dirs, manifests, strict=True):
         if manifest.get("status") != "complete":
             raise InputError(f"{directory}: the run is not complete (status {manifest.get('status')!r}); re-run it")
-        for key in ("golden_sha256", "config_sha256", "repeats"):
-            if manifest.get(key) != first.get(key):
-                raise InputError(f"{directory}: {key} differs from {shard_dirs[0]}; shards must come from one config")
+        changed = RunIdentity.from_manifest(manifest).differences(RunIdentity.from_manifest(first), same)
+        if changed:
+            raise InputError(
+                f"{directory}: {', '.join(changed)} differ from {shard_dirs[0]}; shards must come from one config"
+            )
     shards = sorted(tuple(m.get("shard") or (1, 1)) for m in manifests)
     count = shards[0][1]
     if shards != [(i, count) for i in range(1, count + 1)]:
@@ -307,12 +336,25 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
 
 
 def _load_side(
-    label: str, source: Path, golden_path: Path | None, evaluation: Evaluation | None, out_dir: Path
+    label: Literal["base", "head"],
+    source: Path,
+    golden_path: Path | None,
+    evaluation: Evaluation | None,
+    out_dir: Path,
 ) -> tuple[Side, Evaluation]:
-    """Load a run directory or a predictions file; score it if its scores do not cover ``evaluation``."""
+    """Load a run directory or a predictions file; score it unless its scores have the policy's identity.
+
+    Scores stored in a run directory are reused only when the judge (its configuration, id and version), the
+    scoring settings and the rag-gate version equal the policy's and the run scored every policy metric;
+    otherwise the side is rescored and the comparison says why.
+
+    Raises:
+        InputError: an unreadable or incomplete run directory (status not ``complete``), bad files.
+    """
     manifest: dict[str, Any] = {}
     if source.is_dir():
         manifest = read_manifest(source)
+        require_complete(source, manifest)
         predictions = load_run_predictions(source)
         preds_path = source / PREDICTIONS
         golden_path = golden_path or Path(manifest["golden"])
@@ -329,20 +371,56 @@ def _load_side(
     table = align(golden, predictions, preds_path, repeats)
     _require_some_predictions(table, preds_path)
     judge = make_judge(evaluation)
-    scored = (
-        source.is_dir()
-        and (source / SCORES).exists()
-        and manifest.get("judge", {}).get("id") == judge.id
-        and set(evaluation.metrics) <= set(manifest.get("evaluation", {}).get("metrics", []))
-        and manifest.get("evaluation", {}).get("refusal_phrases") == list(evaluation.refusal_phrases)
-    )
-    if scored:
+    stored = RunIdentity.from_manifest(manifest)
+    wanted = run_identity(evaluation, judge, stored.golden_sha256, stored.config_sha256, repeats, stored.shard)
+    stale = stored.differences(wanted, RunIdentity.SCORE_FIELDS)
+    missing = sorted(set(evaluation.metrics) - set(manifest.get("evaluation", {}).get("metrics", [])))
+    warnings: list[str] = []
+    if source.is_dir() and not stale and not missing and (source / SCORES).exists():
         scores = load_scores(source / SCORES)
     else:
+        if source.is_dir():
+            warnings.append(_rescored(label, stored, wanted, stale, missing))
         (out_dir / label).mkdir(parents=True, exist_ok=True)
         scores = _score_to(out_dir / label / SCORES, golden, table, repeats, evaluation, judge)
-    manifest = manifest | {"judge": {"id": judge.id, "version": judge.version}}
-    return Side(label, golden, table, repeats, scores, manifest), evaluation
+        manifest = manifest | {"judge": wanted.judge}
+    return Side(label, golden, table, repeats, scores, manifest, tuple(warnings)), evaluation
+
+
+def _rescored(label: str, stored: RunIdentity, wanted: RunIdentity, stale: list[str], missing: list[str]) -> str:
+    """Why a side's stored scores were not reused (a warning of the comparison)."""
+    why = []
+    if "gate_version" in stale:
+        why.append(f"it was scored by rag-gate {stored.gate_version or 'unknown'}, this is {wanted.gate_version}")
+    if "judge" in stale:
+        old, new = stored.judge, wanted.judge
+        if (old.get("id"), old.get("version")) != (new.get("id"), new.get("version")):
+            why.append(
+                f"judge {old.get('id', '?')} v{old.get('version', '?')}, the policy's is {new['id']} v{new['version']}"
+            )
+        else:
+            why.append(f"its judge options {old.get('config')} differ from the policy's {new['config']}")
+    if "scoring" in stale:
+        why.append("its refusal settings differ from the policy's")
+    if missing:
+        why.append(f"it has no scores for {', '.join(missing)}")
+    return f"{label}: scores recomputed with the policy's judge because " + "; ".join(why)
+
+
+def require_complete(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """Refuse a run directory that did not finish: it would be compared on part of its cases.
+
+    Raises:
+        InputError: the manifest's status is not ``complete``, or its scores.jsonl is missing (exit 2).
+    """
+    status = manifest.get("status")
+    if status != "complete":
+        raise InputError(
+            f"{run_dir}: the run is not complete (manifest status {status!r}): it was interrupted or is still "
+            "running; re-run the same `rag-gate run` command to resume it, then compare"
+        )
+    if not (run_dir / SCORES).exists():
+        raise InputError(f"{run_dir}: {SCORES} is missing; re-run `rag-gate run` to rescore the run")
 
 
 def compare_runs(

@@ -5,9 +5,11 @@ They are written incrementally, so that a killed run keeps what it computed and 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gate.errors import InputError
 from gate.jsonl import parse_json, read_jsonl, validate, write_jsonl
@@ -18,6 +20,70 @@ PREDICTIONS = "predictions.jsonl"
 SCORES = "scores.jsonl"
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Everything that changes what a run produced (DESIGN §8 "one identity key").
+
+    Two runs with equal identities are interchangeable. The predictions depend on the first four fields (a run
+    resumes, merges or is cached only when they match); the scores also depend on the judge, the scoring
+    settings and the rag-gate version (scores are reused only when those match the policy's, else recomputed).
+    """
+
+    golden_sha256: str
+    """sha256 of the golden set file the run answered."""
+    config_sha256: str
+    """sha256 of the side's config file (pipeline, options, metrics, judge options)."""
+    repeats: int
+    """Repeats per case (≥ 1)."""
+    shard: tuple[int, int] | None
+    """``(i, n)`` for ``run --shard i/n``, else None."""
+    judge: dict[str, Any]
+    """The judge that scored the run: its configuration (every option), id and version."""
+    scoring: dict[str, Any]
+    """Scoring settings besides the judge that change scores (refusal detection)."""
+    gate_version: str
+    """rag-gate version that scored the run."""
+
+    PREDICTION_FIELDS = ("golden_sha256", "config_sha256", "repeats", "shard")
+    SCORE_FIELDS = ("judge", "scoring", "gate_version")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: these keys are top-level keys of manifest.json."""
+        return {
+            "golden_sha256": self.golden_sha256,
+            "config_sha256": self.config_sha256,
+            "repeats": self.repeats,
+            "shard": list(self.shard) if self.shard else None,
+            "judge": self.judge,
+            "scoring": self.scoring,
+            "gate_version": self.gate_version,
+        }
+
+    @classmethod
+    def from_manifest(cls, manifest: dict[str, Any]) -> RunIdentity:
+        """The identity a manifest records (missing keys of older manifests read as empty, so they differ)."""
+        shard = manifest.get("shard")
+        return cls(
+            golden_sha256=str(manifest.get("golden_sha256", "")),
+            config_sha256=str(manifest.get("config_sha256", "")),
+            repeats=int(manifest.get("repeats") or 0),
+            shard=(int(shard[0]), int(shard[1])) if isinstance(shard, list | tuple) and len(shard) == 2 else None,
+            judge=dict(manifest.get("judge") or {}),
+            scoring=dict(manifest.get("scoring") or {}),
+            gate_version=str(manifest.get("gate_version", "")),
+        )
+
+    def differences(self, other: RunIdentity, fields: tuple[str, ...]) -> list[str]:
+        """The names of ``fields`` whose values differ."""
+        mine, theirs = self.to_dict(), other.to_dict()
+        return [name for name in fields if mine[name] != theirs[name]]
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON of the whole identity (a cache key), 64 hex characters."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
@@ -118,15 +184,17 @@ def write_predictions(path: Path, predictions: list[Prediction]) -> None:
 class Side:
     """One side of a comparison, loaded: its cases, predictions and scores."""
 
-    label: str
-    """``base`` or ``head``."""
+    label: Literal["base", "head"]
+    """Which side."""
     golden: list[GoldenCase]
-    """The golden cases, in file order."""
+    """The cases the side is compared on, in order."""
     table: dict[tuple[str, int], Prediction]
-    """Predictions by (case id, repeat), complete (missing ones are error rows)."""
+    """Predictions by (case id, repeat), complete: a missing row is an error row."""
     repeats: int
-    """Repeats per case."""
+    """Repeats per case (≥ 1)."""
     scores: list[Score]
     """One score per case × repeat × metric."""
     manifest: dict[str, Any]
-    """The run's ``manifest.json`` (empty for a predictions file)."""
+    """The run's manifest (empty for a predictions file)."""
+    warnings: tuple[str, ...] = ()
+    """What a reader of the comparison should know about how this side was loaded (e.g. rescored)."""

@@ -28,13 +28,19 @@ def score_one(
 ) -> list[Score]:
     """All metric scores of one prediction, in ``metrics`` order (resolved from ``evaluation.metrics``).
 
-    A failed prediction gives a failure (``error`` set) for every metric; a judge failure gives failures for the
-    judged metrics only. Judged metrics of a refusal are NaN (not applicable: a refusal makes no claims).
+    A failed prediction (a system error) is scored by the metrics that score failures (``error_rate``: 1) and has
+    no value, with its reason in ``error``, for every other metric; a judge failure gives failures for the judged
+    metrics only. Judged metrics of a refusal are NaN (not applicable: a refusal makes no claims).
     """
     key = (case.id, prediction.repeat)
     if prediction.error is not None:
         reason = f"prediction failed: {prediction.error}"
-        return [Score(*key, m.name, math.nan, error=reason) for m in metrics]
+        return [
+            Score(*key, m.name, score_case(m, case, prediction, False))
+            if m.spec.scores_failures
+            else Score(*key, m.name, math.nan, error=reason)
+            for m in metrics
+        ]
     refused = detect_refusal(prediction, evaluation)
     judgment = None
     if any(m.spec.judged for m in metrics) and not refused and judge is not None:

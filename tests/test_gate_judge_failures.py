@@ -46,5 +46,9 @@ def test_judge_failures_are_counted_not_scored(tmp_path):
     judge_errors = [e for e in report["errors"] if e["metric"] == "faithfulness"]
     assert {e["id"] for e in judge_errors} == FAILING and all("judge failed" in e["message"] for e in judge_errors)
     assert report["error_rate"] == len(FAILING) / N
-    assert report["verdict"] == "inconclusive" and result.exit_code == 0
-    assert any("error" in reason for reason in report["reasons"]), report["reasons"]
+    # 6 of 30 = 20 % of each side's judgments failed, past the 5 % budget: the evaluation is not trusted (exit 3)
+    assert report["verdict"] == "error" and result.exit_code == 3
+    uses = {(u["metric"], u["side"]): u for u in report["error_budget_use"]}
+    assert set(uses) == {("faithfulness", "base"), ("faithfulness", "head")}
+    assert all((u["failed"], u["expected"]) == (len(FAILING), N) for u in uses.values())
+    assert any(r.startswith("faithfulness on base: 6 of 30 evaluations failed (20.0%") for r in report["reasons"])

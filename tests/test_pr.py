@@ -199,6 +199,8 @@ def test_local_mode_prints_the_comment_and_posts_nothing(tmp_path, scratch):
         ("pass", "inconclusive", 0),
         ("fail", "never", 0),
         ("inconclusive", "never", 0),
+        ("error", "fail", 3),
+        ("error", "never", 3),
     ],
 )
 def test_exit_code_for_fail_on(verdict, fail_on, code):

@@ -104,6 +104,7 @@ def test_schema_lists_every_field_of_the_model():
         "judge": model.JudgeInfo,
         "side": model.SideInfo,
         "repeats": model.Repeats,
+        "budget_use": model.ErrorBudgetUse,
     }
     for key, cls in pairs.items():
         node = REPORT_SCHEMA["$defs"][key] if key else REPORT_SCHEMA

@@ -28,6 +28,7 @@ from gate.stats import (
     t_interval,
     variance_decomposition,
 )
+from gate.stats.decision import ErrorBudgetUse
 
 # §5 Ex1: binary, R=1, N=30, table [[16, 8], [1, 5]]
 EX1_BASE = np.array([1] * 16 + [0] * 5 + [1] * 8 + [0] * 1, dtype=float)
@@ -348,17 +349,50 @@ def test_gate_decision_outcomes():
     (unsure,) = analyze_metrics([metric("u", "graded", EX2_BASE, EX2_HEAD, margin=0.10)])
     (ok,) = analyze_metrics([metric("p", "graded", EX2_HEAD, EX2_BASE, margin=0.05)])
     (ungated_fail,) = analyze_metrics([metric("x", "graded", EX2_BASE, EX2_HEAD, margin=0.05, gated=False)])
+    over = ErrorBudgetUse("p", "head", 6, 100, 0.06, ("6× judge failed: HTTP 429",))
+    under = ErrorBudgetUse("p", "base", 5, 100, 0.05, ("5× judge failed: HTTP 500",))
     assert gate_decision([ok, ungated_fail]).verdict == "pass"
-    decision = gate_decision([ok, fail], error_rate=0.5)
-    assert decision.verdict == "fail" and decision.reasons[0].startswith("f: significant drop")
+    decision = gate_decision([ok, fail], budget=[over])
+    assert decision.verdict == "fail" and decision.reasons[0].startswith("f: significant drop")  # not excused
     assert gate_decision([ok], new_ood_failures=2).reasons == (
         "2 out-of-domain question(s) refused on base are answered on head",
     )
     assert gate_decision([ok], new_ood_failures=2, fail_on_new_ood=False).verdict == "pass"
-    decision = gate_decision([ok], error_rate=0.06)
-    assert decision.verdict == "inconclusive" and decision.reasons == ("error rate 6.0% exceeds the budget of 5.0%",)
+    assert gate_decision([ok], budget=[under]).verdict == "pass"  # at the budget is within it
+    decision = gate_decision([ok, unsure], budget=[under, over])
+    assert decision.verdict == "error" and decision.reasons == (
+        "p on head: 6 of 100 evaluations failed (6.0%, budget 5.0%): 6× judge failed: HTTP 429",
+    )
+    assert gate_decision([ok, unsure], budget=[over], strict=True).verdict == "error"  # strict never hides it
     assert gate_decision([ok, unsure]).verdict == "inconclusive"
     assert gate_decision([ok, unsure], strict=True).verdict == "fail"
+    decision = gate_decision([ok], new_system_failures=3, budget=[over])
+    assert decision.verdict == "fail" and "fails on 3 case(s) the base answered" in decision.reasons[0]
+
+
+def test_metric_that_applies_to_no_case_is_left_out():
+    empty = np.full((6, 1), np.nan)
+    (na, ok) = analyze_metrics(
+        [metric("refusal", "binary", empty, empty), metric("p", "graded", EX2_HEAD, EX2_BASE, margin=0.05)]
+    )
+    assert na.status == "not_applicable" and na.n_pairs == 0
+    assert gate_decision([na, ok]).verdict == "pass" and gate_decision([na, ok], strict=True).verdict == "pass"
+    failed = metric("refusal", "binary", empty, empty, failed_head=np.ones((6, 1), dtype=bool))
+    assert analyze_metrics([failed])[0].status == "inconclusive"  # failures are not "not applicable"
+
+
+def test_unchanged_metric_takes_no_share_of_alpha_and_has_no_mde():
+    """Tarone: a metric whose differences are all 0 cannot be rejected, so Holm spreads α over the others only."""
+    zeros = np.zeros(10)
+    tested = metric("f", "graded", EX2_BASE, EX2_HEAD, margin=0.05)
+    (alone,) = analyze_metrics([tested])
+    with_constant = analyze_metrics([tested, metric("error_rate", "binary", zeros, zeros, direction="lower", margin=0)])
+    assert with_constant[0].p_adjusted == alone.p_adjusted and with_constant[0].confidence == alone.confidence
+    constant = with_constant[1]
+    assert constant.status == "pass" and constant.p_adjusted == 1.0  # interval [0, 0] ≥ −0: non-inferior
+    assert np.isnan(constant.mde)  # no variation: the minimum detectable drop is undefined, not 0
+    with_third = analyze_metrics([tested, metric("g", "graded", EX2_BASE, EX2_BASE + 0.01)])
+    assert with_third[0].p_adjusted > alone.p_adjusted  # a testable metric does share α
 
 
 def test_new_ood_failures_block_only_with_a_significant_refusal_drop():

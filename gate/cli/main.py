@@ -127,12 +127,20 @@ def run(
 
     show = sys.stderr.isatty() if progress is None else progress
     run_side(config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=shard_option(shard_text))
-    counts = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["counts"]
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    counts = manifest["counts"]
     click.echo(
         f"wrote {out}: {counts['predictions']} predictions ({counts['prediction_errors']} failed), "
         f"{counts['scores']} scores ({counts['judge_failures']} judge failures)",
         err=True,
     )
+    kinds = manifest.get("prediction_errors", [])
+    if kinds:
+        click.echo(f"{len(kinds)} distinct pipeline error(s), all kept in {out / 'predictions.jsonl'}:", err=True)
+        for kind in kinds[:3]:
+            click.echo(f"  {kind['count']}× {kind['message']}", err=True)
+        if len(kinds) > 3:
+            click.echo(f"  … and {len(kinds) - 3} more", err=True)
 
 
 @main.command()

@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from gate.metrics.generation import answer_f1, exact_match, normalize_answer
 from gate.metrics.refusal import DEFAULT_REFUSAL_PHRASES, is_refusal
@@ -21,6 +21,10 @@ from gate.models import GoldenCase, Prediction
 
 if TYPE_CHECKING:  # defined once, with the statistics; not imported at run time (scipy is slow to import)
     from gate.stats.inputs import Direction, Kind
+
+Stage = Literal["retrieval", "generation", "system", "efficiency"]
+"""What a metric measures: the retriever, the generator (answers, refusals), the system (failures), or efficiency
+(latency, cost)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class MetricSpec:
     """Non-inferiority margin: absolute for binary/graded metrics, relative for ratio ones (0.10 = +10 %)."""
     description: str
     """One-line description for reports and the README."""
+    stage: Stage = "generation"
+    """The part of the system the metric measures (triage of regressed cases: retrieval or generation)."""
     needs_k: bool = False
     """True when the name takes a cut-off (``@k``)."""
     fn: Callable[[ScoreContext], float] | None = None
@@ -64,6 +70,9 @@ class MetricSpec:
     keeps_detail: bool = False
     """For a judged metric: its score row carries the judgment's claims as ``detail`` (one judged metric does,
     so the claims are stored once)."""
+    scores_failures: bool = False
+    """True for a metric that scores a failed prediction itself (``error_rate``); every other metric has no
+    value for a failed prediction (the failure is a system error, counted by ``error_rate``)."""
 
     def __post_init__(self) -> None:
         """Exactly one of ``fn`` and ``judgment_field`` (ValueError)."""
@@ -185,24 +194,39 @@ def cost_usd(ctx: ScoreContext) -> float:
     return math.nan if value is None else float(value)
 
 
+def error_rate(ctx: ScoreContext) -> float:
+    """Score a system error: 1 when the pipeline under test failed on the case, else 0.
+
+    Failed means it raised, timed out, returned a malformed result or no row.
+
+    Returns:
+        0.0 or 1.0 (never NaN: every case × repeat has a prediction row, a failed one carries ``error``).
+
+    Source: the prediction contract (DESIGN §2: a failed case is a row with ``error``); DESIGN §8 (a pipeline that
+        breaks on a case is the system failing).
+
+    """
+    return 1.0 if ctx.prediction.error is not None else 0.0
+
+
 METRICS: dict[str, MetricSpec] = {
     spec.name: spec
     for spec in (
         MetricSpec("hit_rate@k", "Hit rate@{k}", "higher", "binary", 0.03,
                    "Share of questions with an expected document in the top k.",
-                   needs_k=True, fn=_retrieval(hit_rate_at_k)),
+                   needs_k=True, stage="retrieval", fn=_retrieval(hit_rate_at_k)),
         MetricSpec("recall@k", "Recall@{k}", "higher", "graded", 0.03,
                    "Share of the expected documents found in the top k.",
-                   needs_k=True, fn=_retrieval(recall_at_k)),
+                   needs_k=True, stage="retrieval", fn=_retrieval(recall_at_k)),
         MetricSpec("precision@k", "Precision@{k}", "higher", "graded", 0.03,
                    "Expected documents in the top k, divided by k.",
-                   needs_k=True, fn=_retrieval(precision_at_k)),
+                   needs_k=True, stage="retrieval", fn=_retrieval(precision_at_k)),
         MetricSpec("mrr", "MRR", "higher", "graded", 0.03,
                    "Reciprocal rank of the first expected document (whole list).",
-                   fn=_retrieval(reciprocal_rank, uses_k=False)),
+                   stage="retrieval", fn=_retrieval(reciprocal_rank, uses_k=False)),
         MetricSpec("ndcg@k", "nDCG@{k}", "higher", "graded", 0.03,
                    "Normalised discounted cumulative gain at k (binary relevance, linear gain).",
-                   needs_k=True, fn=_retrieval(ndcg_at_k)),
+                   needs_k=True, stage="retrieval", fn=_retrieval(ndcg_at_k)),
         # 0.05, not 0.03: judged faithfulness also moves with answer style. On RAGTruth prompts, two models with
         # similar human hallucination rates (gpt-4-0613 9 %, gpt-3.5-turbo 7 %) differ by 0.047 in lexical
         # faithfulness, while a 9 % vs 55 % pair differs by 0.087 (tests/test_gate_ragtruth.py).
@@ -220,16 +244,19 @@ METRICS: dict[str, MetricSpec] = {
                    "Share of out-of-domain questions the system refused.", fn=refusal),
         MetricSpec("false_refusal", "False refusal", "lower", "binary", 0.03,
                    "Share of answerable questions the system refused.", fn=false_refusal),
+        MetricSpec("error_rate", "Error rate", "lower", "binary", 0.0,
+                   "Share of cases on which the pipeline failed (raised, timed out, malformed result).",
+                   stage="system", fn=error_rate, scores_failures=True),
         MetricSpec("latency_ms", "Latency (ms)", "lower", "ratio", 0.10,
-                   "Wall-clock milliseconds per case.", fn=latency_ms),
+                   "Wall-clock milliseconds per case.", stage="efficiency", fn=latency_ms),
         MetricSpec("cost_usd", "Cost (USD)", "lower", "ratio", 0.05,
-                   "US dollars per case.", fn=cost_usd),
+                   "US dollars per case.", stage="efficiency", fn=cost_usd),
     )
 }  # fmt: skip
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "faithfulness", "contradiction_rate",
-    "answer_f1", "exact_match", "refusal", "false_refusal", "latency_ms", "cost_usd",
+    "answer_f1", "exact_match", "refusal", "false_refusal", "error_rate", "latency_ms", "cost_usd",
 )  # fmt: skip
 
 _NAME = re.compile(r"^(?P<base>[a-z_0-9]+)(?:@(?P<k>[^@]*))?$")
@@ -298,6 +325,7 @@ __all__ = [
     "DEFAULT_METRICS",
     "DEFAULT_REFUSAL_PHRASES",
     "METRICS",
+    "Stage",
     "Metric",
     "MetricSpec",
     "ScoreContext",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,13 @@ _REFERENCES = re.compile(
     re.VERBOSE | re.IGNORECASE,
 )
 _INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
-_VERDICT_ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
-_STATUS_ICON = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive"}
+_VERDICT_ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "error": "🛑"}
+_STATUS_ICON = {
+    "pass": "✅ pass",
+    "fail": "❌ fail",
+    "inconclusive": "⚠️ inconclusive",
+    "not_applicable": "➖ not applicable",
+}
 
 
 def escape_markdown(text: Any, limit: int = CELL_LIMIT) -> str:
@@ -107,6 +113,12 @@ def fmt_p(value: Any) -> Markup:
     return Markup("<0.001" if value < 0.001 else f"{value:.3f}")
 
 
+def cause_counts(cases: Any) -> str:
+    """``"15 retrieval, 4 generation"``: regressed cases counted by cause, most frequent first."""
+    counts = Counter(case.cause or "unknown" for case in cases)
+    return ", ".join(f"{n} {cause}" for cause, n in counts.most_common())
+
+
 def _environment(template_dir: Path | None) -> jinja2.Environment:
     loaders: list[jinja2.BaseLoader] = [jinja2.PackageLoader("gate.outputs", "templates")]
     if template_dir is not None:
@@ -121,6 +133,8 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(num=fmt, p=fmt_p, raw=Markup)
+    env.globals.update(causes=cause_counts)
+    env.tests["finite"] = lambda x: isinstance(x, int | float) and math.isfinite(x)
     env.globals.update(verdict_icon=_VERDICT_ICON, status_icon=_STATUS_ICON, marker=Markup(MARKER))
     return env
 

@@ -17,10 +17,11 @@ from gate.stats.power import recommendation, variance_decomposition
 from gate.stats.selection import MetricTest, select
 from gate.stats.significance import holm, mcnemar_exact, sign_flip_test
 
-Status = Literal["pass", "fail", "inconclusive"]
-"""A metric's outcome."""
-Verdict = Literal["pass", "fail", "inconclusive"]
-"""The gate's outcome."""
+Status = Literal["pass", "fail", "inconclusive", "not_applicable"]
+"""A metric's outcome; ``not_applicable`` when the metric applies to no case (e.g. refusal without out-of-domain
+cases): it is left out of the decision."""
+Verdict = Literal["pass", "fail", "inconclusive", "error"]
+"""The gate's outcome (DESIGN §8): ``error`` when the evaluation could not be trusted (exit 3)."""
 ZERO_MARGIN_ALPHA = 0.01
 """One-sided level used for a metric whose margin is 0 (STATISTICS.md §6 item 3)."""
 POWER = 0.8
@@ -102,7 +103,7 @@ class MetricResult:
     recommendation: str | None
     """Advice when the MDE exceeds the margin, e.g. "use R = 5 to detect drops of 0.03"."""
     status: Status
-    """fail (U < 0, Δ̂ ≤ −m, Holm p ≤ α), pass (L > −m), else inconclusive (fail in strict mode)."""
+    """fail (U < 0, Δ̂ ≤ −m, Holm p ≤ α), pass (L ≥ −m), else inconclusive (fail in strict mode)."""
     reason: str
     """One sentence explaining ``status``."""
 
@@ -138,6 +139,16 @@ def _pair(inp: MetricInput) -> _Paired:
     )
 
 
+def _has_values(inp: MetricInput) -> bool:
+    """Whether any case has a value or a failure on either side (else the metric applies to no case)."""
+    return bool(
+        (~np.isnan(np.asarray(inp.base, dtype=float))).any()
+        or (~np.isnan(np.asarray(inp.head, dtype=float))).any()
+        or np.asarray(inp.failed_base).any()
+        or np.asarray(inp.failed_head).any()
+    )
+
+
 def _metric_rngs(seed: int, name: str) -> tuple[np.random.Generator, np.random.Generator]:
     """Two generators (test, bootstrap) derived from the seed and the metric name only."""
     key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
@@ -157,12 +168,17 @@ def _test(inp: MetricInput, pair: _Paired, rng: np.random.Generator, n_resamples
     return res.p_value, res.method
 
 
-def _holm_levels(p: np.ndarray, alphas: np.ndarray, gated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Holm-adjusted p over the gated metrics with a finite p, and each metric's one-sided CI level α′.
+def _holm_levels(
+    p: np.ndarray, alphas: np.ndarray, gated: np.ndarray, testable: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Holm-adjusted p over the gated, testable metrics with a finite p, and each metric's one-sided CI level α′.
 
-    α′ = α_k/(M − j_k + 1) for the metric of Holm rank j_k among M; ungated metrics keep p and α_k.
+    α′ = α_k/(M − j_k + 1) for the metric of Holm rank j_k among M; other metrics keep p and α_k. A metric whose
+    per-case differences are all 0 cannot reach any p below 1: it is left out of the family (Tarone 1990,
+    doi:10.2307/2531718: hypotheses that cannot be rejected need no share of α), so an unchanged metric such as
+    ``error_rate`` without errors costs the others no power.
     """
-    family = gated & ~np.isnan(p)
+    family = gated & testable & ~np.isnan(p)
     p_adj, levels = p.copy(), alphas.copy()
     p_adj[family] = holm(p[family])
     idx = np.flatnonzero(family)
@@ -216,7 +232,7 @@ def _decide(
             f"significant drop beyond the margin of {shown.margin}: {shown.effect}, CI {shown.interval}, "
             f"p (Holm) = {_fmt(p_adj)} ≤ {_fmt(alpha)}"
         )
-    if low > -margin:
+    if low >= -margin:  # ≥, not >: with margin 0 an unchanged metric (interval [0, 0]) is non-inferior
         minor = " (minor regression within tolerance)" if high < 0 else ""
         return "pass", f"non-inferior{minor}: {shown.effect}, CI {shown.interval} excludes a drop of {shown.margin}"
     if high < 0 and delta <= -margin:  # the interval says "drop", the exact / randomization test does not
@@ -246,7 +262,7 @@ def analyze_metrics(
     metrics with R = 1 and no clusters, else the sign-flip test, exact for ≤ 20 units, Monte Carlo
     (1 + b)/(1 + B) above, flipping whole clusters when given); Holm across gated metrics; a BCa
     (t fallback) interval at two-sided level 1 − 2α′ with α′ the metric's Holm level; then
-    FAIL iff U < 0, Δ̂ ≤ −m and p_Holm ≤ α_k; PASS iff L > −m; else INCONCLUSIVE (FAIL if ``strict``).
+    FAIL iff U < 0, Δ̂ ≤ −m and p_Holm ≤ α_k; PASS iff L ≥ −m; else INCONCLUSIVE (FAIL if ``strict``).
     α_k = α, or 0.01 for a metric whose margin is 0. Requiring the Holm p as well as U < 0 makes the
     family-wise false-fail rate rest on the exact/randomization test rather than on bootstrap coverage.
     Each metric draws from its own generator, derived from ``seed`` and its name, so adding a metric
@@ -280,7 +296,9 @@ def analyze_metrics(
     tested = [_test(inp, pair, rng[0], n_resamples) for inp, pair, rng in zip(inputs, pairs, rngs, strict=True)]
     p = np.array([t[0] for t in tested], dtype=float)
     alphas = np.array([ZERO_MARGIN_ALPHA if inp.margin == 0 else alpha for inp in inputs], dtype=float)
-    p_adj, levels = _holm_levels(p, alphas, np.array([inp.gated for inp in inputs], dtype=bool))
+    gated = np.array([inp.gated for inp in inputs], dtype=bool)
+    testable = np.array([bool(np.any(pair.d != 0)) for pair in pairs], dtype=bool)
+    p_adj, levels = _holm_levels(p, alphas, gated, testable)
     return [
         _result(inp, pairs[k], rngs[k][1], n_resamples, p[k], p_adj[k], tested[k][1], alphas[k], levels[k], strict)
         for k, inp in enumerate(inputs)
@@ -311,7 +329,9 @@ def _result(
     else:
         se = low = high = omega2 = s2_a = s2_b = icc = float("nan")
         ci_method = "none"
-    mde = float((special.ndtri(1 - level) + special.ndtri(POWER)) * se)
+    # With no variation at all (se 0: a deterministic, unchanged pipeline) the formula gives 0, which would claim
+    # any drop is detectable; the MDE is undefined there (NaN, shown as "–").
+    mde = float((special.ndtri(1 - level) + special.ndtri(POWER)) * se) if se > 0 else float("nan")
     r_base, r_head = inp.base.shape[1], inp.head.shape[1]
     label = f"{inp.margin:.0%}" if inp.kind == "ratio" else f"{inp.margin:g}"
     advice = recommendation(
@@ -319,6 +339,8 @@ def _result(
     )
     delta = float(np.mean(d)) if n else float("nan")
     status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, _shown(inp, delta, low, high))
+    if n == 0 and not _has_values(inp):
+        status, reason = "not_applicable", "applies to no case on either side: left out of the decision"
     if strict and status == "inconclusive":
         status, reason = "fail", f"strict mode, non-inferiority not shown: {reason}"
     ratio, ratio_low, ratio_high = _ratios(inp, delta, low, high) if inp.kind == "ratio" and n else (None,) * 3
@@ -362,6 +384,28 @@ def _result(
 
 
 @dataclass(frozen=True)
+class ErrorBudgetUse:
+    """Evaluation failures of one gated metric on one side, against the error budget (DESIGN §8).
+
+    An evaluation failure is a score the judge or scorer could not produce (a judge error, a missing score row);
+    a failed prediction is a system error instead (the ``error_rate`` metric counts it), not an evaluation failure.
+    """
+
+    metric: str
+    """Metric name."""
+    side: Literal["base", "head"]
+    """Which side."""
+    failed: int
+    """Evaluation failures (case × repeat rows)."""
+    expected: int
+    """Rows expected: cases × repeats of the side."""
+    rate: float
+    """``failed / expected`` in [0, 1]."""
+    messages: tuple[str, ...]
+    """The most frequent reasons, most frequent first, each as ``"N× reason"``."""
+
+
+@dataclass(frozen=True)
 class Decision:
     """The gate's verdict with the lines that explain it."""
 
@@ -373,24 +417,6 @@ class Decision:
     """Findings that did not decide the verdict (e.g. new out-of-domain failures without evidence)."""
 
 
-def error_rate(inputs: Sequence[MetricInput]) -> float:
-    """The larger of the two sides' shares of failed scores over the gated metrics.
-
-    Args:
-        inputs: every metric's input; only gated ones count.
-
-    Returns:
-        max over sides of (failed gated scores / gated scores) in [0, 1]; 0 without gated scores.
-    """
-    gated = [inp for inp in inputs if inp.gated]
-    rates = []
-    for failed, values in (("failed_base", "base"), ("failed_head", "head")):
-        rows = sum(getattr(inp, values).size for inp in gated)
-        if rows:
-            rates.append(sum(int(np.asarray(getattr(inp, failed)).sum()) for inp in gated) / rows)
-    return max(rates, default=0.0)
-
-
 def gate_decision(
     results: Sequence[MetricResult],
     *,
@@ -398,19 +424,22 @@ def gate_decision(
     refusal: MetricResult | None = None,
     fail_on_new_ood: bool = True,
     alpha: float = 0.05,
-    error_rate: float = 0.0,
+    new_system_failures: int = 0,
+    budget: Sequence[ErrorBudgetUse] = (),
     error_budget: float = 0.05,
     strict: bool = False,
 ) -> Decision:
-    """The verdict of the whole gate from the gated metrics, out-of-domain failures and the error rate.
+    """The verdict of the whole gate (DESIGN §8: four outcomes).
 
-    FAIL if any gated metric fails, or (``fail_on_new_ood``) out-of-domain questions that base refused in every
-    repeat are answered on head in every repeat **and** the refusal metric's one-sided test shows a drop at
-    ``alpha`` (its Holm p when gated, raw p otherwise; no margin) — a lone flip of a sampled generator is noise
-    as often as not, so without that evidence the flips are a warning. Otherwise INCONCLUSIVE if the share of
-    failed evaluations exceeds ``error_budget`` (pairs are then drawn from a possibly biased subset) or any gated
-    metric is inconclusive; otherwise PASS. A shown regression is not excused by errors. ``strict`` turns
-    INCONCLUSIVE into FAIL.
+    FAIL when a shown regression exists: a gated metric fails; or cases the base answered in every repeat fail
+    in every repeat on head (``new_system_failures``: a pipeline that breaks is the system failing); or
+    (``fail_on_new_ood``) out-of-domain questions that base refused in every repeat are answered on head in every
+    repeat **and** the refusal metric's one-sided test shows a drop at ``alpha`` (its Holm p when gated, raw p
+    otherwise; no margin) — a lone flip of a sampled generator is noise as often as not, so without that
+    evidence the flips are a warning. Otherwise ERROR when a gated metric's evaluation failures on one side exceed
+    ``error_budget`` (the evaluation cannot be trusted: the scored cases may be a biased subset). Otherwise
+    INCONCLUSIVE when a gated metric is inconclusive (not enough evidence); otherwise PASS. Metrics that apply
+    to no case are left out. ``strict`` turns INCONCLUSIVE into FAIL.
 
     Args:
         results: from :func:`analyze_metrics`; ungated ones are ignored.
@@ -418,17 +447,20 @@ def gate_decision(
         refusal: the refusal metric's result, when the metric is computed.
         fail_on_new_ood: let new out-of-domain failures block (DESIGN §4).
         alpha: the level for the refusal drop, in (0, 0.5).
-        error_rate: from :func:`error_rate`, in [0, 1].
-        error_budget: largest tolerated ``error_rate``, in [0, 1].
+        new_system_failures: cases answered on base in every repeat and failed on head in every repeat, ≥ 0.
+        budget: evaluation failures per gated metric and side.
+        error_budget: largest tolerated share of evaluation failures of one gated metric on one side, in [0, 1].
         strict: release mode.
 
     Returns:
         The :class:`Decision`.
 
-    Source: STATISTICS.md §3 and §6 (three-outcome rule, strict mode); DESIGN.md §4.
+    Source: STATISTICS.md §3 and §6 (three-outcome rule, strict mode); DESIGN.md §4 and §8.
 
     """
-    fails, doubts, warnings = [], [], []
+    fails, broken, doubts, warnings = [], [], [], []
+    if new_system_failures:
+        fails.append(f"the pipeline fails on {new_system_failures} case(s) the base answered (system errors)")
     if new_ood_failures and fail_on_new_ood:
         p_refusal = None if refusal is None else (refusal.p_adjusted if refusal.gated else refusal.p_value)
         if p_refusal is None or p_refusal <= alpha:
@@ -445,12 +477,19 @@ def gate_decision(
             fails.append(f"{res.name}: {res.reason}")
         elif res.gated and res.status == "inconclusive":
             doubts.append(f"{res.name}: {res.reason}")
-    if error_rate > error_budget:
-        doubts.insert(0, f"error rate {error_rate:.1%} exceeds the budget of {error_budget:.1%}")
+    for use in budget:
+        if use.rate > error_budget:
+            why = "; ".join(use.messages)
+            broken.append(
+                f"{use.metric} on {use.side}: {use.failed} of {use.expected} evaluations failed ({use.rate:.1%}, "
+                f"budget {error_budget:.1%}): {why}"
+            )
     if fails:
         return Decision("fail", tuple(fails), tuple(warnings))
+    if broken:
+        return Decision("error", tuple(broken), tuple(warnings))
     if doubts:
         return Decision("fail" if strict else "inconclusive", tuple(doubts), tuple(warnings))
-    n_gated = sum(res.gated for res in results)
+    n_gated = sum(res.gated and res.status != "not_applicable" for res in results)
     reason = f"all {n_gated} gated metric(s) non-inferior within their margins" if n_gated else "no gated metrics"
     return Decision("pass", (reason,), tuple(warnings))
