@@ -56,7 +56,15 @@ def test_minimal_config_gets_the_dataclass_defaults(tmp_path):
     assert config.repeats == 1 and config.evaluation.seed == 0
     assert config.evaluation.metrics == DEFAULT_METRICS
     assert "latency_ms" in config.evaluation.metrics and "latency_ms" not in config.evaluation.gated
-    assert config.evaluation.gated == ("hit_rate@5", "mrr", "faithfulness", "answer_f1", "refusal", "false_refusal")
+    assert config.evaluation.gated == (
+        "hit_rate@5",
+        "mrr",
+        "faithfulness",
+        "answer_f1",
+        "refusal",
+        "false_refusal",
+        "error_rate",
+    )
     assert config.evaluation.margin("hit_rate@5") == 0.03
     assert len(config.sha256) == 64
 

@@ -204,13 +204,13 @@ def test_resolve_errors(name, message):
 
 
 def test_registry_drift():
-    assert len(METRICS) == 13
+    assert len(METRICS) == 14
     for key, spec in METRICS.items():
         assert key == spec.name
         assert spec.label and spec.description
         assert spec.direction in ("higher", "lower") and spec.kind in ("binary", "graded", "ratio")
         assert spec.needs_k == key.endswith("@k")
-        assert spec.default_margin > 0
+        assert spec.default_margin > 0 or spec.name == "error_rate"  # any significant rise in failures blocks
         if spec.judged:
             assert spec.fn is None
         else:
@@ -220,6 +220,7 @@ def test_registry_drift():
     assert {k for k, s in METRICS.items() if s.direction == "lower"} == {
         "contradiction_rate",
         "false_refusal",
+        "error_rate",
         "latency_ms",
         "cost_usd",
     }
