@@ -1,6 +1,11 @@
 # The rag-gate GitHub Action image (runs.using: docker). Build: docker build -t rag-gate .
+#
+# Supply chain: the base is pinned by digest (the multi-arch index of python:3.12-slim; refresh it with
+# `docker buildx imagetools inspect python:3.12-slim` or `skopeo inspect docker://python:3.12-slim`), every Python
+# package is installed from requirements-action.txt with --require-hashes (see its header to regenerate it), and the
+# one Debian package it may add (git) is pinned to the version of the base's Debian release.
 # CI builds it on a locally made base: --build-arg BASE_IMAGE=localhost/debian-py:bookworm
-ARG BASE_IMAGE=python:3.12-slim
+ARG BASE_IMAGE=python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea
 FROM ${BASE_IMAGE}
 
 LABEL org.opencontainers.image.title="rag-gate" \
@@ -8,33 +13,49 @@ LABEL org.opencontainers.image.title="rag-gate" \
       org.opencontainers.image.source="https://github.com/rag-gate/rag-gate" \
       org.opencontainers.image.licenses="Apache-2.0"
 
+# RAG_GATE_PIPELINE_*: rag-gate (root, which holds the tokens) runs the pipeline, its workers and the setup command
+# as this unprivileged user, with this Python (README, "Security").
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \
     RAGAS_DO_NOT_TRACK=true \
+    RAG_GATE_PIPELINE_USER=rag-gate-pipeline \
+    RAG_GATE_PIPELINE_PYTHON=/opt/rag-gate-pipeline/bin/python \
     PATH=/opt/rag-gate/bin:$PATH
 
-# git: `rag-gate pr` checks the merge base out as a git worktree.
-# hadolint ignore=DL3008
+# git: `rag-gate pr` checks the merge base out as a git worktree (the Debian base made in CI already has it).
+ARG GIT_VERSION=1:2.39.5-0+deb12u3
 RUN if ! command -v git >/dev/null; then \
-        apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*; \
+        apt-get update \
+        && apt-get install -y --no-install-recommends "git=${GIT_VERSION}" \
+        && rm -rf /var/lib/apt/lists/*; \
     fi
 
 # PIP_CERT / PIP_INDEX_URL: only for builds behind a TLS-intercepting proxy or a mirror (not stored in the image).
 ARG PIP_CERT
 ARG PIP_INDEX_URL
 
-# Pinned dependencies first, so that changing the code does not re-install them (layer caching).
+# Pinned, hashed dependencies first, so that changing the code does not re-install them (layer caching).
 COPY requirements-action.txt /opt/rag-gate-src/
 RUN python3 -m venv /opt/rag-gate \
-    && pip install --no-cache-dir -r /opt/rag-gate-src/requirements-action.txt
+    && pip install --no-cache-dir --require-hashes --no-deps -r /opt/rag-gate-src/requirements-action.txt
 
+# The package itself, built with the hashed setuptools above (no build isolation: nothing unhashed is fetched).
 COPY pyproject.toml README.md /opt/rag-gate-src/
 COPY gate /opt/rag-gate-src/gate
-# The pins above already satisfy the package; the constraint keeps any dependency added later pinned too.
-RUN pip install --no-cache-dir --constraint /opt/rag-gate-src/requirements-action.txt /opt/rag-gate-src \
+RUN pip install --no-cache-dir --no-deps --no-build-isolation /opt/rag-gate-src \
     && pip check && rag-gate --version
+
+# The pipeline user and its own virtual environment (which the setup command installs into), which sees the
+# image's packages after its own; rag-gate's environment stays root's and read-only to it.
+RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/rag-gate-pipeline \
+        --shell /usr/sbin/nologin rag-gate-pipeline \
+    && python3 -m venv /opt/rag-gate-pipeline \
+    && site="$(/opt/rag-gate-pipeline/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+    && /opt/rag-gate/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))' > "$site/rag-gate-image.pth" \
+    && chown -R rag-gate-pipeline:rag-gate-pipeline /opt/rag-gate-pipeline \
+    && su rag-gate-pipeline -s /bin/sh -c '/opt/rag-gate-pipeline/bin/python -c "import gate._worker, numpy"'
 
 ENTRYPOINT ["/opt/rag-gate/bin/rag-gate"]

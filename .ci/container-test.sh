@@ -4,9 +4,13 @@
 # same /github/* mounts, args from action.yml) on the bundled example (examples/squad: base.yml on main, head.yml
 # on the PR branch) against a fake GitHub REST server on 127.0.0.1, and check what it posted.
 #
-# Checks: 1st run posts one comment and exits 1; 2nd run edits that same comment (base from the cache);
-# pull_request_target exits 2 without running anything; a 403 on comment creation still writes the job summary
-# and exits 1.
+# Checks: a push to main stores the base results in the signed cache (exit 0); the 1st PR run takes the base from
+# the cache, posts one comment and exits 1; the 2nd run edits that same comment; pull_request_target and
+# workflow_run exit 2 without running anything; a 403 on comment creation still writes the job summary and exits 1
+# (and credentials in .git/config are warned about); a PR whose pipeline hunts for secrets runs as the unprivileged
+# pipeline user (the setup command too), finds neither the token nor the cache key in its environment, rag-gate's
+# /proc/1/environ or command line, cannot write the base results or the workspace, and nothing rag-gate wrote or
+# printed holds the token in any encoding.
 #
 # Skips (exit 0, with a clear message) only when podman cannot be installed. Usage: bash .ci/container-test.sh
 set -euo pipefail
@@ -78,13 +82,56 @@ g checkout -q -b feature
 cp examples/squad/head.yml "$ws/rag-gate.yml"
 g commit -q -am "PR: the example's regressing head configuration"
 head_sha="$(g rev-parse HEAD)"
+# a PR whose pipeline hunts for secrets and reports what it could reach (hashes only: nothing for rag-gate to redact)
+g checkout -q -b steal main
+cat >"$ws/steal.py" <<'PIPELINE'
+import hashlib, json, os
 
-event() {
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError as exc:
+        return f"<{type(exc).__name__}>"
+
+def _can_write(path):
+    try:
+        with open(path, "a"):
+            return True
+    except OSError:
+        return False
+
+SOURCES = {"own environment": "\0".join(f"{k}={v}" for k, v in os.environ.items())}
+for pid in ("1", str(os.getppid())):
+    for part in ("environ", "cmdline"):
+        SOURCES[f"/proc/{pid}/{part}"] = _read(f"/proc/{pid}/{part}")
+WORDS = {w for text in SOURCES.values() for item in text.split("\0") for w in (item, item.partition("=")[2]) if w}
+REPORT = {"uid": os.getuid(), "ppid": os.getppid(),
+          "hashes": sorted(hashlib.sha256(w.encode()).hexdigest() for w in WORDS),
+          "unreadable": sorted(k for k, v in SOURCES.items() if v.startswith("<")),
+          "writable": [p for p in ("rag-gate-out/base/scores.jsonl", "stolen.txt") if _can_write(p)]}
+
+def answer(case, **_):
+    return {"answer": json.dumps(REPORT), "retrieved": []}
+PIPELINE
+sed 's/python: rag:answer/python: steal:answer/' examples/squad/base.yml >"$ws/rag-gate.yml"
+g add -A && g commit -q -m "PR: a pipeline that hunts for secrets"
+steal_sha="$(g rev-parse HEAD)"
+g checkout -q feature
+
+event() {  # event HEAD_REPOSITORY [HEAD_SHA]
   cat >"$work/workflow/event.json" <<EOF
 {"action": "synchronize", "number": 7,
  "pull_request": {"number": 7,
    "base": {"sha": "$base_sha", "ref": "main", "repo": {"full_name": "octo/rag"}},
-   "head": {"sha": "$head_sha", "ref": "feature", "repo": {"full_name": "$1"}}}}
+   "head": {"sha": "${2:-$head_sha}", "ref": "feature", "repo": {"full_name": "$1"}}},
+ "repository": {"full_name": "octo/rag", "default_branch": "main"}}
+EOF
+}
+
+push_event() {
+  cat >"$work/workflow/event.json" <<EOF
+{"ref": "refs/heads/main", "after": "$base_sha", "repository": {"full_name": "octo/rag", "default_branch": "main"}}
 EOF
 }
 
@@ -98,14 +145,21 @@ start_server() {  # start_server [--forbid-writes]
   port="$(cat "$work/port")"
 }
 
-run_action() {  # run_action EVENT_NAME -> exit code in $rc; stdout in $work/stdout
+CACHE_KEY="ci-cache-signing-key-0123456789"
+run_action() {  # run_action EVENT_NAME [INPUT=VALUE...] -> exit code in $rc; stdout in $work/stdout
+  local event_name=$1 ref=refs/pull/7/merge sha=$head_sha
+  shift
+  if [ "$event_name" = push ]; then ref=refs/heads/main sha=$base_sha; fi
   : >"$work/file_commands/step_summary"; : >"$work/file_commands/set_output"
-  "$PY" tests/container/action_run.py action.yml env github-token=ci-token >"$work/env"
+  "$PY" tests/container/action_run.py action.yml env github-token=ci-token cache-signing-key="$CACHE_KEY" \
+    history=off "$@" >"$work/env"
   cat >>"$work/env" <<EOF
 GITHUB_ACTIONS=true
 CI=true
 HOME=/github/home
-GITHUB_EVENT_NAME=$1
+GITHUB_EVENT_NAME=$event_name
+GITHUB_REF=$ref
+GITHUB_SHA=$sha
 GITHUB_EVENT_PATH=/github/workflow/event.json
 GITHUB_REPOSITORY=octo/rag
 GITHUB_API_URL=http://127.0.0.1:$port/api/v3
@@ -116,14 +170,14 @@ GITHUB_STEP_SUMMARY=/github/file_commands/step_summary
 GITHUB_OUTPUT=/github/file_commands/set_output
 RAGAS_DO_NOT_TRACK=true
 EOF
-  mapfile -t args < <("$PY" tests/container/action_run.py action.yml args)
+  mapfile -t args < <("$PY" tests/container/action_run.py action.yml args history=off "$@")
   set +e
   "${PODMAN[@]}" run --rm "${LIMITS[@]}" --network host --workdir /github/workspace --env-file "$work/env" \
     -v "$ws:/github/workspace" -v "$work/workflow:/github/workflow" -v "$work/file_commands:/github/file_commands" \
     -v "$work/home:/github/home" "$IMAGE" "${args[@]}" >"$work/stdout" 2>"$work/stderr"
   rc=$?
   set -e
-  say "run ($1): exit $rc; $(tail -n1 "$work/stderr")"
+  say "run ($event_name): exit $rc; $(tail -n1 "$work/stderr")"
 }
 
 check() {  # check DESCRIPTION PYTHON-EXPRESSION (over state, summary, outputs, stdout)
@@ -141,11 +195,18 @@ EOF
 }
 
 start_server
+push_event
+run_action push
+[ "$rc" = 0 ] || { say "FAIL: the push to main should store the base and exit 0"; tail -n 30 "$work/stderr"; exit 1; }
+check "a push to main stores the base results in the signed cache" \
+  'outputs["verdict"] == "cached" and requests == [] and any((work / "workspace/.rag-gate-cache").glob("*/signature"))'
+
 event octo/rag
 run_action pull_request
 [ "$rc" = 1 ] || { say "FAIL: first run should exit 1"; tail -n 30 "$work/stderr"; exit 1; }
-check "first run posts one marked comment" \
-  'len(comments) == 1 and comments[0]["body"].startswith("<!-- rag-gate -->") and "fail" in comments[0]["body"]'
+check "first run takes the base from the cache and posts one marked comment" \
+  'len(comments) == 1 and comments[0]["body"].startswith("<!-- rag-gate -->") and "fail" in comments[0]["body"]
+   and "base from cache" in (work / "stderr").read_text()'
 check "outputs, summary and annotations" \
   'outputs["verdict"] == "fail" and outputs["report-path"] == "rag-gate-out/report.json" and "| metric |" in summary
    and "::error " in stdout and "ci-token" not in stdout.replace("::add-mask::ci-token", "")'
@@ -163,13 +224,44 @@ run_action pull_request_target
 [ "$rc" = 2 ] || { say "FAIL: pull_request_target should exit 2"; exit 1; }
 check "pull_request_target is refused before anything runs" \
   "len(requests) == $n_before and 'workflow_run' in summary and outputs['verdict'] == 'error'"
+run_action workflow_run
+[ "$rc" = 2 ] || { say "FAIL: workflow_run should exit 2"; exit 1; }
+check "workflow_run is refused before anything runs" \
+  "len(requests) == $n_before and 'allow-privileged-event: true' in summary and outputs['verdict'] == 'error'"
 
 start_server --forbid-writes
 event fork-owner/rag
+g config http.https://github.com/.extraheader "AUTHORIZATION: basic $(printf x-access-token:ci-token | base64)"
 run_action pull_request
+g config --unset http.https://github.com/.extraheader
 [ "$rc" = 1 ] || { say "FAIL: a 403 on the comment should still exit 1 (the verdict)"; exit 1; }
 check "403 on comment creation: summary written, warning given" \
   "comments == [] and any(r[2] == 403 for r in requests) and 'fork' in summary and '| metric |' in summary
    and '::warning title=rag-gate%3A comment not posted' in stdout"
+check "credentials left in .git/config are warned about" \
+  "'::warning title=rag-gate%3A credentials in .git/config' in stdout and 'persist-credentials: false' in stdout"
+
+# --- the PR's code inside the real image: another user, no token, nothing to tamper with, nothing leaked -------
+start_server
+g checkout -q steal
+event octo/rag "$steal_sha"
+run_action pull_request setup-command='echo "setup runs as $(id -un) ($(id -u)), token: ${GITHUB_TOKEN:-none}"'
+g checkout -q feature
+[ "$rc" = 1 ] || { say "FAIL: the secret-hunting PR should still get a verdict (exit 1)"; tail -n 30 "$work/stderr"; exit 1; }
+check "the setup command runs as the pipeline user, without the token" \
+  "'setup runs as rag-gate-pipeline (10001), token: none' in (work / 'stderr').read_text()"
+check "the pipeline runs as the pipeline user and reaches neither the token nor the cache key" \
+  'len(found := [json.loads(json.loads(line)["answer"]) for line in
+                 (work / "workspace/rag-gate-out/head/predictions.jsonl").read_text().splitlines()]) > 100
+   and not {__import__("hashlib").sha256(s.encode()).hexdigest() for s in ("ci-token", "'"$CACHE_KEY"'")}
+           & {h for f in found for h in f["hashes"]}
+   and all(f["uid"] == 10001 and f["ppid"] == 1 and "/proc/1/environ" in f["unreadable"] and f["writable"] == []
+           for f in found)'
+check "nothing rag-gate wrote or printed holds the token, in any encoding" \
+  'not any(form in text for form in ("ci-token", "Y2ktdG9rZW4", "63692d746f6b656e", "c i - t o k e n")
+           for text in [summary, stdout.replace("::add-mask::ci-token", ""), (work / "stderr").read_text(),
+                        json.dumps(comments)]
+                       + [p.read_text(errors="replace") for p in (work / "workspace/rag-gate-out").rglob("*")
+                          if p.is_file()])'
 
 say "all container checks passed"

@@ -21,6 +21,8 @@ WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml")) + sorted(
     (REPO / "examples" / "workflows").glob("*.yml")
 )
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())
+SECRET_INPUTS = {"github-token": "GITHUB_TOKEN", "cache-signing-key": "RAG_GATE_CACHE_KEY"}
+"""Inputs that hold secrets: passed to the container in these variables only."""
 NOT_IN_IMAGE = {"sentence-transformers", "torch", "transformers", "matplotlib"}
 """The nli judge's stack (about 1.5 GB): users who need it install it with the action's setup-command; matplotlib
 (the plot extra) draws `rag-gate history show` charts, which the action never makes (its charts are mermaid)."""
@@ -67,9 +69,9 @@ def test_inputs_are_kebab_case_described_defaulted_and_passed_as_flags():
     flags = {p.opts[0] for p in main.commands["pr"].params if isinstance(p, click.Option)}
     for name, spec in ACTION["inputs"].items():
         assert re.fullmatch(r"[a-z]+(-[a-z]+)*", name) and spec["description"] and isinstance(spec["default"], str)
-        if name == "github-token":  # a secret travels in the environment, never on the command line
-            assert ACTION["runs"]["env"]["GITHUB_TOKEN"] == "${{ inputs.github-token }}"
-            assert f"--{name}" not in args
+        if name in SECRET_INPUTS:  # a secret travels in the environment, never on the command line
+            assert ACTION["runs"]["env"][SECRET_INPUTS[name]] == f"${{{{ inputs.{name} }}}}"
+            assert f"--{name}" not in args and not any(name in arg for arg in args)
             continue
         i = args.index(f"--{name}")
         assert args[i + 1] == f"${{{{ inputs.{name} }}}}" and f"--{name}" in flags
@@ -82,17 +84,50 @@ def test_declared_outputs():
 
 def test_dockerfile_shape():
     text = (REPO / "Dockerfile").read_text()
-    assert re.search(r"^ARG BASE_IMAGE=python:3\.12-slim\nFROM \$\{BASE_IMAGE\}$", text, re.M)
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.12-slim@sha256:[0-9a-f]{64}\nFROM \$\{BASE_IMAGE\}$", text, re.M)
     assert "RAGAS_DO_NOT_TRACK=true" in text
     assert re.search(r'^ENTRYPOINT \["/[^"]+/rag-gate"\]$', text, re.M)
     assert text.index("COPY requirements-action.txt") < text.index("COPY gate")  # pins before code: layer cache
     assert not re.search(r"^(USER|WORKDIR) ", text, re.M)  # GitHub mounts the workspace and runs as root
 
 
+def requirements() -> dict[str, tuple[str, list[str]]]:
+    """requirements-action.txt: normalised name → (version, sha256 hashes)."""
+    text = (REPO / "requirements-action.txt").read_text().replace("\\\n", " ")
+    found = {}
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            requirement, *options = line.split("--hash=sha256:")
+            name, version = requirement.split("#")[0].strip().lower().split("==")
+            found[re.sub(r"[-_.]+", "-", name)] = (version, [o.split()[0] for o in options])
+    return found
+
+
 def pinned() -> dict[str, str]:
-    lines = (REPO / "requirements-action.txt").read_text().splitlines()
-    pins = dict(line.lower().split("==") for line in lines if line and not line.startswith("#"))
-    return {re.sub(r"[-_.]+", "-", name): version for name, version in pins.items()}
+    return {name: version for name, (version, _) in requirements().items()}
+
+
+def test_every_requirement_of_the_image_is_pinned_with_hashes():
+    found = requirements()
+    assert len(found) > 50 and "setuptools" in found  # the build backend too: the package builds without isolation
+    for name, (version, hashes) in found.items():
+        assert re.fullmatch(r"[0-9][\w.+!]*", version), name
+        assert hashes and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes), name
+
+
+def test_image_installs_with_hashes_and_runs_the_pipeline_as_another_user():
+    text = (REPO / "Dockerfile").read_text()
+    assert "--require-hashes" in text and "--no-build-isolation" in text
+    assert re.search(r"useradd .*--uid 10001 .*rag-gate-pipeline", text.replace("\\\n", " "))
+    assert "RAG_GATE_PIPELINE_USER=rag-gate-pipeline" in text
+    assert "RAG_GATE_PIPELINE_PYTHON=/opt/rag-gate-pipeline/bin/python" in text
+
+
+def test_example_workflows_keep_credentials_out_of_the_checkout():
+    for path in sorted((REPO / "examples" / "workflows").glob("*.yml")):
+        jobs = yaml.safe_load(path.read_text())["jobs"]
+        checkouts = [s for j in jobs.values() for s in j["steps"] if s.get("uses", "").startswith("actions/checkout")]
+        assert checkouts and all(s["with"]["persist-credentials"] is False for s in checkouts), path
 
 
 def test_every_third_party_import_of_the_package_is_pinned_for_the_image():
@@ -118,7 +153,7 @@ def test_ragas_extra_pins_match_the_image():
     pins = pinned()
     for requirement in project["optional-dependencies"]["ragas"]:
         name, version = requirement.lower().split("==")
-        assert pins[re.sub(r"[-_.]+", "-", name)] == version
+        assert pins[re.sub(r"[-_.]+", "-", name.split("[")[0])] == version
     for requirement in project["dependencies"]:
         assert re.sub(r"[-_.]+", "-", re.split(r"[<>=!~ \[]", requirement)[0].lower()) in pins
 

@@ -107,7 +107,7 @@ def test_first_run_posts_one_comment_second_run_edits_it(tmp_path, fake, scratch
     env = actions_env(tmp_path, fake, scratch) | {"RAG_GATE_CACHE_KEY": CACHE_KEY}
     first = run_pr(tmp_path, scratch, env, out_dir="rag-gate-out/first")
     assert first.exit_code == 1, first.output
-    assert "(base from cache)" in first.stderr
+    assert "(base from cache)" in first.stderr and "changed after they were computed" not in first.stderr
     assert len(fake.comments) == 1 and fake.comments[0]["body"].startswith(gh.MARKER)
     assert "fail" in fake.comments[0]["body"] and len(fake.comments[0]["body"]) < gh.COMMENT_LIMIT
     out = outputs(tmp_path)

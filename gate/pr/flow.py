@@ -293,6 +293,7 @@ def _base_results(
         assert policy.directory is not None and policy.signing_key is not None
         hit = cache.lookup(policy.directory, key, policy.signing_key)
         if hit is not None:
+            hit.restore(run_dir)
             return hit, True
     remove_tree(run_dir)  # never resume a run of another commit; a link there is removed, not followed
     run_side(config, run_dir, progress=options.progress, git_sha=base_sha, git_ref=base_label, sandbox=sandbox)
@@ -587,7 +588,7 @@ def _store_base(
     verdict, exit_code, trend = "cached", 0, None
     if recording:
         assert store is not None
-        run_dir = snapshot.restore(out / "base") if cached else out / "base"
+        run_dir = out / "base"
         trend, done = record_push(store, run_dir, config, sha=sha, ref=context.ref, out=out)
         verdict = "cached" if caching.writable else "recorded"
         exit_code = int(trend.blocks(config.evaluation.trend.block))
