@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gate.errors import InputError
+from gate.history import TrendReport
 from gate.jsonl import clean_nan, pretty_json
 from gate.stats.cases import CaseStatus
 from gate.stats.decision import ErrorBudgetUse, MetricResult, Verdict
@@ -270,6 +271,8 @@ class Comparison:
     """Ids present in only one side's golden set."""
     errors: tuple[ErrorEntry, ...]
     """Failed predictions and judge calls on both sides."""
+    trend: TrendReport | None = None
+    """Head against the main-branch history ("Trend vs main"), when the PR flow has a history to read."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form of ``report.json`` (NaN and ±inf as None; tuples as lists)."""
@@ -330,7 +333,7 @@ def _float(value: Any) -> float:
 
 def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
     """Schema 1 → 2: lines and triage in case entries, the error budget per metric and side, judge failures."""
-    out = dict(data, schema_version=2, error_budget_use=[])
+    out = dict(data, schema_version=2, error_budget_use=[], trend=None)
     new = {"line": 0, "cause": None, "identical_answer": False, "error": None}
     for key in ("regressed_cases", "suspected_cases", "improved_cases", "flaky_cases"):
         out[key] = [new | entry for entry in data.get(key, [])]

@@ -131,12 +131,15 @@ def test_push_appends_then_a_pull_request_reads_the_history_and_reports_the_tren
     comment = (pr_runner / "rag-gate-out" / "comment.md").read_text()
     section = comment[comment.index("### Trend vs main") :]
     assert "mean of the last 4 comparable main-branch runs" in section and "🔴 CRITICAL" in section
-    row = next(line for line in section.splitlines() if line.startswith("| Hit rate@5"))
+    row = next(line for line in section.replace("\u2060", "").splitlines() if line.startswith("| Hit rate@5"))
     assert row.split(" | ")[1:4] == ["1.000", "0.500", "+50.0 %"]  # hand: 12 of the 24 in-domain cases lost
     assert "```mermaid\nxychart-beta" in section and '"head"]' in section
     trend = json.loads((pr_runner / "rag-gate-out" / "trend.json").read_text())
     hit = next(m for m in trend["metrics"] if m["metric"] == "hit_rate@5")
     assert hit["status"] == "critical" and hit["window"] == [1.0, 1.0, 1.0, 1.0] and trend["skipped"] == {}
+    report = json.loads((pr_runner / "rag-gate-out" / "report.json").read_text())  # the comparison carries it
+    in_report = next(m for m in report["trend"]["metrics"] if m["metric"] == "hit_rate@5")
+    assert (in_report["status"], in_report["baseline"], in_report["value"]) == ("critical", 1.0, 0.5)
     assert "### Trend vs main" in (pr_dir / "summary.md").read_text()
     out = outputs(pr_dir)
     assert out["trend-status"] == "critical" and out["verdict"] == "fail"

@@ -14,18 +14,14 @@ from scipy import stats
 from gate import outputs
 from gate.compare import compare
 from gate.comparison import SCHEMA_VERSION, Comparison, load_report
-from gate.config import Evaluation
+from gate.config import Evaluation, TrendPolicy
 from gate.errors import InputError
+from gate.history import MetricTrend, TrendReport
 from gate.judges import get_judge
 from gate.models import Chunk, GoldenCase, Prediction
 from gate.outputs import Output, RenderOptions
-from gate.outputs.markdown import (
-    GITHUB_COMMENT_LIMIT,
-    MARKER,
-    escape_markdown,
-    neutralize_references,
-    render_comment,
-)
+from gate.outputs.escape import escape_markdown, neutralize_references
+from gate.outputs.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_comment
 from gate.runs import Side
 from gate.scoring import score_all
 
@@ -105,6 +101,9 @@ def test_schema_lists_every_field_of_the_model():
         "side": model.SideInfo,
         "repeats": model.Repeats,
         "budget_use": model.ErrorBudgetUse,
+        "trend": TrendReport,
+        "metric_trend": MetricTrend,
+        "trend_policy": TrendPolicy,
     }
     for key, cls in pairs.items():
         node = REPORT_SCHEMA["$defs"][key] if key else REPORT_SCHEMA

@@ -8,7 +8,6 @@ Trusted markup built here is wrapped in :class:`markupsafe.Markup` and printed a
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from gate.comparison import Comparison, clip
+from gate.comparison import Comparison
+from gate.outputs.escape import escape_markdown
+from gate.outputs.trend import trend_markdown
 
 MARKER = "<!-- rag-gate -->"
 """Hidden marker that identifies the sticky comment."""
@@ -28,24 +29,6 @@ DEFAULT_MAX_CHARS = 60_000
 """Default cap: below GitHub's limit, with room for the marker and a footer."""
 CASE_LISTS = ("regressed_cases", "suspected_cases", "ood_failures", "improved_cases", "flaky_cases", "errors")
 """The per-case lists of a :class:`~gate.comparison.Comparison` that are shortened when a comment is too long."""
-CELL_LIMIT = 300
-"""Characters of untrusted text kept in one table cell or list item."""
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]|~])")
-WORD_JOINER = "\u2060"
-"""Invisible, zero-width, and not a word character: put inside a mention or reference, it breaks the link."""
-_REFERENCES = re.compile(
-    r"""
-      @(?=[\w-])                   # @user, x@user, @org/team, owner/repo@sha: mentions and commit links
-    | \#(?=\d)                      # #12, owner/repo#12: issue and pull request references
-    | \bGH(?=-\d)                   # GH-12: GitHub's own issue shorthand
-    | (?<=\bhttp):(?=//)             # http(s)://github.com/o/r/issues/12, and every other link
-    | (?<=\bhttps):(?=//)
-    | \bwww(?=\.)                    # www.github.com/...: the other autolink form
-    """,
-    re.VERBOSE | re.IGNORECASE,
-)
-_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 _VERDICT_ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "error": "🛑"}
 _STATUS_ICON = {
     "pass": "✅ pass",
@@ -53,40 +36,6 @@ _STATUS_ICON = {
     "inconclusive": "⚠️ inconclusive",
     "not_applicable": "➖ not applicable",
 }
-
-
-def escape_markdown(text: Any, limit: int = CELL_LIMIT) -> str:
-    """Make untrusted text inert in a GitHub markdown table cell or list item.
-
-    Collapses whitespace (newlines would end a table row), truncates to ``limit`` characters, HTML-escapes
-    ``& < >`` (no tags, no comments), backslash-escapes markdown metacharacters (including ``|`` and backticks),
-    drops bidirectional-override and zero-width characters, and neutralises mentions and references
-    (:func:`neutralize_references`).
-    """
-    text = clip(" ".join(_INVISIBLE.sub("", str(text)).split()), limit) or ""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _MD_SPECIAL.sub(r"\\\1", text)
-    return neutralize_references(text)
-
-
-def neutralize_references(text: str) -> str:
-    """Make mentions, references and links in untrusted text inert: nobody is pinged, nothing is cross-linked.
-
-    A word joiner (U+2060, invisible) goes after every ``@`` that precedes a name (``@user``, also ``x@user``
-    and ``owner/repo@sha``), after every ``#`` before a digit (``#12``, ``owner/repo#12``), after ``GH`` in
-    ``GH-12``, after the colon of ``http:``/``https:`` (``https://github.com/o/r/issues/12`` would be autolinked
-    and cross-referenced) and after the ``www`` of ``www.``. The text reads the same.
-
-    Args:
-        text: untrusted text (already HTML- and markdown-escaped, or plain).
-
-    Returns:
-        ``text`` with word joiners inserted; nothing else changes.
-
-    Source: GitHub Docs, "Autolinked references and URLs" and "Basic writing and formatting syntax"
-    (mentioning people and teams); GitHub Flavored Markdown spec, extension "Autolinks".
-    """
-    return _REFERENCES.sub(lambda m: m.group(0) + WORD_JOINER, text)
 
 
 def _finalize(value: Any) -> Any:
@@ -133,7 +82,7 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(num=fmt, p=fmt_p, raw=Markup)
-    env.globals.update(causes=cause_counts)
+    env.globals.update(causes=cause_counts, trend_section=trend_markdown)
     env.tests["finite"] = lambda x: isinstance(x, int | float) and math.isfinite(x)
     env.globals.update(verdict_icon=_VERDICT_ICON, status_icon=_STATUS_ICON, marker=Markup(MARKER))
     return env

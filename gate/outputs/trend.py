@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gate.history import CHART_POINTS, LEVEL, MetricTrend, TrendReport
-from gate.outputs.markdown import escape_markdown
+from gate.outputs.escape import escape_markdown
 
 STATUS_TEXT = {"ok": "ok", "warning": "WARNING", "critical": "CRITICAL", "insufficient": "no baseline"}
 STATUS_ICON = {"ok": "✅ ok", "warning": "⚠️ WARNING", "critical": "🔴 CRITICAL", "insufficient": "➖ no baseline"}

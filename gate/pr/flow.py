@@ -27,13 +27,12 @@ from gate import __version__, outputs
 from gate.comparison import Comparison, FailOn, exit_code_for
 from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
-from gate.files import contained_dir, remove_tree, write_text_atomic
+from gate.files import contained_dir, remove_tree
 from gate.flow import compare_runs, run_side
 from gate.golden import file_sha256
 from gate.history import TrendReport
 from gate.outputs import Output
 from gate.outputs.annotations import annotation
-from gate.outputs.trend import trend_markdown
 from gate.pr import cache, gitops
 from gate.pr import github as gh
 from gate.pr.history_store import HistoryStore
@@ -497,21 +496,14 @@ def _run(
     trend, trend_note = (
         check_head(store, head_run, base, base_sha=base_sha, head_sha=head_sha, out=out) if store else (None, "")
     )
-    section = trend_markdown(trend) if trend else ""
-    render_options = outputs.RenderOptions(
-        details_url=context.run_url,
-        golden_file=_relative(head.golden, repo),
-        max_chars=outputs.RenderOptions().max_chars - len(section) - 1,
-    )
+    comparison = dataclasses.replace(comparison, trend=trend)
+    render_options = outputs.RenderOptions(details_url=context.run_url, golden_file=_relative(head.golden, repo))
     texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
-    if section:  # the "Trend vs main" section follows the comparison's comment (trend.json holds its data)
-        texts[Output.COMMENT] += "\n" + section
-        write_text_atomic(outputs.path(out, Output.COMMENT), texts[Output.COMMENT])
     status, url, warning = _post_comment(options, context, token, texts[Output.COMMENT], policy, redact)
     if status == "local":
         emit(texts[Output.COMMENT])
     _report(comparison, render_options, out, context, emit, warning, repo, redact, status=status, url=url)
-    _report_trend(trend, trend_note, section, context, emit)
+    _report_trend(trend, trend_note, context, emit)
     trend_blocks = trend is not None and trend.blocks(base.evaluation.trend.block)
     return PrResult(
         verdict=comparison.verdict,
@@ -527,17 +519,18 @@ def _run(
 
 
 def _report_trend(
-    trend: TrendReport | None, note: str, section: str, context: gh.GithubContext, emit: Callable[[str], None]
+    trend: TrendReport | None, note: str, context: gh.GithubContext, emit: Callable[[str], None]
 ) -> None:
-    """The trend's part of the job summary and outputs; a warning when the history could not be read."""
+    """The trend's step output and annotation, or a warning when the history could not be read.
+
+    The "Trend vs main" section itself is part of the comparison, so the comment and the summary show it.
+    """
     if note:
         log.warning(note)
         if context.in_actions:
             emit(annotation("warning", note, title="rag-gate: trend vs main skipped"))
     if trend is None:
         return
-    if context.step_summary is not None:
-        gh.append_summary(context.step_summary, "\n" + section)
     if context.output is not None:
         gh.write_outputs(context.output, {"trend-status": trend.status})
     if context.in_actions and trend.status in ("warning", "critical"):
