@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -45,14 +45,33 @@ def _json_type(value: Any) -> str:
     )
 
 
+def _schema(name: str) -> dict[str, Any]:
+    text = resources.files("gate.schemas").joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
 @cache
 def schema_validator(name: str) -> jsonschema.protocols.Validator:
     """The validator for a schema shipped in ``gate/schemas`` (``golden`` → ``golden.schema.json``)."""
-    text = resources.files("gate.schemas").joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
-    schema = json.loads(text)
+    schema = _schema(name)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
+
+
+@cache
+def _compiled_check(name: str) -> Callable[[Any], Any] | None:
+    """The schema compiled to Python by fastjsonschema (about 20 times faster than jsonschema), or None.
+
+    Our schemas use draft-07 keywords only, so they compile as draft-07. It is a fast path: a record it accepts
+    is valid; anything else is decided, and explained, by jsonschema (:func:`schema_validator`).
+    """
+    import fastjsonschema
+
+    try:
+        return fastjsonschema.compile({**_schema(name), "$schema": "http://json-schema.org/draft-07/schema#"})
+    except fastjsonschema.JsonSchemaDefinitionException:
+        return None
 
 
 def _describe(error: jsonschema.ValidationError) -> tuple[str | None, str]:
@@ -86,6 +105,13 @@ def validate(record: Any, schema: str, path: Path | str, line: int | None) -> No
     """
     if not isinstance(record, dict):
         raise InputError(located(path, line, None, f"expected a JSON object, got {_json_type(record)}"))
+    check = _compiled_check(schema)
+    if check is not None:
+        try:
+            check(record)
+            return
+        except Exception:  # noqa: BLE001, S110 - any doubt goes to jsonschema, which decides and explains
+            pass
     error = jsonschema.exceptions.best_match(schema_validator(schema).iter_errors(record))
     if error is not None:
         field, message = _describe(error)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gate.errors import InputError
 from gate.golden import check_golden, load_golden
-from gate.jsonl import MAX_DEPTH, parse_json, read_jsonl
+from gate.jsonl import MAX_DEPTH, _compiled_check, parse_json, read_jsonl, schema_validator, validate
 from gate.predictions import load_predictions
 
 CASE = '{"id": "q1", "question": "Where?", "metadata": {"x": %s}}'
@@ -115,3 +115,104 @@ def test_problems_mode_skips_bad_lines_and_keeps_good_ones(tmp_path):
         f"{path}:2: a: NaN is not a valid JSON number (only finite numbers are allowed)",
         f"{path}:3: JSON nested deeper than {MAX_DEPTH} levels",
     ]
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(-2, 2)
+    | st.sampled_from([1.0, 0.0, 1e308])
+    | st.text(max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(["id", "text"]), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+TEXT = st.text(min_size=1, max_size=3)
+TEXTS = st.lists(TEXT, max_size=2)
+NUMBER = st.none() | st.integers(0, 5) | st.floats(0, 2)
+CHUNK = st.fixed_dictionaries({"id": TEXT}, optional={"text": TEXT, "score": NUMBER})
+TYPICAL = {  # values that are mostly valid, so that both outcomes are explored
+    "golden": {
+        "id": TEXT,
+        "question": TEXT,
+        "expected_doc_ids": TEXTS,
+        "reference_answers": TEXTS,
+        "out_of_domain": st.booleans(),
+        "tags": TEXTS,
+        "criteria": TEXT,
+        "cluster": TEXT,
+        "metadata": st.just({}),
+    },
+    "prediction": {
+        "id": TEXT,
+        "repeat": st.integers(0, 3),
+        "answer": TEXT,
+        "retrieved": st.lists(CHUNK, max_size=2),
+        "latency_ms": NUMBER,
+        "cost_usd": NUMBER,
+        "tokens": st.none() | st.integers(0, 5),
+        "refused": st.none() | st.booleans(),
+        "error": st.none() | TEXT,
+        "metadata": st.just({}),
+    },
+    "score": {
+        "id": TEXT,
+        "repeat": st.integers(0, 3),
+        "metric": TEXT,
+        "value": NUMBER,
+        "error": st.none() | TEXT,
+        "detail": st.none() | st.just({}),
+    },
+    "manifest": {
+        "schema_version": st.integers(1, 2),
+        "status": st.sampled_from(["complete", "running"]),
+        "golden": TEXT,
+        "golden_sha256": TEXT,
+        "config_sha256": TEXT,
+        "repeats": st.integers(1, 2),
+        "n_cases": st.integers(0, 2),
+        "judge": st.fixed_dictionaries({"id": TEXT}),
+        "started": TEXT,
+        "finished": TEXT,
+        "counts": st.fixed_dictionaries(
+            {"predictions": st.integers(0, 2), "prediction_errors": st.integers(0, 2), "scores": st.integers(0, 2)}
+        ),
+        "evaluation": st.fixed_dictionaries({"metrics": TEXTS, "gated": TEXTS}),
+        "shard": st.none(),
+    },
+}
+SEEN = {True: 0, False: 0}
+
+
+@settings(max_examples=400, deadline=None)
+@given(schema=st.sampled_from(sorted(TYPICAL)), data=st.data())
+def test_the_fast_schema_check_agrees_with_jsonschema(schema, data):
+    fields = TYPICAL[schema]
+    keys = data.draw(st.lists(st.sampled_from([*fields, "extra"]), unique=True, min_size=len(fields) - 2))
+    record = {
+        k: data.draw(
+            fields.get(k, JSON_VALUES) | JSON_VALUES if data.draw(st.booleans()) else fields.get(k, JSON_VALUES)
+        )
+        for k in keys
+    }
+    authoritative = schema_validator(schema).is_valid(record)
+    SEEN[authoritative] += 1
+    try:
+        validate(record, schema, "f.jsonl", 1)
+        accepted = True
+    except InputError:
+        accepted = False
+    assert accepted == authoritative
+    fast = _compiled_check(schema)
+    assert fast is not None  # every shipped record schema compiles
+    try:
+        fast(record)
+    except Exception:  # noqa: BLE001
+        return
+    assert authoritative, f"the fast path accepts what jsonschema rejects: {record}"
+
+
+def test_the_agreement_test_saw_valid_and_invalid_records():
+    assert SEEN[True] > 20 and SEEN[False] > 20, SEEN
