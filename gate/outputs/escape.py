@@ -19,7 +19,8 @@ WORD_JOINER = "\u2060"
 """Invisible, zero-width, and not a word character: put inside a mention or reference, it breaks the link."""
 _REFERENCES = re.compile(
     r"""
-      @(?=[\w-])                   # @user, x@user, @org/team, owner/repo@sha: mentions and commit links
+      @(?=[\w-]*[^\W\d])            # @user, x@user, @org/team, owner/repo@sha: mentions and commit links
+    | (?<!\w)@(?=[\w-])             # @5 at the start of a word (only rate@5, ndcg@10 stay as typed)
     | \#(?=\d)                      # #12, owner/repo#12: issue and pull request references
     | \bGH(?=-\d)                   # GH-12: GitHub's own issue shorthand
     | (?<=\bhttp):(?=//)             # http(s)://github.com/o/r/issues/12, and every other link
@@ -49,9 +50,11 @@ def neutralize_references(text: str) -> str:
     """Make mentions, references and links in untrusted text inert: nobody is pinged, nothing is cross-linked.
 
     A word joiner (U+2060, invisible) goes after every ``@`` that precedes a name (``@user``, also ``x@user``
-    and ``owner/repo@sha``), after every ``#`` before a digit (``#12``, ``owner/repo#12``), after ``GH`` in
-    ``GH-12``, after the colon of ``http:``/``https:`` (``https://github.com/o/r/issues/12`` would be autolinked
-    and cross-referenced) and after the ``www`` of ``www.``. The text reads the same.
+    and ``owner/repo@sha``; a number right after a word, as in ``hit_rate@5``, is no name and stays as typed,
+    so metric names can be copied from the comment), after every ``#`` before a digit (``#12``,
+    ``owner/repo#12``), after ``GH`` in ``GH-12``, after the colon of ``http:``/``https:``
+    (``https://github.com/o/r/issues/12`` would be autolinked and cross-referenced) and after the ``www`` of
+    ``www.``. The text reads the same.
 
     Args:
         text: untrusted text (already HTML- and markdown-escaped, or plain).

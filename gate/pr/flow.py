@@ -518,9 +518,7 @@ def _run(
     )
 
 
-def _report_trend(
-    trend: TrendReport | None, note: str, context: gh.GithubContext, emit: Callable[[str], None]
-) -> None:
+def _report_trend(trend: TrendReport | None, note: str, context: gh.GithubContext, emit: Callable[[str], None]) -> None:
     """The trend's step output and annotation, or a warning when the history could not be read.
 
     The "Trend vs main" section itself is part of the comparison, so the comment and the summary show it.
