@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gate.judges.base import ClaimVerdict, ContradictionLevel, Judge, Judgment, Verdict
+from gate.judges.base import ClaimVerdict, ContradictionLevel, Judge, Judgment, Verdict, judge_usage
 
 if TYPE_CHECKING:
     from gate.judges.lexical import LexicalJudge
@@ -176,4 +176,5 @@ __all__ = [
     "LexicalJudge",
     "Verdict",
     "get_judge",
+    "judge_usage",
 ]
