@@ -13,20 +13,26 @@ contradicted or when its faithfulness (supported / all claims) is below a thresh
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import binomtest
 from sklearn.metrics import (
     balanced_accuracy_score,
     cohen_kappa_score,
     confusion_matrix,
     precision_recall_fscore_support,
+    roc_auc_score,
 )
 
 from gate.errors import InputError, located
@@ -580,3 +586,257 @@ def _attribute(name: str, value: Any) -> list[str]:
     if text.lower() in ("no", "none"):
         return [f"No {name}."]
     return [f"{name.capitalize()}: {text}."]
+
+
+# ---------------------------------------------------------------- detection with confidence intervals
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def word_novelty(response: str, chunks: Sequence[Chunk]) -> float:
+    """The trivial baseline: share of the answer's words that never occur in the context.
+
+    Words are maximal runs of letters and digits, lower-cased; the share is over the answer's word tokens (a
+    repeated novel word counts each time).
+
+    Args:
+        response: the answer.
+        chunks: the context it was given.
+
+    Returns:
+        A share in [0, 1]; 0 for an answer without words.
+
+    """
+    words = _WORD.findall(response.lower())
+    if not words:
+        return 0.0
+    context = set(_WORD.findall(" ".join(c.text for c in chunks).lower()))
+    return sum(w not in context for w in words) / len(words)
+
+
+def hallucination_score(judgment: Judgment) -> float:
+    """A continuous response-level score for ranking (AUROC): higher = more likely hallucinated.
+
+    ``1 + contradicted share`` when a claim is contradicted (always above any answer without contradiction),
+    else ``1 - faithfulness``; 0 for an answer without claims and for a judge failure.
+    """
+    faithfulness = judgment.faithfulness
+    if judgment.error is not None or math.isnan(faithfulness):
+        return 0.0
+    if judgment.n_contradicted:
+        return 1.0 + judgment.contradiction_rate
+    return 1.0 - faithfulness
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a percentile bootstrap 95 % confidence interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+
+@dataclass(frozen=True)
+class Detection:
+    """Response-level detection figures of one scorer against human labels, with 95 % CIs."""
+
+    name: str
+    n: int
+    n_hallucinated: int
+    threshold: float
+    """Flag when score > threshold (chosen on the development split)."""
+    balanced_accuracy: Interval
+    auroc: Interval
+    flag_rate: float
+    """Share of answers flagged."""
+
+
+def choose_cut(truth: Sequence[bool], scores: Sequence[float]) -> float:
+    """The cut ``c`` (flag when score > c) that maximises balanced accuracy; ties go to the smallest cut."""
+    truth_a, scores_a = np.asarray(truth, dtype=int), np.asarray(scores, dtype=float)
+    candidates = np.unique(np.concatenate([[-np.inf], scores_a]))
+    best, best_cut = -1.0, 0.0
+    for cut in candidates:
+        value = balanced_accuracy_score(truth_a, (scores_a > cut).astype(int))
+        if value > best + 1e-12:
+            best, best_cut = value, float(cut)
+    return best_cut
+
+
+def detection(
+    name: str,
+    truth: Sequence[bool],
+    scores: Sequence[float],
+    cut: float,
+    clusters: Sequence[str],
+    rng: np.random.Generator,
+    n_boot: int = 2000,
+) -> Detection:
+    """Balanced accuracy (flag when score > ``cut``) and AUROC with cluster-bootstrap 95 % CIs.
+
+    The bootstrap resamples ``clusters`` (source prompts) with replacement, so answers to one prompt stay
+    together; replicates with a single class are skipped. Percentile intervals (Efron & Tibshirani 1993, §13).
+
+    Args:
+        name: label for printing.
+        truth: n human labels (True = hallucinated).
+        scores: n scores, higher = more likely hallucinated.
+        cut: threshold chosen elsewhere (development split).
+        clusters: n cluster ids.
+        rng: random generator (seed it).
+        n_boot: bootstrap replicates.
+
+    Returns:
+        :class:`Detection`.
+
+    Source: scikit-learn ``balanced_accuracy_score`` and ``roc_auc_score`` (Hanley & McNeil 1982,
+    doi:10.1148/radiology.143.1.7063747).
+
+    """
+    y = np.asarray(truth, dtype=int)
+    s = np.asarray(scores, dtype=float)
+    flags = (s > cut).astype(int)
+    ids = np.asarray(clusters)
+    groups = [np.flatnonzero(ids == c) for c in np.unique(ids)]
+    bal, auc = [], []
+    for _ in range(n_boot):
+        idx = np.concatenate([groups[g] for g in rng.integers(0, len(groups), len(groups))])
+        if len(set(y[idx].tolist())) < 2:
+            continue
+        bal.append(balanced_accuracy_score(y[idx], flags[idx]))
+        auc.append(roc_auc_score(y[idx], s[idx]))
+
+    def interval(point: float, values: list[float]) -> Interval:
+        low, high = np.percentile(values, [2.5, 97.5])
+        return Interval(float(point), float(low), float(high))
+
+    return Detection(
+        name=name,
+        n=len(y),
+        n_hallucinated=int(y.sum()),
+        threshold=cut,
+        balanced_accuracy=interval(balanced_accuracy_score(y, flags), bal),
+        auroc=interval(roc_auc_score(y, s), auc),
+        flag_rate=float(flags.mean()),
+    )
+
+
+# ---------------------------------------------------------------- gate-level agreement on model pairs
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One model pair through ``rag-gate compare``, oriented so that ``base`` has the lower human rate."""
+
+    base: str
+    head: str
+    n: int
+    """Prompts both models answered."""
+    human_base: float
+    human_head: float
+    """Human hallucination rates on the shared prompts."""
+    human_p: float
+    """One-sided exact McNemar p (head hallucinates more than base) on the human labels."""
+    verdict: str
+    """The gate's verdict: pass, fail or inconclusive."""
+    failed: tuple[str, ...]
+    """The gated metrics that failed."""
+    deltas: dict[str, float]
+    """Mean delta per gated metric (negative = worse)."""
+
+    @property
+    def human_worse(self) -> bool:
+        """People see a significant drop (one-sided McNemar at α = 0.05)."""
+        return self.human_p < 0.05
+
+
+def mcnemar_worse(base: Sequence[bool], head: Sequence[bool]) -> float:
+    """One-sided exact McNemar p-value for "head is hallucinated more often than base" (paired labels).
+
+    H0: the discordant pairs split evenly; alternative: more (base faithful, head hallucinated) pairs.
+    p = P(X ≥ b) with X ~ Binomial(b + c, 1/2), b = base faithful & head hallucinated, c = the reverse;
+    1 when there is no discordant pair.
+
+    Source: McNemar 1947, doi:10.1007/BF02295996; exact form via scipy ``binomtest``.
+
+    """
+    b = sum((not x) and y for x, y in zip(base, head, strict=True))
+    c = sum(x and not y for x, y in zip(base, head, strict=True))
+    return 1.0 if b + c == 0 else float(binomtest(b, b + c, 0.5, alternative="greater").pvalue)
+
+
+def _pair_files(folder: Path, shared: Sequence[str], base: Mapping[str, LabeledCase], head: Mapping[str, LabeledCase]):
+    def dump(name: str, rows: Iterable[dict[str, Any]]) -> None:
+        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    dump("golden.jsonl", ({"id": s, "question": base[s].question, "expected_doc_ids": []} for s in shared))
+    for name, cases in (("base.jsonl", base), ("head.jsonl", head)):
+        dump(
+            name,
+            (
+                {
+                    "id": s,
+                    "answer": cases[s].response,
+                    "latency_ms": 1.0,
+                    "retrieved": [{"id": c.id, "text": c.text} for c in cases[s].chunks],
+                }
+                for s in shared
+            ),
+        )
+
+
+def gate_pairs(cases: Sequence[LabeledCase], config: Path | None = None) -> list[PairResult]:
+    """Run ``rag-gate compare`` on every pair of models that answered the same prompts.
+
+    Each pair is oriented by the human rate on the shared prompts (base = fewer human-flagged answers; ties keep
+    name order). The golden set holds the shared prompts (no expected documents: the retrieval metrics do not
+    apply); each side's predictions are that model's answers with the prompt's context as retrieved chunks.
+    The gate runs as a subprocess (``python -m gate compare``) with ``config`` or, when None, the defaults.
+
+    Returns:
+        One :class:`PairResult` per pair, in model-name order.
+
+    Raises:
+        RuntimeError: ``rag-gate compare`` exited with a code other than 0 or 1.
+
+    """
+    by_model: dict[str, dict[str, LabeledCase]] = {}
+    for case in cases:
+        by_model.setdefault(case.model, {})[case.source_id] = case
+    results = []
+    for first, second in itertools.combinations(sorted(by_model), 2):
+        shared = sorted(set(by_model[first]) & set(by_model[second]))
+        rate = {m: sum(by_model[m][s].hallucinated for s in shared) / len(shared) for m in (first, second)}
+        base, head = (first, second) if rate[first] <= rate[second] else (second, first)
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            _pair_files(folder, shared, by_model[base], by_model[head])
+            command = [sys.executable, "-m", "gate", "compare", "--golden", str(folder / "golden.jsonl")]
+            if config is not None:
+                command += ["--config", str(config)]
+            command += [str(folder / "base.jsonl"), str(folder / "head.jsonl"), "--out", str(folder / "out")]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode not in (0, 1):
+                raise RuntimeError(f"rag-gate compare exited {done.returncode}: {done.stderr.strip()[-500:]}")
+            report = json.loads((folder / "out" / "report.json").read_text(encoding="utf-8"))
+        gated = [m for m in report["metrics"] if m.get("gated")]
+        results.append(
+            PairResult(
+                base=base,
+                head=head,
+                n=len(shared),
+                human_base=rate[base],
+                human_head=rate[head],
+                human_p=mcnemar_worse(
+                    [by_model[base][s].hallucinated for s in shared], [by_model[head][s].hallucinated for s in shared]
+                ),
+                verdict=report["verdict"],
+                failed=tuple(m["name"] for m in gated if m.get("status") == "fail"),
+                deltas={m["name"]: m.get("delta") for m in gated},
+            )
+        )
+    return results

@@ -10,8 +10,10 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from gate.judges import JUDGES, LexicalJudge, get_judge
-from gate.judges.claims import extract_claims, is_refusal, split_sentences
+from gate.judges.claims import distinct_claims, extract_claims, is_refusal, split_sentences
+from gate.judges.lexicon import antonyms
 from gate.judges.text import analyzer, facts
+from gate.language import identify, unsegmented_script
 from gate.models import Chunk
 
 JUDGE = LexicalJudge()
@@ -98,6 +100,144 @@ def test_contradiction_level_sometimes_when_one_chunk_supports_and_one_conflicts
     assert (claim.verdict, claim.chunk_id, claim.contradiction_level) == ("supported", "new", "SOMETIMES")
     both_wrong = JUDGE.judge("", "The museum has 400 paintings.", [old, new]).claims[0]
     assert (both_wrong.verdict, both_wrong.contradiction_level) == ("contradicted", "ALL")
+
+
+# ---------------------------------------------------------------- antonyms, roles, cross-sentence negation
+
+
+@pytest.mark.parametrize(
+    "claim, source, said",
+    [
+        ("The company's shares rose 5% in March.", "The company's shares fell 5% in March after the report.", "fell"),
+        ("Sales increased last year.", "Sales decreased last year.", "decreased"),
+        ("The museum is open on Mondays.", "The museum is closed on Mondays.", "closed"),
+        ("The home team won the final.", "The home team lost the final.", "lost"),
+    ],
+)
+def test_antonym_is_contradicted(claim, source, said):
+    verdict = JUDGE.judge("", claim, [Chunk("c", source)]).claims[0]
+    assert verdict.verdict == "contradicted"
+    assert verdict.reason.startswith("antonym: claim says") and verdict.reason.endswith(f"chunk says {said}")
+
+
+def test_antonym_under_negation_agrees():
+    assert verdicts("The museum is not closed on Mondays.", [Chunk("c", "The museum is open on Mondays.")]) == [
+        "supported"
+    ]
+    assert verdicts("WiFi is not available in the rooms.", [Chunk("c", "WiFi is unavailable in the rooms.")]) == [
+        "supported"
+    ]
+
+
+def test_antonym_of_another_sentence_that_states_the_claim_better_is_no_conflict():
+    chunk = Chunk("c", "Pour out the hot water. Then pour cold water over the eggs.")
+    assert verdicts("Pour out the hot water.", [chunk]) == ["supported"]
+
+
+def test_antonyms_come_from_wordnet_with_irregular_forms():
+    table = antonyms()
+    assert "fall" in table["rise"] and "rise" in table["fall"]
+    assert "decreas" in table["increas"] and "lose" in table["win"]
+    assert facts("Prices rose").terms == ("price", "rise")  # "rose" is mapped to its lemma before stemming
+    assert "employ" not in table.get("employe", frozenset())  # pairs whose stems collide are left out
+
+
+def test_swapped_roles_are_contradicted_in_both_voices():
+    chunk = Chunk("c", "The Normans defeated the English at Hastings in 1066.")
+    claim = JUDGE.judge("", "The English defeated the Normans at Hastings in 1066.", [chunk]).claims[0]
+    assert (claim.verdict, claim.reason) == (
+        "contradicted",
+        "roles swapped around 'defeated': chunk says norman → english",
+    )
+    assert verdicts("The English were defeated by the Normans at Hastings in 1066.", [chunk]) == ["supported"]
+    assert verdicts("The Normans were defeated by the English at Hastings in 1066.", [chunk]) == ["contradicted"]
+
+
+def test_symmetric_verbs_are_never_role_swaps():
+    assert verdicts("Jones met Smith in Paris.", [Chunk("c", "Smith met Jones in Paris.")]) == ["supported"]
+
+
+def test_relation_built_from_words_of_the_passage_is_not_supported():
+    chunk = Chunk("c", "Harold met William in 1064. William founded the abbey after the battle.")
+    claim = JUDGE.judge("", "Harold founded the abbey.", [chunk]).claims[0]
+    assert claim.verdict == "unverifiable"
+    assert "relation 'founded' between these words not in chunk" in claim.reason
+    assert verdicts("William founded the abbey.", [chunk]) == ["supported"]
+
+
+def test_negation_in_another_sentence_is_contradicted():
+    chunk = Chunk("c", "WiFi is available in the lobby. It is not available in the rooms.")
+    claim = JUDGE.judge("", "WiFi is available in the rooms.", [chunk]).claims[0]
+    assert (claim.verdict, claim.reason) == ("contradicted", "negation differs on avail")
+    assert verdicts("WiFi is available in the lobby.", [chunk]) == ["supported"]
+
+
+def test_lower_case_entity_swap_is_contradicted():
+    claim = JUDGE.judge("", "super bowl lv was played in glendale.", [BOWL]).claims[0]
+    assert (claim.verdict, claim.reason) == ("contradicted", "glendale where the chunk names raymond")
+    assert verdicts("super bowl lv was played in tampa.", [BOWL]) == ["supported"]
+
+
+def test_word_replaced_in_a_normally_written_claim_is_not_supported():
+    chunk = Chunk("c", "The council approved the new budget on Tuesday after a long debate.")
+    claim = JUDGE.judge("", "The council rejected the new budget on Tuesday.", [chunk]).claims[0]
+    assert claim.verdict != "supported"
+
+
+# ---------------------------------------------------------------- gaming: padding and duplicates
+
+
+def test_duplicate_and_near_duplicate_claims_count_once():
+    padded = " ".join(["The hotel has 1,000 rooms."] * 20 + ["The hotel has one thousand rooms!", "It has a casino."])
+    judgment = JUDGE.judge("", padded, [HOTEL])
+    assert [c.verdict for c in judgment.claims] == ["supported", "unverifiable"]
+    assert judgment.extra["duplicates"] == 20
+    assert judgment.faithfulness == 0.5
+    kept, dropped = distinct_claims(["The hotel has 1,000 rooms", "the hotel has 1000 rooms.", "It has a spa"])
+    assert (kept, dropped) == (["The hotel has 1,000 rooms", "It has a spa"], 1)
+
+
+def test_padding_with_distinct_supported_sentences_still_shows_the_false_claim():
+    sentences = [
+        "The Grand Hotel opened in 1998.",
+        "It has 1,000 rooms.",
+        "It has a spa.",
+        "WiFi is not available in the rooms.",
+        "Breakfast costs $12 per person.",
+    ]
+    judgment = JUDGE.judge("", " ".join([*sentences, "Breakfast costs $15 per person."]), [HOTEL])
+    assert judgment.n_contradicted == 1 and judgment.faithfulness == pytest.approx(5 / 6)
+
+
+# ---------------------------------------------------------------- language and script
+
+
+@pytest.mark.parametrize(
+    "answer, chunks, language",
+    [
+        ("El hotel tiene mil habitaciones y un spa.", [HOTEL], "answer is in Spanish (es)"),
+        ("Das Hotel hat tausend Zimmer und einen Wellnessbereich.", [HOTEL], "answer is in German (de)"),
+        (
+            "The hotel has 1,000 rooms.",
+            [Chunk("zh", "酒店有一千个房间和一个水疗中心。")],
+            "context is in Chinese (zh, Han script)",
+        ),
+        ("Отель имеет тысячу номеров.", [HOTEL], "answer is in Russian (ru, Cyrillic script)"),
+    ],
+)
+def test_unsupported_language_is_not_applicable_never_scored(answer, chunks, language):
+    judgment = JUDGE.judge("", answer, chunks)
+    assert judgment.claims == () and judgment.error is None
+    assert judgment.not_applicable == f"{language}: the lexical judge reads English and Italian; not scored"
+    assert math.isnan(judgment.faithfulness) and math.isnan(judgment.contradiction_rate)
+    assert judgment.to_dict()["not_applicable"] == judgment.not_applicable
+
+
+def test_english_and_italian_and_short_texts_are_judged():
+    assert JUDGE.judge("", "Sunday: 9 am to 2 pm.", [Chunk("c", "Sunday 9:00 to 14:00.")]).not_applicable is None
+    assert identify("Il negozio è aperto la domenica.").code == "it"
+    assert identify("Pizza, pasta, salad.").code == "en"  # too short to tell: benefit of the doubt
+    assert unsegmented_script("东京是日本的首都") == "Han" and unsegmented_script("Tokyo is big") is None
 
 
 # ---------------------------------------------------------------- claims
@@ -195,7 +335,7 @@ def test_no_chunks_means_unverifiable_without_attribution():
 
 
 def test_identity_and_factory():
-    assert (JUDGE.id, JUDGE.version) == ("lexical", "2")
+    assert (JUDGE.id, JUDGE.version) == ("lexical", "3")
     assert isinstance(JUDGE.version, str)
     assert get_judge({"name": "lexical", "support": 0.6}) == LexicalJudge(support=0.6)
     assert sorted(JUDGES) == ["lexical", "llm", "nli", "ragas"]

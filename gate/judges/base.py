@@ -52,6 +52,10 @@ class Judgment:
     0, 0.5, 1); when set it takes precedence over the claim count."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Backend-specific values (e.g. the rubric judge's relevance score, raw model output)."""
+    not_applicable: str | None = None
+    """Set when the judge cannot read the answer or its context (e.g. "answer is in Spanish (es): the lexical
+    judge reads English and Italian; not scored"): every score is NaN (not applicable), not a failure, and the
+    report shows this warning."""
 
     @property
     def n_supported(self) -> int:
@@ -69,7 +73,7 @@ class Judgment:
 
         Source: claim-level faithfulness as in RAGAS (Es et al. 2024, arXiv:2309.15217, §3).
         """
-        if self.error is not None:
+        if self.error is not None or self.not_applicable is not None:
             return math.nan
         if self.score is not None:
             return self.score
@@ -80,7 +84,7 @@ class Judgment:
     @property
     def contradiction_rate(self) -> float:
         """Contradicted claims / all claims in [0, 1]; NaN when there are no claims or the judge failed."""
-        if self.error is not None or not self.claims:
+        if self.error is not None or self.not_applicable is not None or not self.claims:
             return math.nan
         return self.n_contradicted / len(self.claims)
 
@@ -109,6 +113,8 @@ class Judgment:
         }
         if self.error is not None:
             out["error"] = self.error
+        if self.not_applicable is not None:
+            out["not_applicable"] = self.not_applicable
         if self.extra:
             out["extra"] = self.extra
         return out

@@ -131,3 +131,32 @@ def extract_claims(answer: str, lang: Lang = "en") -> list[str]:
             if _units(claim, lang) > 0:
                 claims.append(claim)
     return claims
+
+
+def distinct_claims(claims: list[str], lang: Lang = "en", overlap: float = 0.8) -> tuple[list[str], int]:
+    """Drop claims that repeat an earlier one: padding with copies does not change a score.
+
+    Two claims are the same when the Jaccard overlap of their checkable content (content stems, numbers,
+    months) is at least ``overlap``; a claim without content is kept.
+
+    Args:
+        claims: claims in answer order.
+        lang: "en" or "it".
+        overlap: Jaccard threshold in (0, 1].
+
+    Returns:
+        (the first claim of each group, in order; the number dropped).
+
+    Source: Jaccard 1912, "The distribution of the flora in the alpine zone", doi:10.1111/j.1469-8137.1912.tb05611.x.
+
+    """
+    kept: list[str] = []
+    keys: list[frozenset[str]] = []
+    for claim in claims:
+        found = facts(claim, lang)
+        key = found.content | {f"#{q.value:g}" for q in found.numbers} | {f"@{m}" for m in found.months}
+        if key and any(len(key & k) / len(key | k) >= overlap for k in keys):
+            continue
+        kept.append(claim)
+        keys.append(key)
+    return kept, len(claims) - len(kept)

@@ -14,9 +14,14 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from gate.judges.base import ClaimVerdict, ContradictionLevel, Judgment
-from gate.judges.claims import extract_claims, split_sentences
+from gate.judges.claims import distinct_claims, extract_claims, split_sentences
+from gate.judges.lexicon import antonyms
 from gate.judges.text import Facts, Lang, Quantity, analyzer, detect_language, facts
+from gate.language import unreadable
 from gate.models import Chunk
+
+_CONTEXT_CHARS = 5000
+"""Characters of the context whose language is checked (the first chunks, in rank order)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,8 @@ class _Evidence:
     sentences: tuple[str, ...]
     facts: tuple[Facts, ...]
     stems: frozenset[str] = field(default_factory=frozenset)
+    positive: frozenset[str] = frozenset()
+    negated: frozenset[str] = frozenset()
     numbers: tuple[Quantity, ...] = ()
     months: frozenset[int] = frozenset()
 
@@ -104,7 +111,9 @@ class LexicalJudge:
     """Coverage in [0, 1] from which a chunk supports the claim (if it also agrees on every fact)."""
 
     id: ClassVar[str] = "lexical"
-    version: ClassVar[str] = "2"  # 2: refusals detected by gate.metrics.refusal (the rule scoring uses)
+    version: ClassVar[str] = "3"
+    """2: refusals detected by gate.metrics.refusal (the rule scoring uses); 3: antonyms, role swaps, relations,
+    polarity across sentences, lower-case name swaps, duplicate claims, unsupported languages."""
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -125,13 +134,21 @@ class LexicalJudge:
             repeat: the repeat index; ignored (the lexical judge is deterministic).
 
         Returns:
-            A :class:`Judgment` with one :class:`ClaimVerdict` per claim, in answer order.
+            A :class:`Judgment` with one :class:`ClaimVerdict` per distinct claim, in answer order (a claim that
+            repeats an earlier one is dropped and counted in ``extra["duplicates"]``). When the answer or the
+            context is in a language other than English or Italian, no claim is judged and ``not_applicable``
+            names the language.
 
         """
+        context = " ".join(c.text for c in chunks)[:_CONTEXT_CHARS]
+        warning = unreadable({"answer": answer, "context": context})
+        if warning is not None:
+            return Judgment(claims=(), not_applicable=warning)
         lang = detect_language(" ".join([answer, *(c.text[:2000] for c in chunks[:3])]))
-        claims = extract_claims(answer, lang)
+        claims, duplicates = distinct_claims(extract_claims(answer, lang), lang)
+        extra = {"language": lang, "duplicates": duplicates}
         if not claims:
-            return Judgment(claims=(), extra={"language": lang})
+            return Judgment(claims=(), extra=extra)
         evidence = [_evidence(chunk, lang) for chunk in chunks]
         sentences = [s for ev in evidence for s in ev.sentences]
         sims = tfidf_similarities(claims, sentences, lang)
@@ -139,18 +156,36 @@ class LexicalJudge:
         verdicts = []
         for row, claim in enumerate(claims):
             claim_facts, offset, checks = facts(claim, lang), 0, []
+            lower_case = claim[1:] == claim[1:].lower()
             for index, ev in enumerate(evidence):
                 row_sims = sims[row, offset : offset + len(ev.sentences)]
-                checks.append(self._check(claim_facts, given, index, ev, row_sims))
+                checks.append(self._check(claim_facts, given, index, ev, row_sims, lang, lower_case))
                 offset += len(ev.sentences)
             verdicts.append(self._verdict(claim, checks, evidence))
-        return Judgment(claims=tuple(verdicts), extra={"language": lang})
+        return Judgment(claims=tuple(verdicts), extra=extra)
 
-    def _check(self, claim: Facts, given: frozenset[str], index: int, ev: _Evidence, sims: np.ndarray) -> _Check:
+    def _check(
+        self,
+        claim: Facts,
+        given: frozenset[str],
+        index: int,
+        ev: _Evidence,
+        sims: np.ndarray,
+        lang: Lang,
+        lower_case: bool = False,
+    ) -> _Check:
         best_sentence = int(np.argmax(sims)) if len(sims) else 0
         best = ev.facts[best_sentence]
+        opposite = antonyms() if lang == "en" else {}
         required = claim.content - given or claim.content
-        coverage = len(required & ev.stems) / len(required) if required else 1.0
+        # "not available" is covered by "unavailable" (an antonym under negation), and the reverse
+        equivalent = {
+            w
+            for w in required - ev.stems
+            if (w in claim.negated and opposite.get(w, frozenset()) & ev.positive)
+            or (w in claim.positive and opposite.get(w, frozenset()) & ev.negated)
+        }
+        coverage = len(required & (ev.stems | equivalent)) / len(required) if required else 1.0
         absent_numbers = [q for q in claim.numbers if not any(q.matches(o) for o in ev.numbers)]
         absent_months = sorted(claim.months - ev.months)
         absent_entities = sorted(e for e in claim.entities if not _known(e, ev.stems))
@@ -161,10 +196,14 @@ class LexicalJudge:
         )
         # A conflict counts only when the closest sentence and its neighbours (for "It has ...") state the same
         # thing otherwise: they hold at least `cover` of the claim's other content words.
-        window = ev.facts[max(0, best_sentence - 1) : best_sentence + 2]
         rest = required - set(absent_entities)
-        window_stems = frozenset().union(*(f.content for f in window))
-        same_statement = (len(rest & window_stems) / len(rest) if rest else 1.0) >= self.cover
+        # a word whose antonym stands in the sentence is about the same thing ("rose" / "fell")
+        windows = [
+            _with_opposites(rest, frozenset().union(*(f.content for f in ev.facts[max(0, k - 1) : k + 2])), opposite)
+            for k in range(len(ev.facts))
+        ]
+        same_statement = _share(rest, windows[best_sentence]) >= self.cover
+        window = ev.facts[max(0, best_sentence - 1) : best_sentence + 2]
         conflicts: list[str] = []
         if same_statement:
             for q in absent_numbers:
@@ -179,17 +218,26 @@ class LexicalJudge:
                 conflicts.append(
                     f"entity {', '.join(absent_entities)} not in chunk; chunk names {', '.join(others[:3])}"
                 )
-            flipped = sorted(
-                ((claim.positive & best.negated) - best.positive) | ((claim.negated & best.positive) - best.negated)
-            )
-            if flipped:
-                conflicts.append(f"negation differs on {', '.join(flipped)}")
+            substituted, swapped_words = _substitutions(claim, best, required - ev.stems - equivalent, lower_case)
+            conflicts.extend(substituted)
+            missing.extend(swapped_words)
+        # Polarity (negation, antonyms) is checked in every sentence that states the same thing, not only the
+        # closest one: "WiFi is available in the lobby. It is not available in the rooms."
+        statements = [
+            k
+            for k in range(len(ev.facts))
+            if (k == best_sentence and same_statement) or _states(rest, ev.facts[k], opposite, self.cover)
+        ]
+        conflicts.extend(_polarity_conflicts(claim, rest, [ev.facts[k] for k in statements], opposite))
+        role_conflicts, unstated = _role_conflicts(claim, ev.facts)
+        conflicts.extend(role_conflicts)
+        missing.extend(unstated)
         return _Check(
             index=index,
             coverage=coverage,
             similarity=float(sims[best_sentence]) if len(sims) else 0.0,
             best_sentence=best_sentence,
-            about=same_statement,
+            about=same_statement or bool(statements),
             conflicts=tuple(conflicts),
             missing=tuple(missing),
         )
@@ -232,6 +280,132 @@ class LexicalJudge:
         )
 
 
+def _share(words: frozenset[str], stems: frozenset[str]) -> float:
+    """Share of ``words`` found in ``stems`` (1 when ``words`` is empty)."""
+    return len(words & stems) / len(words) if words else 1.0
+
+
+def _with_opposites(
+    words: frozenset[str], stems: frozenset[str], opposite: dict[str, frozenset[str]]
+) -> frozenset[str]:
+    """``stems`` plus the words of ``words`` whose antonym is in ``stems``."""
+    return stems | {w for w in words if opposite.get(w, frozenset()) & stems}
+
+
+def _states(rest: frozenset[str], sentence: Facts, opposite: dict[str, frozenset[str]], cover: float) -> bool:
+    """True when ``sentence`` itself holds ≥ ``cover`` of ``rest``, leaving out words whose antonym it has.
+
+    At least two words must be compared: a claim of one content word is about too little to conflict with
+    every sentence that uses it.
+    """
+    compared = frozenset(w for w in rest if not opposite.get(w, frozenset()) & sentence.content)
+    return len(compared) >= 2 and _share(compared, sentence.content) >= cover
+
+
+def _polarity(claim: Facts, sentence: Facts, opposite: dict[str, frozenset[str]]) -> list[str]:
+    """Where ``sentence`` says the opposite of ``claim``: a word negated on one side only, or an antonym."""
+    flipped = sorted(
+        ((claim.positive & sentence.negated) - sentence.positive)
+        | ((claim.negated & sentence.positive) - sentence.negated)
+    )
+    out = [f"negation differs on {', '.join(flipped)}"] if flipped else []
+    for word in sorted(claim.positive - sentence.content):
+        said = sorted((opposite.get(word, frozenset()) & sentence.positive) - claim.content)
+        if said:
+            out.append(f"antonym: claim says {_surface(claim, word)}, chunk says {_surface(sentence, said[0])}")
+    return out
+
+
+def _surface(found: Facts, stem: str) -> str:
+    """The word behind ``stem`` in ``found`` (the stem itself when absent)."""
+    return next((w for t, w in zip(found.terms, found.surfaces, strict=True) if t == stem), stem)
+
+
+def _polarity_conflicts(
+    claim: Facts, rest: frozenset[str], statements: list[Facts], opposite: dict[str, frozenset[str]]
+) -> list[str]:
+    """Polarity conflicts with the sentences that state the claim, unless a sentence closer to it agrees.
+
+    A sentence that states the claim with the same polarity outweighs a conflicting one when it holds more of the
+    claim's words (an antonym does not count as the claim's word): "pour out the hot water" is stated by "pour out
+    the hot water" and not contradicted by "pour cold water over the eggs"; ties go to the conflict ("available
+    in the lobby" vs "not available in the rooms" for the claim "available in the rooms").
+    """
+    found = [(_share(rest, f.content), _polarity(claim, f, opposite)) for f in statements]
+    agreeing = max((share for share, reasons in found if not reasons), default=-1.0)
+    return [r for share, reasons in found if reasons and share >= agreeing for r in reasons][:3]
+
+
+def _role_conflicts(claim: Facts, sentences: Sequence[Facts]) -> tuple[list[str], list[str]]:
+    """(conflicts, missing) for the claim's directed relations ("the English defeated the Normans").
+
+    A relation is stated when a sentence has the same verb with one of the claim's words on each side (agent
+    first, passive voice normalised); swapped when a sentence has them on the opposite sides (a conflict); and
+    not stated when the chunk uses the verb only between other words (the claim's words come from elsewhere in
+    the passage: missing, so not supported).
+    """
+    conflicts: list[str] = []
+    missing: list[str] = []
+    found = [f.relations() for f in sentences]
+    nearest = [f.relations(near=2) for f in sentences]
+    claim_nearest = claim.relations(near=2)
+    for verb, (left, right) in claim.relations().items():
+        uses = [r[verb] for r in found if verb in r]
+        if not uses or any(left & sl and right & sr for sl, sr in uses):
+            continue
+        near_left, near_right = claim_nearest[verb]
+        swapped = next(
+            ((sl, sr) for r in nearest if verb in r for sl, sr in [r[verb]] if near_left & sr and near_right & sl),
+            None,
+        )
+        if swapped:
+            agent, patient = sorted(near_right & swapped[0])[0], sorted(near_left & swapped[1])[0]
+            conflicts.append(f"roles swapped around '{_surface(claim, verb)}': chunk says {agent} → {patient}")
+        else:
+            missing.append(f"relation '{_surface(claim, verb)}' between these words")
+    return conflicts, missing
+
+
+def _substitutions(
+    claim: Facts, sentence: Facts, absent: frozenset[str], lower_case: bool
+) -> tuple[list[str], list[str]]:
+    """(conflicts, missing) for claim words absent from the chunk that stand where the sentence has another word.
+
+    Aligned: the same preceding and following content words on both sides ("was played in glendale in 2021" /
+    "was played in Tampa in 2021"); in a claim written in lower case, where names cannot be told by their
+    capital, one matching neighbour is enough and replacing a name of the chunk is a conflict. Otherwise the
+    word is missing, not contradicted (a synonym cannot be told from a changed fact by spelling). Absent names
+    of a normally written claim are left to the entity rule.
+    """
+    conflicts: list[str] = []
+    missing: list[str] = []
+    terms = claim.terms
+    for k, term in enumerate(terms):
+        if term not in absent or term in claim.entities:
+            continue
+        before = terms[k - 1] if k else None
+        after = terms[k + 1] if k + 1 < len(terms) else None
+        if (before is None and after is None) or (not lower_case and (before is None or after is None)):
+            continue
+        other = next(
+            (
+                j
+                for j, candidate in enumerate(sentence.terms)
+                if candidate not in claim.content
+                and (before is None or (j > 0 and sentence.terms[j - 1] == before))
+                and (after is None or (j + 1 < len(sentence.terms) and sentence.terms[j + 1] == after))
+            ),
+            None,
+        )
+        if other is None:
+            continue
+        if lower_case and sentence.terms[other] in sentence.entities:
+            conflicts.append(f"{claim.surfaces[k]} where the chunk names {sentence.surfaces[other]}")
+        else:
+            missing.append(f"word {claim.surfaces[k]} where the chunk says {sentence.surfaces[other]}")
+    return conflicts, missing
+
+
 def _known(stem: str, stems: frozenset[str]) -> bool:
     """True when ``stem`` or a word of the same family ("singapor" / "singaporean") is in ``stems``."""
     return stem in stems or (
@@ -247,6 +421,8 @@ def _evidence(chunk: Chunk, lang: Lang) -> _Evidence:
         sentences=sentences,
         facts=found,
         stems=frozenset().union(*(f.content for f in found)),
+        positive=frozenset().union(*(f.positive for f in found)),
+        negated=frozenset().union(*(f.negated for f in found)),
         numbers=tuple(q for f in found for q in f.numbers),
         months=frozenset().union(*(f.months for f in found)),
     )

@@ -71,6 +71,17 @@ _SCALES = {
     "mn": 1e6, "bn": 1e9, "mila": 1e3, "milione": 1e6, "milioni": 1e6, "miliardo": 1e9, "miliardi": 1e9,
 }  # fmt: skip
 
+IRREGULAR = {
+    "rose": "rise", "risen": "rise", "fell": "fall", "fallen": "fall", "won": "win", "lost": "lose",
+    "bought": "buy", "sold": "sell", "began": "begin", "begun": "begin", "forgot": "forget",
+    "forgotten": "forget", "froze": "freeze", "frozen": "freeze", "hid": "hide", "hidden": "hide", "sank": "sink",
+    "sunk": "sink", "shrank": "shrink", "shrunk": "shrink", "lent": "lend", "led": "lead", "slept": "sleep",
+    "woke": "wake", "woken": "wake", "fed": "feed", "forbade": "forbid", "forbidden": "forbid", "broke": "break",
+    "broken": "break", "men": "man", "women": "woman", "wives": "wife", "children": "child", "taught": "teach",
+}  # fmt: skip
+"""English irregular forms whose Snowball stem is not their lemma's ("rose" → "rise"), for the verbs and nouns
+of the antonym list (:mod:`gate.judges.lexicon`)."""
+
 _TOKEN = re.compile(
     r"(?P<time>\b\d{1,2}(?::\d{2})?\s*(?:[ap]\.?m\.?)(?![a-z])|\b\d{1,2}:\d{2}\b)"
     r"|(?P<num>\d[\d,.]*\d|\d)"
@@ -119,11 +130,63 @@ class Facts:
     """Stems of content words within the scope of a negation cue ("not available" → {"avail"})."""
     positive: frozenset[str]
     """Stems of content words outside any negation scope."""
+    surfaces: tuple[str, ...] = ()
+    """The lower-cased word of each term, same order as ``terms``."""
+    passive: tuple[bool | None, ...] = ()
+    """Per term: True for a passive verb with its agent ("was defeated by"), None for one without ("was
+    fired"), False otherwise; same order as ``terms``."""
 
     @property
     def content(self) -> frozenset[str]:
         """The set of content stems."""
         return frozenset(self.terms)
+
+    def relations(self, near: int | None = None) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        """Directed relations: verb stem → (content stems before it, content stems after it), agent first.
+
+        A verb here is a past-tense form ("defeated", "won", "bought") that is not symmetric ("met",
+        "married"), with content words on both sides. A passive verb with its agent ("the English were defeated
+        by the Normans") has its sides swapped, so both voices give ``{"defeat": ({"norman"}, {"english"})}``;
+        a passive without its agent ("was fired"), and a verb that occurs twice, are left out.
+
+        Args:
+            near: keep only this many content words on each side, nearest first (None: all).
+
+        """
+        out: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        seen: set[str] = set()
+        for k, (term, word) in enumerate(zip(self.terms, self.surfaces, strict=True)):
+            if term in seen:
+                out.pop(term, None)
+                continue
+            seen.add(term)
+            if not _is_past(word) or word in SYMMETRIC_VERBS or term in self.entities or self.passive[k] is None:
+                continue
+            before = [t for t in self.terms[:k] if t != term]
+            after = [t for t in self.terms[k + 1 :] if t != term]
+            if near is not None:
+                before, after = before[-near:], after[:near]
+            left, right = frozenset(before), frozenset(after)
+            if left and right:
+                out[term] = (right, left) if self.passive[k] else (left, right)
+        return out
+
+
+SYMMETRIC_VERBS = frozenset(
+    """met married played merged partnered tied collided competed fought faced joined drew talked spoke shared
+    exchanged traded connected linked compared related matched combined mixed agreed disagreed cooperated
+    worked collaborated negotiated discussed debated dated divorced hugged kissed embraced""".split()
+)
+"""Past forms whose relation holds both ways ("A met B" = "B met A"): never a role swap."""
+_IRREGULAR_PAST = frozenset(
+    """won lost beat bought sold led took gave made built wrote sent hit caught left brought sought taught
+    fought struck overtook overthrew defeated sank shot bit stole""".split()
+)
+_BE = frozenset({"is", "are", "was", "were", "be", "been", "being", "è", "sono", "era", "erano", "stato", "stata"})
+
+
+def _is_past(word: str) -> bool:
+    return (len(word) > 4 and word.endswith("ed")) or word in _IRREGULAR_PAST
 
 
 _local = threading.local()
@@ -140,18 +203,21 @@ def _stemmer(lang: Lang) -> snowballstemmer.stemmer:
 
 @functools.lru_cache(maxsize=200_000)
 def stem(word: str, lang: Lang = "en") -> str:
-    """The Snowball stem of a lower-cased word ("availability" → "avail", "negozi" → "negoz").
+    """The Snowball stem of a lower-cased word ("availability" → "avail", "negozi" → "negoz", "rose" → "rise").
 
     Args:
         word: one lower-case word.
         lang: "en" (Porter2) or "it" (Snowball Italian).
 
     Returns:
-        The stem; words of three letters or fewer are returned unchanged.
+        The stem; English irregular forms (:data:`IRREGULAR`) are first mapped to their lemma; words of three
+        letters or fewer are returned unchanged.
 
     Source: M. F. Porter, "Snowball: A language for stemming algorithms" (2001), snowballstem.org.
 
     """
+    if lang == "en":
+        word = IRREGULAR.get(word, word)
     if len(word) <= 3:
         return word
     return _stemmer(lang).stemWord(word)
@@ -321,6 +387,8 @@ def facts(text: str, lang: Lang = "en") -> Facts:
     numbers, used = _quantities(text, tokens, lang)
     starts = _sentence_starts(text)
     terms: list[str] = []
+    surfaces: list[str] = []
+    passive: list[bool] = []
     months: set[int] = set()
     entities: set[str] = set()
     negated: set[str] = set()
@@ -349,6 +417,11 @@ def facts(text: str, lang: Lang = "en") -> Facts:
             continue
         term = stem(low, lang)
         terms.append(term)
+        surfaces.append(low)
+        before = {t.text.lower() for t in tokens[max(0, i - 2) : i]}
+        after = {t.text.lower() for t in tokens[i + 1 : i + 4]}
+        agent = bool(after & {"by", "da", "dal", "dalla", "dai", "dagli"})
+        passive.append((True if agent else None) if before & _BE and _is_past(low) else False)
         if scope:
             negated.add(term)
             scope -= 1
@@ -363,6 +436,8 @@ def facts(text: str, lang: Lang = "en") -> Facts:
         entities=frozenset(entities),
         negated=frozenset(negated),
         positive=frozenset(positive),
+        surfaces=tuple(surfaces),
+        passive=tuple(passive),
     )
 
 
