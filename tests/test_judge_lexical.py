@@ -207,6 +207,20 @@ def test_padding_with_distinct_supported_sentences_still_shows_the_false_claim()
     ]
     judgment = JUDGE.judge("", " ".join([*sentences, "Breakfast costs $15 per person."]), [HOTEL])
     assert judgment.n_contradicted == 1 and judgment.faithfulness == pytest.approx(5 / 6)
+    assert judgment.hallucination_rate == 1.0  # binary per answer: padding cannot dilute it
+    invented = JUDGE.judge("", " ".join([*sentences, "It was designed by Renzo Piano."]), [HOTEL])
+    assert invented.n_contradicted == 0 and invented.hallucination_rate == 1.0
+    assert invented.claims[-1].unsupported_facts == ("entity piano, renzo",)
+    assert JUDGE.judge("", " ".join(sentences), [HOTEL]).hallucination_rate == 0.0
+
+
+def test_a_correct_paraphrase_is_not_a_hallucination():
+    chunk = Chunk("c", "The company's revenue increased by 20% in 2020, driven by online sales in Europe.")
+    judgment = JUDGE.judge("", "In 2020 the firm's turnover grew 20%, thanks to web purchases in Europe.", [chunk])
+    assert judgment.faithfulness < 1.0  # the words differ: the supported share cannot tell
+    assert judgment.n_contradicted == 0 and judgment.hallucination_rate == 0.0  # same numbers, date and names
+    wrong = JUDGE.judge("", "In 2021 the firm's turnover grew 20%, thanks to web purchases in Asia.", [chunk])
+    assert wrong.hallucination_rate == 1.0
 
 
 # ---------------------------------------------------------------- language and script

@@ -37,6 +37,9 @@ class ClaimVerdict:
     """Across the chunks that cover the claim: contradicted by none, some, or all of them."""
     reason: str = ""
     """One-line explanation (e.g. "number 1,200 not in chunk; chunk says 1,500")."""
+    unsupported_facts: tuple[str, ...] = ()
+    """Checkable facts of the claim (numbers, dates, names) found in no chunk and not in the question, e.g.
+    ("number 1200", "entity glendale"); set by the lexical judge."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class Judgment:
     0, 0.5, 1); when set it takes precedence over the claim count."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Backend-specific values (e.g. the rubric judge's relevance score, raw model output)."""
+    hallucinated: bool | None = None
+    """The judge's response-level call, when it makes its own (the lexical judge: a contradicted claim or a claim
+    with an unsupported fact); None: derived from the verdicts (see :attr:`hallucination_rate`)."""
     not_applicable: str | None = None
     """Set when the judge cannot read the answer or its context (e.g. "answer is in Spanish (es): the lexical
     judge reads English and Italian; not scored"): every score is NaN (not applicable), not a failure, and the
@@ -89,6 +95,29 @@ class Judgment:
         return self.n_contradicted / len(self.claims)
 
     @property
+    def hallucination_rate(self) -> float:
+        """1.0 when the answer has a contradicted or unsupported main claim, else 0.0; NaN without claims.
+
+        Binary per answer, so padding an answer with supported sentences cannot hide a false claim. The judge's
+        own call (:attr:`hallucinated`) is used when set: the lexical judge counts a claim as unsupported only when
+        a number, date or name of it is in no chunk (it cannot tell a paraphrase from an invention otherwise).
+        Judges that read meaning (LLM, NLI, ragas) count every claim not supported; a judge that gives only a
+        score (the rubric judge) flags any score below 1.
+
+        Source: response-level hallucination label of RAGTruth (Niu et al. 2024, ACL, arXiv:2401.00396): an
+        answer is hallucinated when it has at least one hallucinated span.
+        """
+        if self.error is not None or self.not_applicable is not None:
+            return math.nan
+        if self.hallucinated is not None:
+            return float(self.hallucinated) if self.claims or self.score is not None else math.nan
+        if self.score is not None:
+            return float(self.score < 1.0)
+        if not self.claims:
+            return math.nan
+        return float(any(c.verdict != "supported" for c in self.claims))
+
+    @property
     def contradiction_level(self) -> ContradictionLevel:
         """The response-level contradiction level: the most severe level among its claims."""
         levels = {c.contradiction_level for c in self.claims}
@@ -106,6 +135,7 @@ class Judgment:
                     "similarity": round(c.similarity, 6),
                     "contradiction_level": c.contradiction_level,
                     "reason": c.reason,
+                    **({"unsupported_facts": list(c.unsupported_facts)} if c.unsupported_facts else {}),
                 }
                 for c in self.claims
             ],

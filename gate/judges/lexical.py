@@ -50,6 +50,8 @@ class _Check:
     """The closest sentence holds ≥ ``cover`` of the claim's content words (other than absent entities)."""
     conflicts: tuple[str, ...]
     missing: tuple[str, ...]
+    absent_facts: tuple[str, ...] = ()
+    """The claim's numbers, months and names that this chunk does not hold."""
 
 
 def tfidf_similarities(claims: Sequence[str], sentences: Sequence[str], lang: Lang = "en") -> np.ndarray:
@@ -162,7 +164,8 @@ class LexicalJudge:
                 checks.append(self._check(claim_facts, given, index, ev, row_sims, lang, lower_case))
                 offset += len(ev.sentences)
             verdicts.append(self._verdict(claim, checks, evidence))
-        return Judgment(claims=tuple(verdicts), extra=extra)
+        hallucinated = any(v.verdict == "contradicted" or v.unsupported_facts for v in verdicts)
+        return Judgment(claims=tuple(verdicts), extra=extra, hallucinated=hallucinated)
 
     def _check(
         self,
@@ -189,11 +192,12 @@ class LexicalJudge:
         absent_numbers = [q for q in claim.numbers if not any(q.matches(o) for o in ev.numbers)]
         absent_months = sorted(claim.months - ev.months)
         absent_entities = sorted(e for e in claim.entities if not _known(e, ev.stems))
-        missing = (
+        absent_facts = (
             [f"number {q.value:g}" for q in absent_numbers]
             + [f"month {m}" for m in absent_months]
             + ([f"entity {', '.join(absent_entities)}"] if absent_entities else [])
         )
+        missing = list(absent_facts)
         # A conflict counts only when the closest sentence and its neighbours (for "It has ...") state the same
         # thing otherwise: they hold at least `cover` of the claim's other content words.
         rest = required - set(absent_entities)
@@ -240,6 +244,7 @@ class LexicalJudge:
             about=same_statement or bool(statements),
             conflicts=tuple(conflicts),
             missing=tuple(missing),
+            absent_facts=tuple(absent_facts),
         )
 
     def _verdict(self, claim: str, checks: list[_Check], evidence: list[_Evidence]) -> ClaimVerdict:
@@ -267,7 +272,12 @@ class LexicalJudge:
         else:
             return ClaimVerdict(claim=claim, verdict="unverifiable", reason="no chunks")
         if check.similarity <= 0.0 and verdict == "unverifiable" and check.coverage == 0.0:
-            return ClaimVerdict(claim=claim, verdict="unverifiable", reason="no chunk shares a content word")
+            return ClaimVerdict(
+                claim=claim,
+                verdict="unverifiable",
+                reason="no chunk shares a content word",
+                unsupported_facts=check.absent_facts,
+            )
         ev = evidence[check.index]
         return ClaimVerdict(
             claim=claim,
@@ -277,6 +287,7 @@ class LexicalJudge:
             similarity=check.similarity,
             contradiction_level=level,
             reason=reason,
+            unsupported_facts=check.absent_facts if verdict == "unverifiable" else (),
         )
 
 
