@@ -76,10 +76,11 @@ def _judgment() -> Judgment:
 
 def test_judged_metrics_name_the_judgment_field_they_read():
     judged = {name: spec for name, spec in METRICS.items() if spec.judged}
-    assert set(judged) == {"faithfulness", "contradiction_rate"}
+    assert set(judged) == {"faithfulness", "contradiction_rate", "hallucination_rate"}
     judgment = _judgment()
-    # 2 supported and 1 contradicted of 4 claims (RAGAS faithfulness: supported / all claims).
-    expected = {"faithfulness": 2 / 4, "contradiction_rate": 1 / 4}
+    # 2 supported and 1 contradicted of 4 claims (RAGAS faithfulness: supported / all claims); a contradicted
+    # claim makes the answer hallucinated.
+    expected = {"faithfulness": 2 / 4, "contradiction_rate": 1 / 4, "hallucination_rate": 1.0}
     for name, spec in judged.items():
         assert spec.fn is None and isinstance(getattr(Judgment, spec.judgment_field), property)
         assert getattr(judgment, spec.judgment_field) == expected[name]

@@ -204,7 +204,7 @@ def test_resolve_errors(name, message):
 
 
 def test_registry_drift():
-    assert len(METRICS) == 14
+    assert len(METRICS) == 15
     for key, spec in METRICS.items():
         assert key == spec.name
         assert spec.label and spec.description
@@ -219,6 +219,7 @@ def test_registry_drift():
     assert (METRICS["latency_ms"].default_margin, METRICS["cost_usd"].default_margin) == (0.10, 0.05)
     assert {k for k, s in METRICS.items() if s.direction == "lower"} == {
         "contradiction_rate",
+        "hallucination_rate",
         "false_refusal",
         "error_rate",
         "latency_ms",

@@ -236,6 +236,9 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec("contradiction_rate", "Contradiction rate", "lower", "graded", 0.03,
                    "Share of the answer's claims contradicted by the retrieved chunks.",
                    judgment_field="contradiction_rate"),
+        MetricSpec("hallucination_rate", "Hallucination rate", "lower", "binary", 0.03,
+                   "Share of answers with a contradicted or unsupported main claim (padding cannot dilute it).",
+                   judgment_field="hallucination_rate"),
         MetricSpec("answer_f1", "Answer F1", "higher", "graded", 0.03,
                    "SQuAD token F1 against the best reference answer.", fn=_answer(answer_f1)),
         MetricSpec("exact_match", "Exact match", "higher", "binary", 0.03,
@@ -256,7 +259,8 @@ METRICS: dict[str, MetricSpec] = {
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "faithfulness", "contradiction_rate",
-    "answer_f1", "exact_match", "refusal", "false_refusal", "error_rate", "latency_ms", "cost_usd",
+    "hallucination_rate", "answer_f1", "exact_match", "refusal", "false_refusal", "error_rate", "latency_ms",
+    "cost_usd",
 )  # fmt: skip
 
 _NAME = re.compile(r"^(?P<base>[a-z_0-9]+)(?:@(?P<k>[^@]*))?$")
