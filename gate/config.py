@@ -23,10 +23,12 @@ from gate.judges import JUDGES
 from gate.metrics import DEFAULT_METRICS, DEFAULT_REFUSAL_PHRASES, resolve
 from gate.sandbox import check_passthrough
 
-PRIMARY_METRICS = ("hit_rate@k", "mrr", "faithfulness", "answer_f1", "refusal", "false_refusal", "error_rate")
+PRIMARY_METRICS = ("hit_rate@k", "mrr", "hallucination_rate", "answer_f1", "refusal", "false_refusal", "error_rate")
 """Metric families gated by default: one per question a user asks (found? ranked? grounded? correct? refuses?
 over-refuses? breaks?). Holm–Bonferroni splits α across gated metrics, so gating near-duplicates (recall@k next to
-hit rate@k, nDCG next to MRR) only costs power; they are still reported."""
+hit rate@k, nDCG next to MRR) only costs power; they are still reported. "Grounded?" is the hallucination rate,
+not the supported share (faithfulness): the offline judge cannot tell a paraphrase from an invention, so its
+supported share moves with answer style (README, "Judges")."""
 
 MAX_CONFIG_BYTES = 1 << 20
 """A config file larger than 1 MiB is rejected before it is parsed."""

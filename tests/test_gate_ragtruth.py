@@ -1,17 +1,18 @@
-"""Gate-level check on real human labels (issue 5): RAGTruth answers of one model as base, another as head.
+"""Gate-level check on real human labels (issue 12): RAGTruth answers of one model as base, another as head.
 
-A model with ~9 % human-labelled hallucinations (gpt-4-0613) against one with ~61 % (mistral-7B-instruct) must
-give a significant faithfulness regression with the lexical judge; models with similar human rates must not.
+With the **default** config (no ``gate:`` key: the hallucination rate is the gated generation metric), a model with
+~9 % human-labelled hallucinations (gpt-4-0613) against one with ~55 % (mistral-7B-instruct) must fail the gate;
+models with similar human rates must not. The full 15-pair matrix is in ``benchmarks/judge_quality.py``.
 """
 
 from __future__ import annotations
 
 import pytest
 from conftest import SHARED_DATA, compare, write_jsonl
-from judgeeval import load_ragtruth
+from judgeeval import load_ragtruth, mcnemar_worse
 
 RAGTRUTH = SHARED_DATA / "ragtruth-subset" / "cases.jsonl"
-# Three comparisons judged on ~100 long RAGTruth answers each: slow (CI runs `-m slow`).
+# Five comparisons judged on ~100 long RAGTruth answers each: slow (CI runs `-m slow`).
 pytestmark = [pytest.mark.slow, pytest.mark.shared_data("ragtruth-subset")]
 
 
@@ -40,28 +41,37 @@ def gate(tmp_path, by_model, base_model, head_model):
                 for s in shared
             ],
         )
-    (tmp_path / "rag-gate.yml").write_text(
-        "golden: golden.jsonl\npipeline: {predictions: head.jsonl}\n"
-        "metrics: [faithfulness, contradiction_rate]\ngate: [faithfulness]\n"
-    )
-    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "report", "--config", str(tmp_path / "rag-gate.yml"))
-    human = {side: sum(c[s].hallucinated for s in shared) / len(shared) for side, c in (("base", base), ("head", head))}
-    return result.exit_code, report, human, len(shared)
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "report")  # default config
+    labels = {side: [c[s].hallucinated for s in shared] for side, c in (("base", base), ("head", head))}
+    return result.exit_code, report, labels
+
+
+def metric(report, name):
+    return next(m for m in report["metrics"] if m["name"] == name)
+
+
+def test_the_default_gate_is_on_the_hallucination_rate_not_the_supported_share(tmp_path, by_model):
+    _, report, _ = gate(tmp_path, by_model, "gpt-4-0613", "gpt-3.5-turbo-0613")
+    assert metric(report, "hallucination_rate")["gated"] and not metric(report, "faithfulness")["gated"]
 
 
 def test_clearly_worse_model_fails_the_gate(tmp_path, by_model):
-    code, report, human, n = gate(tmp_path, by_model, "gpt-4-0613", "mistral-7B-instruct")
-    assert n >= 80 and human["base"] < 0.15 and human["head"] > 0.5
-    faith = next(m for m in report["metrics"] if m["name"] == "faithfulness")
-    assert code == 1 and report["verdict"] == "fail" and faith["status"] == "fail"
-    assert faith["ci_high"] < 0 and faith["p_adjusted"] < 0.05
+    code, report, labels = gate(tmp_path, by_model, "gpt-4-0613", "mistral-7B-instruct")
+    assert len(labels["base"]) >= 80 and mcnemar_worse(labels["base"], labels["head"]) < 1e-6
+    rate = metric(report, "hallucination_rate")
+    assert code == 1 and report["verdict"] == "fail" and rate["status"] == "fail"
+    assert rate["p_adjusted"] < 0.05
 
 
 @pytest.mark.parametrize(
-    "base_model, head_model", [("gpt-4-0613", "gpt-3.5-turbo-0613"), ("llama-2-7b-chat", "mistral-7B-instruct")]
+    "base_model, head_model",
+    [
+        ("gpt-4-0613", "gpt-3.5-turbo-0613"),
+        ("gpt-3.5-turbo-0613", "gpt-4-0613"),
+        ("llama-2-7b-chat", "mistral-7B-instruct"),
+    ],
 )
-def test_models_with_similar_rates_do_not_fail(tmp_path, by_model, base_model, head_model):
-    code, report, human, _ = gate(tmp_path, by_model, base_model, head_model)
-    assert abs(human["base"] - human["head"]) < 0.05
-    faith = next(m for m in report["metrics"] if m["name"] == "faithfulness")
-    assert code == 0 and faith["status"] != "fail", faith
+def test_models_people_do_not_see_as_worse_do_not_fail(tmp_path, by_model, base_model, head_model):
+    code, report, labels = gate(tmp_path, by_model, base_model, head_model)
+    assert mcnemar_worse(labels["base"], labels["head"]) > 0.05  # people see no significant drop
+    assert code == 0 and report["verdict"] != "fail", [m for m in report["metrics"] if m["status"] == "fail"]
