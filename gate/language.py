@@ -8,7 +8,7 @@ warning naming the language), never scored 0 or 1.
 Language identification uses py3langid (a maintained fork of langid.py, Lui & Baldwin 2012, ACL demo,
 https://aclanthology.org/P12-3005; BSD-3-Clause; the naive Bayes model over byte n-grams for 97 languages ships
 inside the wheel, 4.6 MB, nothing is downloaded). It is loaded only when a text is neither clearly English /
-Italian by its function words nor in another script (loading takes a few seconds).
+Italian by its function words (≥ 30 % of its words) nor in another script (loading takes a few seconds).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import re
 import threading
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 JUDGE_LANGUAGES = frozenset({"en", "it"})
@@ -49,8 +50,9 @@ _SCRIPT_PREFIXES = (
 )  # fmt: skip
 _SCRIPT_LANGUAGE = {"Han": "zh", "Hiragana": "ja", "Katakana": "ja", "Hangul": "ko", "Thai": "th", "Greek": "el"}
 _WORD = re.compile(r"[^\W\d_]+")
-_MIN_FUNCTION_SHARE = 0.15
-"""English or Italian function words must make up this share of a Latin-script text's words to skip langid."""
+_MIN_FUNCTION_SHARE = 0.3
+"""English or Italian function words must make up this share of a Latin-script text's words to skip langid
+(English and Italian prose run at 40–50 %; French or Spanish share a few short words with them)."""
 _MIN_CONFIDENCE = 0.9
 """py3langid's normalised probability above which a Latin-script text is taken to be in another language."""
 _MIN_WORDS = 4
@@ -128,7 +130,7 @@ def identify(text: str) -> Language:
 
     Rules, in order: no letters → "und"; a non-Latin dominant script → py3langid's best guess (or the script's
     usual language when py3langid is unsure); a Latin-script text whose English or Italian function words make up
-    ≥ 15 % of its words → "en" or "it" by which has more; fewer than 4 words → "en" (too short to tell);
+    ≥ 30 % of its words → "en" or "it" by which has more; fewer than 4 words → "en" (too short to tell);
     otherwise py3langid, taken when its normalised probability is ≥ 0.9, else "en".
 
     Args:
@@ -180,4 +182,22 @@ def unreadable(texts: dict[str, str], languages: frozenset[str] = JUDGE_LANGUAGE
         if found.code not in languages and found.script:
             readable = " and ".join(LANGUAGE_NAMES.get(c, c) for c in sorted(languages))
             return f"{role} is in {found.name}: the lexical judge reads {readable}; not scored"
+    return None
+
+
+def f1_unreadable(answer: str, references: Sequence[str]) -> str | None:
+    """A warning when the SQuAD answer-F1 tokenizer cannot read ``answer`` or one of ``references``, else None.
+
+    The tokenizer splits on whitespace, so it reads any language written with spaces between words; a text whose
+    letters are at least one fifth in a script without spaces (:data:`UNSEGMENTED_SCRIPTS`) cannot be split
+    into words.
+
+    Returns:
+        E.g. "answer is in Han script (Chinese/Japanese): answer F1 splits words on spaces; not scored".
+
+    """
+    for role, text in (("answer", answer), *(("reference answer", r) for r in references)):
+        script = unsegmented_script(text)
+        if script is not None:
+            return f"{role} is in {script} script: answer F1 splits words on spaces; not scored"
     return None

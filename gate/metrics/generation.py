@@ -8,6 +8,8 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from gate.language import f1_unreadable
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
@@ -61,14 +63,16 @@ def answer_f1(answer: str, references: Sequence[str]) -> float:
         references: Acceptable reference answers, any order; ones that normalise to "" are ignored.
 
     Returns:
-        A value in [0, 1]; NaN when no usable reference answer is given (the metric does not apply).
+        A value in [0, 1]; NaN when no usable reference answer is given, or when the answer or a reference is
+        written in a script without spaces between words (Chinese, Japanese, Thai, ...: whitespace tokens are not
+        words there, see :func:`gate.language.f1_unreadable`): the metric does not apply.
 
     Source: official SQuAD v2.0 evaluation script ``evaluate-v2.0.py``, ``compute_f1`` and ``get_raw_scores``
         (Rajpurkar, Jia & Liang, ACL 2018, doi:10.18653/v1/P18-2124).
 
     """
     usable = _usable_references(references)
-    if not usable:
+    if not usable or f1_unreadable(answer, usable) is not None:
         return math.nan
     return max(_token_f1(ref, answer) for ref in usable)
 
