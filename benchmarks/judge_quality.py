@@ -1,10 +1,16 @@
-"""Measure the lexical judge on human-labelled data: RAGTruth, FaithBench and RGB counterfactuals.
+"""Measure the lexical judge on human-labelled data: RAGTruth, FaithBench, RGB counterfactuals, model pairs.
 
 Usage: python benchmarks/judge_quality.py [--data ../shared/data] [--calibration-out FILE] [--dev-only]
+       [--no-gate] [--boot 2000]
 
-The threshold of the response-level rule is chosen on the development half of each dataset (split by source
-id) and the figures are printed for the test half; the default threshold's figures are printed too. The
-datasets are non-commercial: they are read from --data, never copied into the repository. The calibration
+1. Response level: balanced accuracy and AUROC with cluster-bootstrap 95 % CIs on the test half (split by source
+   prompt; cuts chosen on the development half) for the word-novelty baseline and the judge's scores.
+2. The threshold rule of the judge evaluation (dev / test), and RGB counterfactual pairs.
+3. Gate level: every pair of RAGTruth's six models through ``rag-gate compare`` with the default config, each
+   pair oriented by the human rate; "people say head is worse" = one-sided exact McNemar on the human labels of
+   the shared prompts at α = 0.05.
+
+The datasets are non-commercial: they are read from --data, never copied into the repository. The calibration
 sample (20 seeded random RAGTruth test cases with the judge's verdicts) goes to --calibration-out.
 """
 
@@ -21,8 +27,11 @@ from judgeeval import (
     JudgeQuality,
     LabeledCase,
     calibration_sample,
+    choose_cut,
     choose_threshold,
     counterfactual_rates,
+    detection,
+    gate_pairs,
     group_quality,
     judge_cases,
     load_faithbench,
@@ -30,9 +39,80 @@ from judgeeval import (
     load_rgb_counterfactual,
     quality,
     split_by_source,
+    word_novelty,
 )
 
 from gate.judges import LexicalJudge
+from gate.judges.base import Judgment
+
+
+def unsupported_claims(judgment: Judgment) -> float:
+    """The judge's graded response score: claims not supported (a contradicted one counts twice)."""
+    return float(judgment.n_unverifiable + 2 * judgment.n_contradicted)
+
+
+def hallucinated(judgment: Judgment) -> float:
+    """The gated binary metric (0 for an answer without claims)."""
+    value = judgment.hallucination_rate
+    return 0.0 if value != value else value
+
+
+def detection_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, boot: int) -> None:
+    """Balanced accuracy and AUROC with 95 % CIs on the test half, next to the word-novelty baseline."""
+    dev, test = split_by_source(cases)
+    judged = {c.id: judge.judge(c.question, c.response, c.chunks) for c in cases}
+    scorers = {
+        "word novelty (baseline)": lambda c: word_novelty(c.response, c.chunks),
+        "judge: unsupported claims": lambda c: unsupported_claims(judged[c.id]),
+        "judge: 1 - faithfulness": lambda c: 1.0 - judged[c.id].faithfulness if judged[c.id].claims else 0.0,
+        "judge: hallucination_rate": lambda c: hallucinated(judged[c.id]),
+    }
+    skipped = sum(j.not_applicable is not None for j in judged.values())
+    print(
+        f"\n{name}: response-level detection, test half ({len(test)} answers, cuts chosen on {len(dev)} dev; "
+        f"{skipped} not applicable by language)"
+    )
+    for label, score in scorers.items():
+        cut = choose_cut([c.hallucinated for c in dev], [score(c) for c in dev])
+        found = detection(
+            label,
+            [c.hallucinated for c in test],
+            [score(c) for c in test],
+            cut,
+            [c.source_id for c in test],
+            np.random.default_rng(20240601),
+            boot,
+        )
+        print(
+            f"  {label:28} bal.acc {found.balanced_accuracy}  AUROC {found.auroc}  "
+            f"flags {found.flag_rate:.0%} (cut > {cut:g})"
+        )
+
+
+def gate_report(cases: list[LabeledCase]) -> None:
+    """The gate-level agreement matrix over every model pair (default config)."""
+    pairs = gate_pairs(cases)
+    print("\nRAGTruth model pairs through `rag-gate compare` (default config), base = lower human rate")
+    print(
+        "| base → head | n | human rate | McNemar p (human) | people: head worse | gate | failed metrics "
+        "| Δ hallucination_rate |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in pairs:
+        delta = r.deltas.get("hallucination_rate")
+        print(
+            f"| {r.base} → {r.head} | {r.n} | {r.human_base:.0%} → {r.human_head:.0%} | {r.human_p:.3g} | "
+            f"{'yes' if r.human_worse else 'no'} | {r.verdict} | {', '.join(r.failed) or '—'} | "
+            f"{'—' if delta is None else f'{delta:+.3f}'} |"
+        )
+    worse = [r for r in pairs if r.human_worse]
+    caught = sum(r.verdict == "fail" for r in worse)
+    false_fails = sum(r.verdict == "fail" for r in pairs if not r.human_worse)
+    print(
+        f"  people see a significant drop in {len(worse)} of {len(pairs)} pairs: the gate fails on {caught} "
+        f"(misses {len(worse) - caught}); false fails {false_fails} of {len(pairs) - len(worse)}"
+    )
+
 
 # RAGTruth paper (Niu et al. 2024, ACL, arXiv:2401.00396), Table 5, response-level detection on the full
 # RAGTruth test set: (precision, recall, F1) in %. Overall figures as cited by veritas-gate's README; QA
@@ -91,11 +171,18 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--calibration-out", type=Path, default=None)
     parser.add_argument("--dev-only", action="store_true", help="print development-split figures only")
+    parser.add_argument("--no-gate", action="store_true", help="skip the model-pair gate matrix (15 compares)")
+    parser.add_argument("--boot", type=int, default=2000, help="bootstrap replicates for the CIs")
     args = parser.parse_args()
     judge = LexicalJudge()
     print(f"judge {judge.id} v{judge.version}: {judge}")
+    ragtruth = load_ragtruth(args.data / "ragtruth-subset")
+    faithbench = load_faithbench(args.data / "faithbench")
+    if not args.dev_only:
+        detection_report("RAGTruth subset", ragtruth, judge, args.boot)
+        detection_report("FaithBench", faithbench, judge, args.boot)
 
-    test, test_j = labeled_report("RAGTruth subset", load_ragtruth(args.data / "ragtruth-subset"), judge, args.dev_only)
+    test, test_j = labeled_report("RAGTruth subset", ragtruth, judge, args.dev_only)
     print("  RAGTruth paper, full test set, response level (P / R / F1 %):")
     for task, rows in PAPER_BASELINES.items():
         for method, (p, r, f) in rows.items():
@@ -105,7 +192,7 @@ def main() -> None:
         args.calibration_out.write_text("".join(json.dumps(s) + "\n" for s in sample), encoding="utf-8")
         print(f"  calibration sample: {len(sample)} cases -> {args.calibration_out}")
 
-    labeled_report("FaithBench", load_faithbench(args.data / "faithbench"), judge, args.dev_only)
+    labeled_report("FaithBench", faithbench, judge, args.dev_only)
 
     items = load_rgb_counterfactual(args.data / "rgb-counterfactual")
     print(f"\nRGB counterfactual: {len(items)} items")
@@ -116,6 +203,8 @@ def main() -> None:
             f"(mean faithfulness {rates.mean_faithfulness:.3f})  fake contradicted {rates.contradicted_rate:.3f}  "
             f"fake flagged {rates.flagged_rate:.3f}"
         )
+    if not (args.no_gate or args.dev_only):
+        gate_report(ragtruth)
 
 
 if __name__ == "__main__":
