@@ -48,7 +48,7 @@ from gate.judges.base import Judgment
 
 def unsupported_claims(judgment: Judgment) -> float:
     """The judge's graded response score: claims not supported (a contradicted one counts twice)."""
-    return float(judgment.n_unverifiable + 2 * judgment.n_contradicted)
+    return float(len(judgment.claims) - judgment.n_supported + judgment.n_contradicted)
 
 
 def hallucinated(judgment: Judgment) -> float:

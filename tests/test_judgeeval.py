@@ -17,21 +17,29 @@ from judgeeval import (
     DEFAULT_THRESHOLD,
     LabeledCase,
     calibration_sample,
+    choose_cut,
     choose_threshold,
     counterfactual_rates,
+    detection,
     flags_hallucination,
+    hallucination_score,
     judge_cases,
     load_faithbench,
     load_ragtruth,
     load_rgb_counterfactual,
+    mcnemar_worse,
     quality,
     split_by_source,
+    word_novelty,
     yelp_chunks,
 )
+from scipy.stats import binomtest
+from sklearn.metrics import roc_auc_score
 
 from gate.errors import InputError
 from gate.judges import LexicalJudge
 from gate.judges.base import ClaimVerdict, Judgment
+from gate.models import Chunk
 
 DATA = SHARED_DATA
 
@@ -77,6 +85,39 @@ def test_quality_excludes_judge_failures_and_computes_inter_judge_kappa():
     assert q.kappa_judges == pytest.approx((0.75 - 0.5) / 0.5)
     with pytest.raises(ValueError, match="same length"):
         quality(cases, first[:2])
+
+
+def test_word_novelty_counts_answer_tokens_absent_from_the_context():
+    chunks = (Chunk("a", "The hotel has 1,000 rooms."), Chunk("b", "A spa opened in 1998."))
+    # tokens: the hotel has a casino and a spa -> absent: casino, and (a is in chunk b) -> 2 / 8
+    assert word_novelty("The hotel has a casino and a spa", chunks) == 2 / 8
+    assert word_novelty("", chunks) == 0.0
+
+
+def test_hallucination_score_orders_contradictions_above_unsupported_claims():
+    assert hallucination_score(judgment("supported", "contradicted")) == 1.5
+    assert hallucination_score(judgment("supported", "unverifiable", "unverifiable", "supported")) == 0.5
+    assert hallucination_score(judgment()) == 0.0 and hallucination_score(Judgment(error="x")) == 0.0
+
+
+def test_choose_cut_and_detection_against_sklearn_and_hand_computed_cuts():
+    truth = [False, False, True, True, False, True]
+    scores = [0.1, 0.4, 0.35, 0.8, 0.2, 0.9]
+    assert choose_cut(truth, scores) == 0.2  # flags 0.35, 0.4, 0.8, 0.9: recall 1, specificity 2/3
+    found = detection("x", truth, scores, 0.2, ["a", "a", "b", "b", "c", "c"], np.random.default_rng(1), 300)
+    assert found.balanced_accuracy.value == pytest.approx((1 + 2 / 3) / 2)
+    assert found.auroc.value == pytest.approx(roc_auc_score(truth, scores))
+    assert found.auroc.low <= found.auroc.value <= found.auroc.high
+    assert (found.n, found.n_hallucinated, found.flag_rate) == (6, 3, pytest.approx(4 / 6))
+
+
+def test_mcnemar_worse_is_the_one_sided_exact_binomial_on_discordant_pairs():
+    base = [False] * 6 + [True] + [False] * 3
+    head = [True] * 5 + [False, False] + [False] * 3  # b = 5 (base ok, head bad), c = 1
+    assert mcnemar_worse(base, head) == pytest.approx(7 / 64)  # P(X >= 5), X ~ Bin(6, 1/2)
+    assert mcnemar_worse(base, head) == pytest.approx(binomtest(5, 6, 0.5, alternative="greater").pvalue)
+    assert mcnemar_worse(head, base) == pytest.approx(63 / 64)
+    assert mcnemar_worse([True, False], [True, False]) == 1.0
 
 
 def test_choose_threshold_maximises_balanced_accuracy_on_the_given_cases():
