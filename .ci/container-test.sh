@@ -256,6 +256,7 @@ check "the pipeline runs as the pipeline user and reaches neither the token nor 
    and not {__import__("hashlib").sha256(s.encode()).hexdigest() for s in ("ci-token", "'"$CACHE_KEY"'")}
            & {h for f in found for h in f["hashes"]}
    and all(f["uid"] == 10001 and f["ppid"] == 1 and "/proc/1/environ" in f["unreadable"] and f["writable"] == []
+           and __import__("hashlib").sha256(b"rag-gate-pipeline").hexdigest() in f["hashes"]  # it saw its own USER
            for f in found)'
 check "nothing rag-gate wrote or printed holds the token, in any encoding" \
   'not any(form in text for form in ("ci-token", "Y2ktdG9rZW4", "63692d746f6b656e", "c i - t o k e n")
