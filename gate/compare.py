@@ -23,7 +23,10 @@ from gate.comparison import (
     Cause,
     Claim,
     Comparison,
+    DefinitionScore,
+    EditedCase,
     ErrorEntry,
+    GoldenChanges,
     JudgeInfo,
     MetricRow,
     OodFailure,
@@ -33,7 +36,8 @@ from gate.comparison import (
     clip,
 )
 from gate.config import Evaluation
-from gate.metrics import resolve
+from gate.golden import GoldenDiff
+from gate.metrics import resolve, score_case
 from gate.models import GoldenCase, Prediction
 from gate.runs import Side
 from gate.scoring import detect_refusal
@@ -418,7 +422,41 @@ def _golden_warnings(base: Side, head: Side, n_paired: int, only_one_side: int) 
     return []
 
 
-def compare(base: Side, head: Side, policy: Evaluation) -> Comparison:
+def golden_changes(head: Side, diff: GoldenDiff, policy: Evaluation) -> GoldenChanges:
+    """The report of a golden-set change: ids, changed fields, and head's scores under both definitions.
+
+    Edited cases are gated with the base definition (the contract); the head's definition is reported: each
+    metric that needs no judge is scored on head's answers against both definitions.
+    """
+    metrics = [m for m in (resolve(name) for name in policy.metrics) if not m.spec.judged]
+    edited = []
+    for before, after in diff.edited:
+        old, new = before.to_dict(), after.to_dict()
+        answers = [
+            p for r in range(head.repeats) if (p := head.table.get((after.id, r))) is not None and p.error is None
+        ]
+        scores = []
+        for metric in metrics:
+            values = [
+                (score_case(metric, before, p, refused), score_case(metric, after, p, refused))
+                for p in answers
+                for refused in [detect_refusal(p, policy)]
+            ]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # no applicable value: NaN
+                under = np.nanmean(np.array(values, dtype=float), axis=0) if values else (math.nan, math.nan)
+            scores.append(DefinitionScore(metric.name, float(under[0]), float(under[1])))
+        changed = tuple(sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k)))
+        edited.append(EditedCase(after.id, changed, tuple(scores)))
+    return GoldenChanges(
+        policy=policy.golden_changes,
+        removed=tuple(c.id for c in diff.removed),
+        edited=tuple(edited),
+        added=tuple(c.id for c in diff.added),
+    )
+
+
+def compare(base: Side, head: Side, policy: Evaluation, *, diff: GoldenDiff | None = None) -> Comparison:
     """Compare two loaded sides under ``policy`` (the base's evaluation settings).
 
     Cases are paired by id over the cases present in both golden sets (head's order); cases only on one side are
@@ -430,6 +468,8 @@ def compare(base: Side, head: Side, policy: Evaluation) -> Comparison:
         base: the base side (its run, loaded and scored).
         head: the head side.
         policy: metrics, margins, α, seed, strict mode, error budget and out-of-domain rule.
+        diff: how the head's golden set differs from the base's, when the sides were evaluated on the contract
+            (reported as ``golden_changes``).
 
     Returns:
         The :class:`~gate.comparison.Comparison`; the same inputs give an equal comparison.
@@ -496,4 +536,5 @@ def compare(base: Side, head: Side, policy: Evaluation) -> Comparison:
         new_ood_failures=sum(f.new for f in ood),
         unpaired_cases=tuple(sorted(base_ids ^ head_ids)),
         errors=_errors((base, head), base_ids | head_ids),
+        golden_changes=golden_changes(head, diff, policy) if diff else None,
     )

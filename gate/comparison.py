@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +30,8 @@ MESSAGE_LIMIT = 300
 """Characters of an error message kept per entry."""
 Cause = Literal["error", "retrieval", "generation", "retrieval+generation"]
 """Why a case regressed: the pipeline failed on it, retrieval got worse, generation got worse, or both."""
+CASE_FIELDS = ("regressed_cases", "suspected_cases", "improved_cases", "flaky_cases")
+"""The fields of a :class:`Comparison` that list golden cases (:class:`CaseEntry`)."""
 FailOn = Literal["fail", "inconclusive", "never"]
 """Which verdicts block a merge (exit 1): fail; inconclusive (and fail); never."""
 FAIL_ON: tuple[FailOn, ...] = ("fail", "inconclusive", "never")
@@ -170,6 +173,45 @@ class ErrorEntry:
 
 
 @dataclass(frozen=True)
+class DefinitionScore:
+    """One metric of head's answers to an edited case, under the base's and under the head's definition."""
+
+    name: str
+    """Metric name."""
+    under_base: float
+    """Mean over head's valid repeats, scored against the base's definition (the one that is gated)."""
+    under_head: float
+    """The same against the head's edited definition (reported only)."""
+
+
+@dataclass(frozen=True)
+class EditedCase:
+    """A golden case whose id the PR kept but whose definition it changed."""
+
+    id: str
+    """Golden case id."""
+    fields: tuple[str, ...]
+    """The fields that changed."""
+    metrics: tuple[DefinitionScore, ...]
+    """Head's scores under both definitions (metrics computed without a judge)."""
+
+
+@dataclass(frozen=True)
+class GoldenChanges:
+    """How the PR changed the golden set, and which set was evaluated (DESIGN §8: the base's is the contract)."""
+
+    policy: Literal["base", "head"]
+    """``base``: every base case with its base definition plus the added ones was evaluated on both sides;
+    ``head``: the PR's own set (the base config's ``golden_changes: head``)."""
+    removed: tuple[str, ...]
+    """Ids of base cases the PR removed (still evaluated under ``base``)."""
+    edited: tuple[EditedCase, ...]
+    """Cases the PR edited (gated with the base definition under ``base``)."""
+    added: tuple[str, ...]
+    """Ids of cases the PR added (evaluated on both sides and gated)."""
+
+
+@dataclass(frozen=True)
 class JudgeInfo:
     """The judge that scored a side."""
 
@@ -273,6 +315,8 @@ class Comparison:
     """Failed predictions and judge calls on both sides."""
     trend: TrendReport | None = None
     """Head against the main-branch history ("Trend vs main"), when the PR flow has a history to read."""
+    golden_changes: GoldenChanges | None = None
+    """How the golden set changed between base and head; None when it did not (or was not compared)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form of ``report.json`` (NaN and ±inf as None; tuples as lists)."""
@@ -327,15 +371,31 @@ def exit_code_for(verdict: str, fail_on: FailOn) -> int:
     return 1 if verdict in blocking else 0
 
 
+def relocate(comparison: Comparison, lines: Mapping[str, int]) -> Comparison:
+    """The comparison with each listed case's ``line`` taken from ``lines`` (case id → line; 0 when absent).
+
+    The PR flow evaluates a contract golden set written to the output directory; reviewers and annotations need
+    the lines of the PR's own golden file.
+    """
+
+    def moved(entries: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(replace(entry, line=lines.get(entry.id, 0)) for entry in entries)
+
+    return replace(
+        comparison,
+        **{name: moved(getattr(comparison, name)) for name in (*CASE_FIELDS, "ood_failures")},
+    )
+
+
 def _float(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
 def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
     """Schema 1 → 2: lines and triage in case entries, the error budget per metric and side, judge failures."""
-    out = dict(data, schema_version=2, error_budget_use=[], trend=None)
+    out = dict(data, schema_version=2, error_budget_use=[], trend=None, golden_changes=None)
     new = {"line": 0, "cause": None, "identical_answer": False, "error": None}
-    for key in ("regressed_cases", "suspected_cases", "improved_cases", "flaky_cases"):
+    for key in CASE_FIELDS:
         out[key] = [new | entry for entry in data.get(key, [])]
     out["ood_failures"] = [{"line": 0} | entry for entry in data.get("ood_failures", [])]
     return out

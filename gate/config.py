@@ -118,6 +118,9 @@ class Evaluation:
     repeat) when the refusal metric shows a significant drop, whatever its margin (DESIGN §4)."""
     trend: TrendPolicy = field(default_factory=TrendPolicy)
     """The trend alarm against the main-branch history (``trend:``; a mapping is accepted and converted)."""
+    golden_changes: Literal["base", "head"] = "base"
+    """Which golden set a PR is evaluated on (base-side policy): ``base``, the contract — every base case with its
+    base definition, plus the cases the PR adds — or ``head``, the PR's own set (removals and edits allowed)."""
 
     def __post_init__(self) -> None:
         """Normalise containers (lists → tuples, a bare judge name → a mapping) and fill ``gated``."""

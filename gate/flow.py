@@ -22,7 +22,7 @@ from gate.comparison import Comparison
 from gate.config import Config, Evaluation
 from gate.errors import EvaluationError, InputError
 from gate.files import archive_previous, atomic_writer, refuse_inputs_inside
-from gate.golden import file_sha256, load_golden, shard
+from gate.golden import GoldenDiff, file_sha256, load_golden, shard
 from gate.jsonl import JsonlAppender, dumps, write_json
 from gate.judges import get_judge
 from gate.judges.base import Judge
@@ -431,6 +431,7 @@ def compare_runs(
     config: Config | None = None,
     golden: Path | None = None,
     strict: bool = False,
+    diff: GoldenDiff | None = None,
 ) -> Comparison:
     """Load (and, where needed, score) two sides and compare them.
 
@@ -445,6 +446,8 @@ def compare_runs(
         config: evaluation settings to use.
         golden: the golden set (required when a side is a predictions file).
         strict: turn an inconclusive verdict into fail.
+        diff: how the head's golden set differs from the base's when both sides ran the contract set
+            (:func:`gate.golden.contract`); reported in the comparison.
 
     Raises:
         InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common).
@@ -458,4 +461,4 @@ def compare_runs(
         raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
     if strict and not evaluation.strict:
         evaluation = dataclasses.replace(evaluation, strict=True)
-    return compare(base_side, head_side, evaluation)
+    return compare(base_side, head_side, evaluation, diff=diff)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gate.errors import InputError, located
@@ -88,3 +90,47 @@ def shard(cases: list[GoldenCase], index: int, count: int) -> list[GoldenCase]:
     if count < 1 or not 1 <= index <= count:
         raise InputError(f"--shard {index}/{count}: expected i/n with 1 ≤ i ≤ n")
     return [case for j, case in enumerate(cases) if j % count == index - 1]
+
+
+@dataclass(frozen=True)
+class GoldenDiff:
+    """How a head's golden set differs from the base's, by case id."""
+
+    removed: tuple[GoldenCase, ...]
+    """Base cases the head no longer has (base definitions)."""
+    edited: tuple[tuple[GoldenCase, GoldenCase], ...]
+    """(base definition, head definition) of cases whose id is kept but some field changed."""
+    added: tuple[GoldenCase, ...]
+    """Head cases the base does not have (head definitions)."""
+
+    def __bool__(self) -> bool:
+        """True when anything changed."""
+        return bool(self.removed or self.edited or self.added)
+
+
+def diff_golden(base: Sequence[GoldenCase], head: Sequence[GoldenCase]) -> GoldenDiff:
+    """Compare two golden sets by id: removed, edited (same id, any field changed) and added cases, in file order.
+
+    The line a case is on is not a field: moving a case changes nothing.
+    """
+    head_by_id = {case.id: case for case in head}
+    base_ids = {case.id for case in base}
+    edited = tuple(
+        (case, head_by_id[case.id])
+        for case in base
+        if case.id in head_by_id and case.to_dict() != head_by_id[case.id].to_dict()
+    )
+    return GoldenDiff(
+        removed=tuple(case for case in base if case.id not in head_by_id),
+        edited=edited,
+        added=tuple(case for case in head if case.id not in base_ids),
+    )
+
+
+def contract(base: Sequence[GoldenCase], diff: GoldenDiff) -> list[GoldenCase]:
+    """The cases a PR is evaluated on (DESIGN §8): every base case with its base definition, then the added ones.
+
+    A PR cannot shrink or redefine the base's golden set: removed cases are still evaluated, edited ones with the
+    base's definition; added cases are evaluated too, with their head definition.
+    """
+    return [*base, *diff.added]

@@ -15,6 +15,7 @@ from fake_github import FakeGithub
 from gate.cli import main
 from gate.comparison import exit_code_for
 from gate.errors import InputError
+from gate.outputs.markdown import sticky_marker
 from gate.pr import cache, gitops
 from gate.pr import github as gh
 
@@ -108,7 +109,7 @@ def test_first_run_posts_one_comment_second_run_edits_it(tmp_path, fake, scratch
     first = run_pr(tmp_path, scratch, env, out_dir="rag-gate-out/first")
     assert first.exit_code == 1, first.output
     assert "(base from cache)" in first.stderr and "changed after they were computed" not in first.stderr
-    assert len(fake.comments) == 1 and fake.comments[0]["body"].startswith(gh.MARKER)
+    assert len(fake.comments) == 1 and fake.comments[0]["body"].startswith(sticky_marker("rag-gate.yml"))
     assert "fail" in fake.comments[0]["body"] and len(fake.comments[0]["body"]) < gh.COMMENT_LIMIT
     out = outputs(tmp_path)
     assert set(out) <= set(yaml.safe_load((REPO / "action.yml").read_text())["outputs"])
@@ -116,7 +117,9 @@ def test_first_run_posts_one_comment_second_run_edits_it(tmp_path, fake, scratch
     assert int(out["regressed-count"]) >= 6 and out["ood-failure-count"] == "4"
     assert out["report-path"] == "rag-gate-out/first/report.json"  # relative to the workspace
     report = json.loads((scratch[0] / out["report-path"]).read_text())
-    assert fake.comments[0]["body"] == gh.comment_body((scratch[0] / out["comment-path"]).read_text())
+    assert fake.comments[0]["body"] == gh.comment_body(
+        (scratch[0] / out["comment-path"]).read_text(), marker=sticky_marker("rag-gate.yml")
+    )
     assert report["verdict"] == "fail" and len(report["regressed_cases"]) == int(out["regressed-count"])
     summary = (tmp_path / "summary.md").read_text()
     assert "rag-gate" in summary and "fail" in summary
@@ -168,7 +171,9 @@ def test_missing_base_commit_asks_for_fetch_depth_0(tmp_path, fake, scratch):
     env = actions_env(tmp_path, fake, scratch, event=pull_request_event(shas))
     result = run_pr(tmp_path, scratch, env)
     assert result.exit_code == 2 and "fetch-depth: 0" in result.stderr and f"{'f' * 40}" in result.stderr
-    assert fake.requests == []
+    (comment,) = fake.comments  # no verdict: the sticky comment says why, so no earlier verdict stays up
+    assert comment["body"].splitlines()[1].startswith("## 🛑 rag-gate: **error** (exit 2: bad input or usage)")
+    assert "fetch-depth: 0" in comment["body"]
 
 
 def test_setup_command_failure_is_exit_3(tmp_path, fake, scratch):
@@ -182,7 +187,8 @@ def test_local_mode_prints_the_comment_and_posts_nothing(tmp_path, scratch):
     env = dict.fromkeys(GITHUB_VARS)
     result = run_pr(tmp_path, scratch, env, "--base-ref", "main")
     assert result.exit_code == 1
-    assert result.stdout.startswith(gh.MARKER) and not any(line.startswith("::") for line in result.stdout.splitlines())
+    assert result.stdout.startswith(sticky_marker("rag-gate.yml"))
+    assert not any(line.startswith("::") for line in result.stdout.splitlines())
     assert (tmp_path / "out" / "comment.md").read_text() in result.stdout
     assert "comment: local" in result.stderr
     assert not any((scratch[0] / ".git" / "worktrees").glob("*"))  # the base worktree was removed
@@ -341,4 +347,4 @@ def test_committed_out_dir_symlink_out_of_the_checkout_is_refused(tmp_path, fake
         link.unlink()
     assert result.exit_code == 2 and "--out-dir escape-link: resolves through a symbolic link" in result.stderr
     assert sorted(p.relative_to(victim).as_posix() for p in victim.rglob("*")) == ["head", "head/precious.txt"]
-    assert fake.requests == []
+    assert [c["body"].splitlines()[1][:30] for c in fake.comments] == ["## 🛑 rag-gate: **error** (exit"]

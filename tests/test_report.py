@@ -104,6 +104,9 @@ def test_schema_lists_every_field_of_the_model():
         "trend": TrendReport,
         "metric_trend": MetricTrend,
         "trend_policy": TrendPolicy,
+        "golden_changes": model.GoldenChanges,
+        "edited_case": model.EditedCase,
+        "definition_score": model.DefinitionScore,
     }
     for key, cls in pairs.items():
         node = REPORT_SCHEMA["$defs"][key] if key else REPORT_SCHEMA

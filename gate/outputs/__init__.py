@@ -15,7 +15,7 @@ from pathlib import Path
 from gate.comparison import Comparison
 from gate.jsonl import write_text_atomic
 from gate.outputs.annotations import render_annotations
-from gate.outputs.markdown import DEFAULT_MAX_CHARS, SUMMARY_LIMIT, render_comment
+from gate.outputs.markdown import DEFAULT_MAX_CHARS, MARKER, SUMMARY_LIMIT, render_comment
 
 
 class Output(StrEnum):
@@ -43,6 +43,10 @@ class RenderOptions:
     """Where the full report is (the workflow run), named when the comment's lists are cut."""
     golden_file: str | None = None
     """The golden set's path relative to the repository root (annotations point at its lines)."""
+    marker: str = MARKER
+    """Hidden marker the comment starts with (:func:`gate.outputs.markdown.sticky_marker` of the config)."""
+    config: str | None = None
+    """The config's path, named in the comment's heading (several configs can gate one PR)."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +62,20 @@ class Renderer:
 RENDERERS: dict[Output, Renderer] = {
     Output.JSON: Renderer(lambda c, o: c.to_json(), "report.json"),
     Output.COMMENT: Renderer(
-        lambda c, o: render_comment(c, max_chars=o.max_chars, template_dir=o.template_dir, details_url=o.details_url),
+        lambda c, o: render_comment(
+            c,
+            max_chars=o.max_chars,
+            template_dir=o.template_dir,
+            details_url=o.details_url,
+            marker=o.marker,
+            config=o.config,
+        ),
         "comment.md",
     ),
     Output.SUMMARY: Renderer(
-        lambda c, o: render_comment(c, max_chars=SUMMARY_LIMIT - 10_000, template_dir=o.template_dir),
+        lambda c, o: render_comment(
+            c, max_chars=SUMMARY_LIMIT - 10_000, template_dir=o.template_dir, marker=o.marker, config=o.config
+        ),
         None,
     ),
     Output.ANNOTATIONS: Renderer(lambda c, o: render_annotations(c, o.golden_file), None),

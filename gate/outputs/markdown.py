@@ -8,6 +8,7 @@ Trusted markup built here is wrapped in :class:`markupsafe.Markup` and printed a
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from gate.outputs.escape import escape_markdown
 from gate.outputs.trend import trend_markdown
 
 MARKER = "<!-- rag-gate -->"
-"""Hidden marker that identifies the sticky comment."""
+"""Hidden marker that identifies the sticky comment (of a run without a named config; see :func:`sticky_marker`)."""
 GITHUB_COMMENT_LIMIT = 65_536
 """GitHub's maximum comment body length, in characters."""
 SUMMARY_LIMIT = 1_000_000
@@ -84,8 +85,42 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
     env.filters.update(num=fmt, p=fmt_p, raw=Markup)
     env.globals.update(causes=cause_counts, trend_section=trend_markdown)
     env.tests["finite"] = lambda x: isinstance(x, int | float) and math.isfinite(x)
-    env.globals.update(verdict_icon=_VERDICT_ICON, status_icon=_STATUS_ICON, marker=Markup(MARKER))
+    env.globals.update(verdict_icon=_VERDICT_ICON, status_icon=_STATUS_ICON)
     return env
+
+
+def sticky_marker(config: str | None) -> str:
+    """The hidden marker of the sticky comment of one config: each config keeps its own comment on a PR.
+
+    Args:
+        config: the config's path as the workflow names it (e.g. ``rag-gate.yml``); None: :data:`MARKER`.
+
+    Returns:
+        e.g. ``<!-- rag-gate: rag-gate.yml -->``; characters other than letters, digits and ``._/-`` become ``_``
+        (nothing can close the HTML comment early).
+    """
+    if not config:
+        return MARKER
+    return f"<!-- rag-gate: {re.sub(r'[^A-Za-z0-9._/-]|-(?=-)', '_', config)} -->"
+
+
+def render_error_comment(exit_code: int, kind: str, message: str, *, marker: str, config: str | None) -> str:
+    """The sticky comment of a run that reached no verdict (exit 2 or 3): it replaces a previous verdict.
+
+    Args:
+        exit_code: 2 (bad input or usage) or 3 (the evaluation could not run).
+        kind: what the exit code means, e.g. "bad input or usage".
+        message: the error (untrusted: escaped).
+        marker: the config's sticky marker.
+        config: the config's path, named in the heading.
+    """
+    named = f" · config {escape_markdown(config)}" if config else ""
+    return (
+        f"{marker}\n## {_VERDICT_ICON['error']} rag-gate: **error** (exit {exit_code}: {kind}){named}\n\n"
+        f"No verdict was reached for this push: {escape_markdown(message, limit=2000)}\n\n"
+        "Exit code 1 is reserved for a regression; fix the cause above and push again. The previous verdict on "
+        "this pull request no longer applies.\n"
+    )
 
 
 def render_comment(
@@ -94,6 +129,8 @@ def render_comment(
     max_chars: int = DEFAULT_MAX_CHARS,
     template_dir: Path | None = None,
     details_url: str | None = None,
+    marker: str = MARKER,
+    config: str | None = None,
 ) -> str:
     """Render the markdown comment of a comparison, at most ``max_chars`` characters.
 
@@ -105,6 +142,8 @@ def render_comment(
         max_chars: hard cap on the result (GitHub allows 65,536 in a comment, 1 MiB in a job summary).
         template_dir: a directory with a ``comment.md.j2`` overriding the shipped template.
         details_url: where the full report is (an artifact or run URL), mentioned in truncation notes.
+        marker: the hidden marker the comment starts with (:func:`sticky_marker`).
+        config: the config's path, named in the heading (several configs can gate one PR).
 
     Raises:
         ValueError: when even the comment without case lists exceeds ``max_chars``.
@@ -113,7 +152,9 @@ def render_comment(
     template = _environment(template_dir).get_template("comment.md.j2")
     limit: int | None = None
     while True:
-        text = template.render(report=comparison, limit=limit, details_url=details_url)
+        text = template.render(
+            report=comparison, limit=limit, details_url=details_url, marker=Markup(marker), config=config
+        )
         if len(text) <= max_chars:
             return text
         if limit == 0:

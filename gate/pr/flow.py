@@ -24,15 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate import __version__, outputs
-from gate.comparison import Comparison, FailOn, exit_code_for
+from gate.comparison import Comparison, FailOn, exit_code_for, relocate
 from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
 from gate.files import contained_dir, remove_tree
 from gate.flow import compare_runs, run_side
-from gate.golden import file_sha256
+from gate.golden import GoldenDiff, contract, diff_golden, file_sha256, load_golden
 from gate.history import TrendReport
+from gate.jsonl import dumps, write_text_atomic
 from gate.outputs import Output
 from gate.outputs.annotations import annotation
+from gate.outputs.markdown import render_error_comment, sticky_marker
 from gate.pr import cache, gitops
 from gate.pr import github as gh
 from gate.pr.history_store import HistoryStore
@@ -142,10 +144,13 @@ def refuse_unsafe_event(context: gh.GithubContext, *, allow_privileged: bool = F
     Raises:
         InputError: the event is privileged (exit 2), saying why and what to do instead.
     """
-    event = context.event_name
-    if event is None or event in SAFE_EVENTS or allow_privileged:
-        return
-    raise InputError(privileged_event_help(event))
+    if not event_allowed(context, allow_privileged=allow_privileged):
+        raise InputError(privileged_event_help(str(context.event_name)))
+
+
+def event_allowed(context: gh.GithubContext, *, allow_privileged: bool = False) -> bool:
+    """Whether rag-gate may run on this event: local runs, :data:`SAFE_EVENTS`, or a privileged one opted into."""
+    return context.event_name is None or context.event_name in SAFE_EVENTS or allow_privileged
 
 
 @dataclass(frozen=True)
@@ -256,14 +261,36 @@ def _run_setup(command: str, workdir: Path, sandbox: Sandbox, passthrough: Itera
 
 
 def _base_config(worktree: Path, config_rel: Path, head: Config, repeats: int | None) -> Config:
-    """The base side's config from its worktree, pointed at the head's golden set."""
+    """The base side's config from its worktree (with the base's own golden set)."""
     path = worktree / config_rel
     if not path.is_file():
         raise InputError(
             f"{config_rel}: not found in the base commit; rag-gate compares against the base's config, "
             "so merge the config (and the golden set) before gating PRs on it"
         )
-    return dataclasses.replace(load_config(path, repeats=repeats), golden=head.golden)
+    return load_config(path, repeats=repeats)
+
+
+def _golden_contract(base: Config, head: Config, out: Path) -> tuple[Path, GoldenDiff, dict[str, int]]:
+    """The golden set both sides are evaluated on (written to ``out/golden.jsonl``) and how the PR changed it.
+
+    Also returns the line of each case in the PR's own golden file (for reviewers and annotations). By default
+    (the base config's ``golden_changes: base``) it is the contract: every base case with its base definition,
+    then the cases the PR adds (DESIGN §8); with ``golden_changes: head``, the PR's own set.
+    """
+    base_cases, head_cases = load_golden(base.golden), load_golden(head.golden)
+    diff = diff_golden(base_cases, head_cases)
+    if base.evaluation.golden_changes == "head":
+        text = head.golden.read_text(encoding="utf-8")
+    else:  # the base's file as it is (an unchanged golden set keeps its sha256, and its cached base results)
+        text = base.golden.read_text(encoding="utf-8")
+        text += ("" if not text or text.endswith("\n") else "\n") + "".join(
+            dumps(case.to_dict()) + "\n" for case in contract(base_cases, diff)[len(base_cases) :]
+        )
+    path = out / "golden.jsonl"
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, text)
+    return path, diff, {case.id: case.line for case in head_cases}
 
 
 def _base_results(
@@ -356,10 +383,11 @@ def _post_comment(
     context: gh.GithubContext,
     token: str | None,
     markdown: str,
+    marker: str,
     policy: gh.RetryPolicy | None,
     redact: Redactor,
 ) -> tuple[str, str | None, str]:
-    """Post or edit the sticky comment; returns (status, url, warning) and never raises for GitHub failures.
+    """Post or edit the config's sticky comment; returns (status, url, warning), never raises for GitHub failures.
 
     The body and the warning are redacted: a server that echoes the request's ``Authorization`` header puts the
     token in the exception.
@@ -375,7 +403,7 @@ def _post_comment(
         return "failed", None, "no GitHub token (pass --github-token or set GITHUB_TOKEN): comment not posted."
     try:
         client = gh.make_client(token, context.api_url, policy)
-        done = gh.upsert_comment(client, context.repository, context.pr_number, redact(markdown))
+        done = gh.upsert_comment(client, context.repository, context.pr_number, redact(markdown), marker=marker)
     except (GithubException, RequestException) as exc:
         return "failed", None, redact("the PR comment could not be posted: " + gh.explain_failure(exc, context))
     return done.action, done.url, ""
@@ -417,13 +445,12 @@ def run_pr(
     emit = _redacting(emit, redact)  # everything printed from here on (the ::add-mask:: lines are out already)
     try:
         return _run(options, context, token, emit, policy, environ, redact)
-    except GateError as exc:
-        _redact_exception(exc, redact)
-        _report_error(exc, context, emit, redact)
-        raise
     except Exception as exc:
         _redact_exception(exc, redact)
-        _report_error(EvaluationError(f"internal error: {type(exc).__name__}: {exc}"), context, emit, redact)
+        error = exc if isinstance(exc, GateError) else EvaluationError(f"internal error: {type(exc).__name__}: {exc}")
+        _report_error(error, context, emit, redact)
+        if event_allowed(context, allow_privileged=options.allow_privileged_event):
+            _post_error_comment(error, options, context, token, policy, emit, redact)
         raise
 
 
@@ -480,6 +507,9 @@ def _run(
     head_sha = gitops.resolve_commit(repo, "HEAD")
     with gitops.worktree(repo, base_sha) as tree:
         base = _base_config(tree, config_rel, head, options.repeats)
+        head_golden = head.golden
+        golden, diff, head_lines = _golden_contract(base, head, out)
+        base, head = dataclasses.replace(base, golden=golden), dataclasses.replace(head, golden=golden)
         sandbox = _sandbox(environ, (base, head), secrets)
         if options.setup_command:
             _run_setup(options.setup_command, workdir, sandbox, base.pipeline.env_passthrough)
@@ -492,14 +522,23 @@ def _run(
         head, out / "head", progress=options.progress, git_sha=head_sha, git_ref="HEAD", sandbox=sandbox
     )
     base_run = _intact(base_results, out / "base", context, emit)
-    comparison = compare_runs(base_run, head_run, out, config=base, golden=head.golden, strict=options.strict)
+    comparison = compare_runs(
+        base_run, head_run, out, config=base, golden=golden, strict=options.strict, diff=diff or None
+    )
     trend, trend_note = (
         check_head(store, head_run, base, base_sha=base_sha, head_sha=head_sha, out=out) if store else (None, "")
     )
-    comparison = dataclasses.replace(comparison, trend=trend)
-    render_options = outputs.RenderOptions(details_url=context.run_url, golden_file=_relative(head.golden, repo))
+    comparison = relocate(dataclasses.replace(comparison, trend=trend), head_lines)
+    render_options = outputs.RenderOptions(
+        details_url=context.run_url,
+        golden_file=_relative(head_golden, repo),
+        marker=sticky_marker(options.config.as_posix()),
+        config=options.config.as_posix(),
+    )
     texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
-    status, url, warning = _post_comment(options, context, token, texts[Output.COMMENT], policy, redact)
+    status, url, warning = _post_comment(
+        options, context, token, texts[Output.COMMENT], render_options.marker, policy, redact
+    )
     if status == "local":
         emit(texts[Output.COMMENT])
     _report(comparison, render_options, out, context, emit, warning, repo, redact, status=status, url=url)
@@ -641,9 +680,36 @@ def _report(
         emit(lines)
 
 
+def _post_error_comment(
+    exc: GateError,
+    options: PrOptions,
+    context: gh.GithubContext,
+    token: str | None,
+    policy: gh.RetryPolicy | None,
+    emit: Callable[[str], None],
+    redact: Redactor,
+) -> None:
+    """Replace the config's sticky comment by "no verdict was reached" (exit 2 or 3).
+
+    A stale verdict of an earlier push never stays on the pull request.
+    """
+    config = options.config.as_posix()
+    markdown = render_error_comment(
+        exc.exit_code, _error_kind(exc), str(exc), marker=sticky_marker(config), config=config
+    )
+    status, _, warning = _post_comment(options, context, token, markdown, sticky_marker(config), policy, redact)
+    if warning and context.in_actions:
+        emit(annotation("warning", warning, title="rag-gate: comment not posted"))
+    log.info("sticky comment: %s (no verdict)", status)
+
+
+def _error_kind(exc: GateError) -> str:
+    return "bad input or usage" if exc.exit_code == 2 else "the evaluation itself could not run"
+
+
 def _report_error(exc: GateError, context: gh.GithubContext, emit: Callable[[str], None], redact: Redactor) -> None:
     """Put a user-facing error in the job summary, an ``::error`` annotation and the ``verdict`` output (redacted)."""
-    kind = "bad input or usage" if exc.exit_code == 2 else "the evaluation itself could not run"
+    kind = _error_kind(exc)
     if context.in_actions:
         emit(annotation("error", str(exc), title=f"rag-gate: {kind} (exit {exc.exit_code})"))
     if context.step_summary is not None:

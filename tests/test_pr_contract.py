@@ -1,0 +1,172 @@
+"""Issue 9 in the PR flow: the base's golden set is the contract, each config keeps its own sticky comment, and a
+push that reaches no verdict replaces the previous verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest_github import git, make_scratch_repo, pull_request_event
+from fake_github import FakeGithub
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gate.cli import main
+from gate.golden import contract, diff_golden
+from gate.models import GoldenCase
+from gate.outputs.markdown import sticky_marker
+
+# ------------------------------------------------------------------ the diff and the contract (pure)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(1, 12),
+    removed=st.sets(st.integers(0, 11)),
+    edited=st.sets(st.integers(0, 11)),
+    added=st.integers(0, 4),
+    shuffle=st.randoms(use_true_random=False),
+)
+def test_for_any_golden_diff_every_base_case_is_evaluated_with_its_base_definition(n, removed, edited, added, shuffle):
+    base = [GoldenCase(f"c{i}", f"Question {i}?", (f"d{i}",), (f"a{i}",), line=i + 1) for i in range(n)]
+    head = [
+        GoldenCase(c.id, c.question + (" (edited)" if i in edited else ""), c.expected_doc_ids, c.reference_answers)
+        for i, c in enumerate(base)
+        if i not in removed
+    ] + [GoldenCase(f"new{k}", f"New question {k}?") for k in range(added)]
+    shuffle.shuffle(head)  # order and lines are not definitions
+    diff = diff_golden(base, head)
+    kept = {i for i in range(n) if i not in removed}
+    assert [c.id for c in diff.removed] == [f"c{i}" for i in range(n) if i in removed]
+    assert sorted(b.id for b, _ in diff.edited) == sorted(f"c{i}" for i in kept & edited)
+    assert all(b.question != h.question for b, h in diff.edited)
+    assert sorted(c.id for c in diff.added) == [f"new{k}" for k in range(added)]
+    evaluated = contract(base, diff)
+    assert evaluated[:n] == base  # every base case, in base order, with its base definition
+    assert {c.id for c in evaluated[n:]} == {f"new{k}" for k in range(added)}
+    assert bool(diff) == bool(removed & set(range(n)) or kept & edited or added)
+
+
+# ------------------------------------------------------------------ the contract end to end (rag-gate pr)
+
+
+def _trim_golden(repo: Path, drop: set[str], edit: dict[str, dict] | None = None, add: list[dict] = ()) -> None:
+    rows = [json.loads(line) for line in (repo / "golden.jsonl").read_text().splitlines()]
+    rows = [row | (edit or {}).get(row["id"], {}) for row in rows if row["id"] not in drop] + list(add)
+    (repo / "golden.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.fixture
+def trimmed(tmp_path):
+    """A PR that breaks retrieval on the even items, then deletes those 12 golden cases, edits q1 and adds one."""
+    repo = tmp_path / "repo"
+    make_scratch_repo(repo)
+    broken = {f"q{i}" for i in range(0, 24, 2)}
+    edit = {"q1": {"reference_answers": ["not the word"]}}
+    added = [{"id": "q-new", "question": "What is the code word for item 3?", "expected_doc_ids": ["d3"]}]
+    _trim_golden(repo, broken, edit, added)
+    git(repo, "commit", "-q", "-am", "drop the golden cases the PR breaks")
+    return repo, broken
+
+
+def _local_pr(repo: Path, out: Path, *extra: str):
+    args = ["pr", "--base-ref", "main", "--working-directory", str(repo), "--out-dir", str(out), *extra]
+    return CliRunner().invoke(main, args, env={"GITHUB_ACTIONS": None, "GITHUB_EVENT_NAME": None})
+
+
+def test_a_pr_that_deletes_the_cases_it_breaks_still_fails(trimmed, tmp_path):
+    repo, broken = trimmed
+    result = _local_pr(repo, tmp_path / "out")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert result.exit_code == 1 and report["verdict"] == "fail", result.output
+    assert report["n_cases"] == 28 + 1  # the base's 28 cases (removed ones included) and the added one
+    changes = report["golden_changes"]
+    assert changes["policy"] == "base" and set(changes["removed"]) == broken and changes["added"] == ["q-new"]
+    (edited,) = changes["edited"]
+    assert edited["id"] == "q1" and edited["fields"] == ["reference_answers"]
+    f1 = next(m for m in edited["metrics"] if m["name"] == "answer_f1")
+    # SQuAD F1 of "The code word for item 1 is basil." (7 tokens without "the"): vs "basil" P 1/7, R 1 → 0.25;
+    # vs "not the word" ("not", "word") P 1/7, R 1/2 → 2/9
+    assert (f1["under_base"], f1["under_head"]) == (pytest.approx(0.25), pytest.approx(2 / 9))
+    assert {c["id"] for c in report["regressed_cases"]} == broken  # the removed cases are the regressed ones
+    comment = (tmp_path / "out" / "comment.md").read_text()
+    assert "**Golden set changed in this PR**: 12 removed · 1 edited · 1 added" in comment
+    assert comment.index("Golden set changed") < comment.index("| metric |")  # the comment opens with it
+    line_of = {json.loads(line)["id"]: n for n, line in enumerate((repo / "golden.jsonl").read_text().splitlines(), 1)}
+    listed = {c["id"]: c["line"] for c in report["regressed_cases"]}
+    assert all(listed[i] == (line_of.get(i, 0)) for i in listed)  # lines of the PR's own golden file; 0 if removed
+
+
+def test_the_base_config_may_opt_into_the_heads_golden_set(trimmed, tmp_path):
+    repo, broken = trimmed
+    git(repo, "checkout", "-q", "main")
+    (repo / "rag-gate.yml").write_text((repo / "rag-gate.yml").read_text() + "golden_changes: head\n")
+    git(repo, "commit", "-q", "-am", "base policy: the PR's golden set")
+    git(repo, "checkout", "-q", "feature")
+    git(repo, "merge", "-q", "--no-edit", "main")
+    result = _local_pr(repo, tmp_path / "out")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["golden_changes"]["policy"] == "head" and report["n_cases"] == 28 - 12 + 1
+    assert not {c["id"] for c in report["regressed_cases"]} & broken and result.exit_code in (0, 1)
+
+
+# ------------------------------------------------------------------ sticky comments: one per config, never stale
+
+
+def _actions_env(tmp_path: Path, fake: FakeGithub, repo: Path, shas: dict[str, str]) -> dict[str, str | None]:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(pull_request_event(shas)))
+    return {
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": "octo/rag",
+        "GITHUB_API_URL": fake.api_url,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
+        "GITHUB_WORKSPACE": str(repo),
+        "GITHUB_TOKEN": fake.token,
+        "GITHUB_RUN_ID": "42",
+    }
+
+
+def _pr_step(repo: Path, env: dict, config: str, out: Path):
+    args = ["pr", "--config", config, "--working-directory", str(repo), "--out-dir", str(out), "--cache-dir", ""]
+    return CliRunner().invoke(main, args, env=env)
+
+
+def test_each_config_keeps_its_own_sticky_comment_and_errors_replace_stale_verdicts(tmp_path):
+    repo = tmp_path / "repo"
+    shas = make_scratch_repo(repo)
+    for branch in ("main", "feature"):  # a second config, on both commits: top_k irrelevant, same pipeline
+        git(repo, "checkout", "-q", branch)
+        (repo / "other.yml").write_text((repo / "rag-gate.yml").read_text())
+        git(repo, "add", "other.yml")
+        git(repo, "commit", "-q", "-m", "second config")
+        shas["base" if branch == "main" else "head"] = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "feature")
+    git(repo, "merge", "-q", "--no-edit", "main")
+    shas["head"] = git(repo, "rev-parse", "HEAD")
+    fake = FakeGithub().start()
+    try:
+        env = _actions_env(tmp_path, fake, repo, shas)
+        first = _pr_step(repo, env, "rag-gate.yml", tmp_path / "out1")
+        second = _pr_step(repo, env, "other.yml", tmp_path / "out2")
+        assert (first.exit_code, second.exit_code) == (1, 1), first.output + second.output
+        bodies = {c["body"].splitlines()[0]: c["body"] for c in fake.comments}
+        assert set(bodies) == {sticky_marker("rag-gate.yml"), sticky_marker("other.yml")}
+        assert "rag-gate: **fail** · config other.yml" in bodies[sticky_marker("other.yml")]
+
+        # The next push breaks the golden set: no verdict, exit 2; rag-gate.yml's comment says so.
+        (repo / "golden.jsonl").write_text((repo / "golden.jsonl").read_text() + '{"id": "broken", \n')
+        git(repo, "commit", "-q", "-am", "a malformed golden line")
+        third = _pr_step(repo, env, "rag-gate.yml", tmp_path / "out3")
+        assert third.exit_code == 2
+        assert len(fake.comments) == 2
+        body = next(c["body"] for c in fake.comments if c["body"].startswith(sticky_marker("rag-gate.yml")))
+        assert "rag-gate: **error** (exit 2: bad input or usage) · config rag-gate.yml" in body
+        assert "No verdict was reached" in body and "golden.jsonl:29" in body and "fail" not in body.split("\n")[1]
+    finally:
+        fake.stop()
