@@ -559,7 +559,7 @@ def test_the_readme_config_block_loads_and_states_the_defaults(tmp_path):
     defaults, default_pipeline = Evaluation(), PipelineSpec()
     for name in ("concurrency", "timeout_s", "retries"):
         assert getattr(pipeline, name) == getattr(default_pipeline, name), name
-    for name in ("seed", "alpha", "strict", "error_budget", "fail_on_new_ood", "trend", "metrics"):
+    for name in ("seed", "alpha", "strict", "error_budget", "fail_on_new_ood", "trend", "golden_changes", "metrics"):
         assert getattr(evaluation, name) == getattr(defaults, name), name
     assert config.repeats == next(f.default for f in dataclasses.fields(Config) if f.name == "repeats") == 1
     assert evaluation.judge == defaults.judge

@@ -700,7 +700,8 @@ def _post_error_comment(
     status, _, warning = _post_comment(options, context, token, markdown, sticky_marker(config), policy, redact)
     if warning and context.in_actions:
         emit(annotation("warning", warning, title="rag-gate: comment not posted"))
-    log.info("sticky comment: %s (no verdict)", status)
+    if status in ("created", "updated"):
+        log.info("sticky comment %s: no verdict", status)
 
 
 def _error_kind(exc: GateError) -> str:
