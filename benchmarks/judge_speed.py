@@ -42,7 +42,7 @@ from pathlib import Path
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
-RUBRIC = json.dumps({"faithfulness": 3, "relevance": 3, "reason": "supported"})
+RUBRIC = json.dumps({"faithfulness": 3, "answer_relevance": 3, "correctness": 3, "completeness": 3, "form": 3})
 
 
 def stub_answer(body: dict) -> str:

@@ -19,16 +19,18 @@ from typing import Any, Literal
 import yaml
 
 from gate.errors import InputError, located
-from gate.judges import JUDGES
+from gate.judges import JUDGES, PAIRWISE
 from gate.metrics import DEFAULT_METRICS, DEFAULT_REFUSAL_PHRASES, resolve
+from gate.models import FormRules
 from gate.sandbox import check_passthrough
 
-PRIMARY_METRICS = ("hit_rate@k", "mrr", "hallucination_rate", "answer_f1", "refusal", "false_refusal", "error_rate")
+PRIMARY_METRICS = ("hit_rate@k", "mrr", "hallucination_rate", "answer_f1", "refusal", "false_refusal", "error_rate",
+                   "head_win_rate")  # fmt: skip
 """Metric families gated by default: one per question a user asks (found? ranked? grounded? correct? refuses?
-over-refuses? breaks?). Holm–Bonferroni splits α across gated metrics, so gating near-duplicates (recall@k next to
-hit rate@k, nDCG next to MRR) only costs power; they are still reported. "Grounded?" is the hallucination rate,
-not the supported share (faithfulness): the offline judge cannot tell a paraphrase from an invention, so its
-supported share moves with answer style (README, "Judges")."""
+over-refuses? breaks? does a pairwise judge prefer base's answers?). Holm–Bonferroni splits α across gated
+metrics, so gating near-duplicates (recall@k next to hit rate@k, nDCG next to MRR) only costs power; they are still
+reported. "Grounded?" is the hallucination rate, not the supported share (faithfulness): the offline judge cannot
+tell a paraphrase from an invention, so its supported share moves with answer style (README, "Judges")."""
 
 MAX_CONFIG_BYTES = 1 << 20
 """A config file larger than 1 MiB is rejected before it is parsed."""
@@ -97,6 +99,12 @@ class Evaluation:
     """Per-metric margins overriding the registry defaults (absolute; relative for latency and cost)."""
     judge: Mapping[str, Any] = field(default_factory=lambda: {"name": "lexical"})
     """Judge spec, e.g. ``{"name": "lexical"}`` (a bare name is accepted and wrapped)."""
+    pairwise: Mapping[str, Any] | None = None
+    """The pairwise judge's options (``pairwise:``, e.g. ``{"model": "gpt-4o-mini"}``); when set, the
+    ``head_win_rate`` metric is computed at compare time (and added to ``metrics`` if absent). None: no pairwise
+    judge."""
+    form: FormRules = field(default_factory=FormRules)
+    """Form rules of every case (``form:``; a golden case's ``form`` overrides them key by key)."""
     refusal_phrases: tuple[str, ...] = field(default=DEFAULT_REFUSAL_PHRASES, metadata=_key("refusal.phrases"))
     """Phrases that mark an answer as a refusal (see :func:`gate.metrics.refusal.is_refusal`)."""
     refusal_use_field: bool = field(default=True, metadata=_key("refusal.use_field"))
@@ -126,6 +134,12 @@ class Evaluation:
         """Normalise containers (lists → tuples, a bare judge name → a mapping) and fill ``gated``."""
         set_ = object.__setattr__
         set_(self, "metrics", tuple(self.metrics))
+        if self.pairwise is not None:
+            set_(self, "pairwise", dict(self.pairwise))
+            if "head_win_rate" not in self.metrics:
+                set_(self, "metrics", (*self.metrics, "head_win_rate"))
+        if isinstance(self.form, Mapping):
+            set_(self, "form", FormRules(**self.form))
         set_(self, "gated", default_gated(self.metrics) if self.gated is None else tuple(self.gated))
         set_(self, "margins", {name: float(value) for name, value in self.margins.items()})
         set_(self, "judge", {"name": self.judge} if isinstance(self.judge, str) else dict(self.judge))
@@ -140,6 +154,11 @@ class Evaluation:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, stored in manifest.json so that ``compare`` can reuse it (one key per field)."""
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    @property
+    def paired_metrics(self) -> tuple[str, ...]:
+        """The configured metrics scored at compare time from both sides (``head_win_rate``)."""
+        return tuple(name for name in self.metrics if resolve(name).spec.paired)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Evaluation:
@@ -457,15 +476,21 @@ def _schema_problems(
 def _check_metrics(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) -> tuple[str, ...]:
     """Check ``metrics``, ``gate`` and ``margins`` against the registry; return the metrics computed."""
     metrics: tuple[str, ...] = _default(Evaluation, "metrics")
+    pairwise = "pairwise" in data and ("pairwise",) not in bad
     if "metrics" in data and ("metrics",) not in bad:
         metrics = tuple(data["metrics"])
         for i, name in enumerate(metrics):
             try:
-                resolve(name)
+                paired = resolve(name).spec.paired
             except ValueError as exc:
                 problems.add(("metrics", i), str(exc))
+            else:
+                if paired and "pairwise" not in data:
+                    problems.add(("metrics", i), f"'{name}' is scored by the pairwise judge: configure `pairwise:`")
             if name in metrics[:i]:
                 problems.add(("metrics", i), f"'{name}' is listed twice")
+    if pairwise and "head_win_rate" not in metrics:
+        metrics = (*metrics, "head_win_rate")
     computed = f" (metrics: {', '.join(metrics)})"
     if "gate" in data and ("gate",) not in bad:
         for i, name in enumerate(data["gate"]):
@@ -503,6 +528,16 @@ def _check_judge(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) 
         problems.add(keys, f"unknown judge {name!r} (known: {known}){did_you_mean(name, JUDGES)}")
         return
     _schema_problems(JUDGES[name].schema, spec, problems, ("judge",), noun=f"option of judge {name!r}")
+
+
+def _check_pairwise(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) -> None:
+    """Check the pairwise judge's options against its backend's declared options."""
+    if "pairwise" not in data or ("pairwise",) in bad:
+        return
+    if "name" in data["pairwise"]:
+        problems.add(("pairwise", "name"), "the pairwise judge takes no name (its options only: model, base_url, ...)")
+    spec = {**data["pairwise"], "name": "pairwise"}
+    _schema_problems(PAIRWISE.schema, spec, problems, ("pairwise",), noun="option of the pairwise judge")
 
 
 def _check_files(data: Mapping[str, Any], root: Path, bad: set[Path_], problems: _Problems) -> None:
@@ -577,6 +612,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     bad |= {keys[:1] for keys in non_finite | problems.duplicates}
     _check_metrics(data, bad, problems)
     _check_judge(data, bad, problems)
+    _check_pairwise(data, bad, problems)
     _check_files(data, path.parent, bad, problems)
     _check_policies(data, bad, problems)
     if repeats is not None:

@@ -83,6 +83,7 @@ def run_identity(
         scoring={
             "refusal_phrases": list(evaluation.refusal_phrases),
             "refusal_use_field": evaluation.refusal_use_field,
+            **({"form": evaluation.form.to_dict()} if evaluation.form.to_dict() else {}),
         },
         gate_version=__version__,
     )
@@ -374,7 +375,8 @@ def _load_side(
     stored = RunIdentity.from_manifest(manifest)
     wanted = run_identity(evaluation, judge, stored.golden_sha256, stored.config_sha256, repeats, stored.shard)
     stale = stored.differences(wanted, RunIdentity.SCORE_FIELDS)
-    missing = sorted(set(evaluation.metrics) - set(manifest.get("evaluation", {}).get("metrics", [])))
+    scored = set(evaluation.metrics) - set(evaluation.paired_metrics)  # paired metrics are scored at compare time
+    missing = sorted(scored - set(manifest.get("evaluation", {}).get("metrics", [])))
     warnings: list[str] = []
     if source.is_dir() and not stale and not missing and (source / SCORES).exists():
         scores = load_scores(source / SCORES)
@@ -401,7 +403,7 @@ def _rescored(label: str, stored: RunIdentity, wanted: RunIdentity, stale: list[
         else:
             why.append(f"its judge options {old.get('config')} differ from the policy's {new['config']}")
     if "scoring" in stale:
-        why.append("its refusal settings differ from the policy's")
+        why.append("its refusal or form settings differ from the policy's")
     if missing:
         why.append(f"it has no scores for {', '.join(missing)}")
     return f"{label}: scores recomputed with the policy's judge because " + "; ".join(why)

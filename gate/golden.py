@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gate.errors import InputError, located
 from gate.jsonl import read_jsonl, validate
-from gate.models import GoldenCase
+from gate.models import FormRules, GoldenCase
 
 
 def check_golden(path: Path | str) -> tuple[list[GoldenCase], list[str]]:
@@ -53,6 +53,8 @@ def check_golden(path: Path | str) -> tuple[list[GoldenCase], list[str]]:
                 tags=tuple(record.get("tags", ())),
                 criteria=record.get("criteria"),
                 cluster=record.get("cluster"),
+                required_points=tuple(record.get("required_points", ())),
+                form=FormRules(**record["form"]) if "form" in record else None,
                 line=line,
             )
         )

@@ -8,6 +8,38 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class FormRules:
+    """Form rules an answer must follow (``form:`` in the config; a golden case's ``form`` overrides it per key).
+
+    ``max_words`` and ``cite`` are checked without a model (:func:`gate.metrics.generation.form_rules_met`);
+    ``rules`` is free text (language, tone, format) that only an LLM judge reads. A field left None is not set.
+    """
+
+    max_words: int | None = None
+    """Largest number of words (whitespace-separated tokens) an answer may have; None: no limit."""
+    cite: bool | None = None
+    """True: the answer must cite the id of one of its retrieved chunks (e.g. ``[doc-7]``); None: not set
+    (no requirement), false: no requirement (a case's ``cite: false`` lifts the config's)."""
+    rules: str | None = None
+    """Free-text rules for LLM judges, e.g. "Answer in Italian, in a neutral tone, without bullet lists"."""
+
+    def override(self, other: FormRules | None) -> FormRules:
+        """These rules with every field that ``other`` sets (not None) taking precedence."""
+        if other is None:
+            return self
+        return FormRules(
+            max_words=self.max_words if other.max_words is None else other.max_words,
+            cite=self.cite if other.cite is None else other.cite,
+            rules=self.rules if other.rules is None else other.rules,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form with the fields that are set."""
+        return {k: v for k, v in (("max_words", self.max_words), ("cite", self.cite), ("rules", self.rules))
+                if v is not None}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class GoldenCase:
     """One question of the golden set (one line of ``golden.jsonl``)."""
 
@@ -27,6 +59,10 @@ class GoldenCase:
     """Optional free text for judges."""
     cluster: str | None = None
     """Optional cluster id: cases that share one are not independent (e.g. one source document)."""
+    required_points: tuple[str, ...] = ()
+    """Points a complete answer must make (one short statement each), for the ``completeness`` metric."""
+    form: FormRules | None = None
+    """Form rules of this case, overriding the config's ``form:`` key by key; None: the config's."""
     line: int = 0
     """1-based line number in the golden file (for error messages)."""
 
@@ -44,6 +80,10 @@ class GoldenCase:
             out["criteria"] = self.criteria
         if self.cluster is not None:
             out["cluster"] = self.cluster
+        if self.required_points:
+            out["required_points"] = list(self.required_points)
+        if self.form is not None:
+            out["form"] = self.form.to_dict()
         return out
 
 

@@ -1,16 +1,25 @@
-"""Score predictions: every configured metric for every case × repeat (one :class:`Score` each)."""
+"""Score predictions: every configured metric for every case × repeat (one :class:`Score` each).
+
+Also pairs of answers, base's against head's, with the pairwise judge (the ``head_win_rate`` metric).
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from gate.config import Evaluation
-from gate.judges.base import Judge
+from gate.judges.base import Judge, Judgment, graded_dimensions
 from gate.metrics import Metric, resolve, score_case
+from gate.metrics.generation import strip_citations
 from gate.metrics.refusal import is_refusal
 from gate.models import GoldenCase, Prediction, Score
+
+if TYPE_CHECKING:  # the pairwise judge needs the llm extra: imported when it is built
+    from gate.judges.pairwise import PairJudgment, PairwiseJudge
 
 
 def detect_refusal(prediction: Prediction, evaluation: Evaluation) -> bool:
@@ -23,16 +32,37 @@ def detect_refusal(prediction: Prediction, evaluation: Evaluation) -> bool:
     return is_refusal(prediction.answer, flag, evaluation.refusal_phrases)
 
 
+def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, evaluation: Evaluation) -> Judgment:
+    """Judge one prediction.
+
+    A judge that reads the case (``reads_case``: the rubric judge) also gets it and its form rules, and the answer
+    as written (it grades the citations as form). A claim-level judge gets the answer without its citations of
+    retrieved ids (:func:`gate.metrics.generation.strip_citations`): "[d1]" is no claim, and not the number 1.
+    """
+    if getattr(judge, "reads_case", False):
+        rules = evaluation.form.override(case.form)
+        args = (case.question, prediction.answer, prediction.retrieved)
+        return judge.judge(*args, repeat=prediction.repeat, case=case, form=rules)  # type: ignore[call-arg]
+    answer = strip_citations(prediction.answer, prediction.retrieved_ids)
+    return judge.judge(case.question, answer, prediction.retrieved, repeat=prediction.repeat)
+
+
 def score_one(
     case: GoldenCase, prediction: Prediction, metrics: Sequence[Metric], evaluation: Evaluation, judge: Judge | None
 ) -> list[Score]:
     """All metric scores of one prediction, in ``metrics`` order (resolved from ``evaluation.metrics``).
 
     A failed prediction (a system error) is scored by the metrics that score failures (``error_rate``: 1) and has
-    no value, with its reason in ``error``, for every other metric; a judge failure gives failures for the judged
-    metrics only. Judged metrics of a refusal are NaN (not applicable: a refusal makes no claims).
+    no value, with its reason in ``error``, for every other metric. A metric the judge grades (its
+    ``judgment_field`` is among the judge's dimensions) is read from the judge's Judgment, combined with the
+    metric's deterministic part when it has one (:meth:`~gate.metrics.MetricSpec.combined`); a judge failure
+    gives failures for those metrics only. A metric the judge does not grade takes its deterministic value (NaN
+    when it has none). The judge is not called on a refusal (a refusal makes no claims): judged metrics are then
+    their deterministic value (0 for correctness and completeness of an answerable case) or NaN. Paired metrics
+    (``head_win_rate``) have no per-side rows.
     """
     key = (case.id, prediction.repeat)
+    metrics = [m for m in metrics if not m.spec.paired]
     if prediction.error is not None:
         reason = f"prediction failed: {prediction.error}"
         return [
@@ -42,20 +72,22 @@ def score_one(
             for m in metrics
         ]
     refused = detect_refusal(prediction, evaluation)
+    graded = graded_dimensions(judge) if judge is not None else frozenset()
     judgment = None
-    if any(m.spec.judged for m in metrics) and not refused and judge is not None:
-        judgment = judge.judge(case.question, prediction.answer, prediction.retrieved, repeat=prediction.repeat)
+    if judge is not None and not refused and any(m.spec.judgment_field in graded for m in metrics):
+        judgment = call_judge(judge, case, prediction, evaluation)
     scores = []
     for metric in metrics:
-        if not metric.spec.judged:
-            scores.append(Score(*key, metric.name, score_case(metric, case, prediction, refused)))
-        elif judgment is None:
-            scores.append(Score(*key, metric.name, math.nan))
+        spec = metric.spec
+        value = score_case(metric, case, prediction, refused, evaluation.form) if spec.fn else math.nan
+        if spec.judgment_field not in graded or judgment is None:
+            scores.append(Score(*key, metric.name, value))
         elif judgment.error is not None:
             scores.append(Score(*key, metric.name, math.nan, error=f"judge failed: {judgment.error}"))
         else:
-            value = getattr(judgment, metric.spec.judgment_field)
-            detail = judgment.to_dict() if metric.spec.keeps_detail else None
+            judged = getattr(judgment, spec.judgment_field)
+            value = spec.combined(value, judged) if spec.fn else judged
+            detail = judgment.to_dict() if spec.keeps_detail else None
             scores.append(Score(*key, metric.name, value, detail=detail))
     return scores
 
@@ -88,3 +120,76 @@ def score_all(
                 on_scores(scores)
             out.extend(scores)
     return out
+
+
+PAIRED_METRIC = "head_win_rate"
+"""The metric the pairwise judge scores."""
+
+
+@dataclass(frozen=True)
+class PairwiseRun:
+    """What the pairwise judge decided on a comparison's cases, and what it cost."""
+
+    judge_id: str
+    """The pairwise judge's id (``pairwise:<model>@t<temperature>``)."""
+    judge_version: str
+    """Its version."""
+    judgments: tuple[tuple[str, PairJudgment | None], ...]
+    """(case id, judgment) in case order; None where a side has no valid answer (not applicable)."""
+    usage: dict[str, Any] = field(default_factory=dict)
+    """The judge's accounting (:func:`gate.judges.base.judge_usage`)."""
+
+
+def judge_pairs(
+    pairs: Sequence[tuple[GoldenCase, Prediction | None, Prediction | None]],
+    judge: PairwiseJudge,
+    evaluation: Evaluation,
+) -> list[PairJudgment | None]:
+    """Judge base's answer against head's for every case, ``evaluation.judge_concurrency`` cases at a time.
+
+    Args:
+        pairs: (case, base's prediction, head's prediction); a prediction is None when that side has no valid
+            answer for the case (every repeat failed).
+        judge: the pairwise judge (two calls per case, one per order).
+        evaluation: the judge concurrency and the config's form rules (a case's ``form`` overrides them).
+
+    Returns:
+        One :class:`~gate.judges.pairwise.PairJudgment` per pair, in order; None where a prediction is None.
+
+    Raises:
+        JudgeConfigError: the endpoint rejected the judge's configuration (the comparison stops, exit 3).
+
+    """
+
+    def one(pair: tuple[GoldenCase, Prediction | None, Prediction | None]) -> PairJudgment | None:
+        case, base, head = pair
+        if base is None or head is None:
+            return None
+        return judge.compare(
+            case.question,
+            (base.answer, base.retrieved),
+            (head.answer, head.retrieved),
+            case=case,
+            form=evaluation.form.override(case.form),
+        )
+
+    with ThreadPoolExecutor(evaluation.judge_concurrency) as pool:
+        return list(pool.map(one, pairs))
+
+
+def pair_scores(case_id: str, judgment: PairJudgment | None) -> tuple[Score, Score]:
+    """The ``head_win_rate`` rows of one case, (base's, head's), both at repeat 0.
+
+    A side scores 1 when the judge preferred its answer in both orders, else 0 (a tie is 0 and 0), so that the
+    paired binary comparison of the two rows is the sign test on wins against losses (exact McNemar). Both rows
+    are NaN when a side has no valid answer (not applicable) and failures (with ``error``) when the judge failed.
+    """
+    if judgment is None:
+        return Score(case_id, 0, PAIRED_METRIC, math.nan), Score(case_id, 0, PAIRED_METRIC, math.nan)
+    if judgment.outcome is None:
+        reason = f"judge failed: {judgment.error}"
+        return Score(case_id, 0, PAIRED_METRIC, math.nan, error=reason), Score(
+            case_id, 0, PAIRED_METRIC, math.nan, error=reason
+        )
+    base, head = {"win": (0.0, 1.0), "loss": (1.0, 0.0), "tie": (0.0, 0.0)}[judgment.outcome]
+    return Score(case_id, 0, PAIRED_METRIC, base), Score(case_id, 0, PAIRED_METRIC, head)

@@ -65,7 +65,7 @@ class Reply:
         return cls(status=status, headers=headers, message=message, code=code)
 
     @classmethod
-    def cut(cls, text: str = '{"faithfulness": 3, "relevance": 3, "reason": "ok"}', keep: int = 60) -> Reply:
+    def cut(cls, text: str = '{"faithfulness": 3, "answer_relevance": 3, "reasons": {}}', keep: int = 60) -> Reply:
         """HTTP 200 whose JSON body (a completion of ``text``) is cut after ``keep`` bytes."""
         whole = json.dumps({"id": "chatcmpl-cut", "object": "chat.completion", "choices": [
             {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})  # fmt: skip

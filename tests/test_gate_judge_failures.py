@@ -13,7 +13,7 @@ def responder(body):
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
     if "BROKEN" in prompt:
         return Reply.error(500)
-    return Reply.json({"faithfulness": 3, "relevance": 3, "reason": "supported"})
+    return Reply.json({"faithfulness": 3, "answer_relevance": 3, "correctness": 3, "completeness": 3, "form": 3})
 
 
 def test_judge_failures_are_counted_not_scored(tmp_path):

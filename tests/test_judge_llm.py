@@ -21,7 +21,7 @@ from fake_openai import FakeOpenAI, Reply, fast_judge_options  # noqa: E402
 
 from gate.cli import main  # noqa: E402
 from gate.errors import EvaluationError  # noqa: E402
-from gate.judges.base import judge_usage  # noqa: E402
+from gate.judges.base import NO_USAGE, judge_usage  # noqa: E402
 from gate.judges.lexical import LexicalJudge  # noqa: E402
 from gate.judges.llm import PROMPT_VERSION, VERSION, RubricJudge, parse_grades  # noqa: E402
 from gate.judges.llmclient import DiskCache, JudgeConfigError, extract_json, retry_after_s  # noqa: E402
@@ -32,8 +32,19 @@ QUESTION = "How tall is the Eiffel Tower?"
 ANSWER = "The Eiffel Tower is 330 metres tall."
 
 
+def rubric(f=3, r=3, c=3, p=3, form=3, reason="ok", **changes) -> dict:
+    """The rubric's JSON answer: the five 1–3 grades and the faithfulness reason."""
+    out = {"faithfulness": f, "answer_relevance": r, "correctness": c, "completeness": p, "form": form,
+           "reasons": {"faithfulness": reason}}  # fmt: skip
+    return {k: v for k, v in (out | changes).items() if v is not DROP}
+
+
+DROP = object()
+"""A ``rubric(key=DROP)`` value: leave the key out."""
+
+
 def grades(f: int, r: int, reason: str = "ok") -> Reply:
-    return Reply.json({"faithfulness": f, "relevance": r, "reason": reason})
+    return Reply.json(rubric(f, r, reason=reason))
 
 
 @pytest.fixture
@@ -56,10 +67,11 @@ def test_valid_json_maps_grades_to_unit_interval(fake, make_judge, f, r, score, 
     judgment = make_judge().judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.error is None
     assert judgment.score == score and judgment.faithfulness == score
+    assert judgment.answer_relevance == relevance and (judgment.completeness, judgment.form) == (1.0, 1.0)
+    assert math.isnan(judgment.correctness)  # no reference answers and no criteria: nothing to be correct against
     assert judgment.extra == {
-        "relevance": relevance,
-        "reason": "supported by doc-7",
-        "grades": {"faithfulness": f, "relevance": r},
+        "grades": {"faithfulness": f, "answer_relevance": r, "correctness": None, "completeness": 3, "form": 3},
+        "reasons": {"faithfulness": "supported by doc-7"},
     }
 
 
@@ -79,7 +91,7 @@ def test_request_pins_model_temperature_max_tokens_and_carries_inputs(fake, make
 
 
 def test_fenced_json_after_prose_is_accepted(fake, make_judge):
-    fake.script(Reply.text('Sure! Here is my grade:\n```json\n{"faithfulness": 2, "relevance": 3, "reason": "x"}\n```'))
+    fake.script(Reply.text(f"Sure! Here is my grade:\n```json\n{json.dumps(rubric(2, 3))}\n```"))
     judgment = make_judge().judge(QUESTION, ANSWER, CHUNKS)
     assert (judgment.error, judgment.score) == (None, 0.5)
 
@@ -87,12 +99,14 @@ def test_fenced_json_after_prose_is_accepted(fake, make_judge):
 @pytest.mark.parametrize(
     ("content", "why"),
     [
-        ('{"faithfulness": 3, "relevance": ', "no JSON object"),
-        ('{"faithfulness": 4, "relevance": 3, "reason": "x"}', "field 'faithfulness': 4 is not one of [1, 2, 3"),
-        ('{"relevance": 3, "reason": "x"}', "'faithfulness' is a required property"),
-        ('{"faithfulness": 3, "relevance": 3, "reason": ["x"]}', "field 'reason': ['x'] is not of type 'string'"),
-        ('{"faithfulness": true, "relevance": 3}', "field 'faithfulness': True is not one of"),
-        ('{"faithfulness": 2.5, "relevance": 3}', "field 'faithfulness': 2.5 is not one of"),
+        ('{"faithfulness": 3, "answer_relevance": ', "no JSON object"),
+        (json.dumps(rubric(f=4)), "field 'faithfulness': 4 is not one of [1, 2, 3"),
+        (json.dumps(rubric(faithfulness=DROP)), "'faithfulness' is a required property"),
+        (json.dumps(rubric(form=DROP)), "'form' is a required property"),
+        (json.dumps(rubric(c=0)), "field 'correctness': 0 is not one of [1, 2, 3"),
+        (json.dumps(rubric(reasons=["x"])), "field 'reasons': ['x'] is not of type 'object'"),
+        (json.dumps(rubric(f=True)), "field 'faithfulness': True is not one of"),
+        (json.dumps(rubric(f=2.5)), "field 'faithfulness': 2.5 is not one of"),
     ],
 )
 def test_broken_json_is_a_failure_not_a_score_and_is_not_cached(fake, make_judge, content, why):
@@ -154,8 +168,8 @@ def test_cache_hit_makes_no_request_and_survives_a_new_judge(fake, make_judge, t
     again = make_judge()  # a new process would build a new judge on the same directory
     assert again.judge(QUESTION, ANSWER, CHUNKS) == first
     assert len(fake.requests) == 1 and again.client.stats.cache_hits == 1
-    assert again.judge(QUESTION, ANSWER, CHUNKS, repeat=1).extra["reason"] == "repeat 1"
-    assert make_judge(model="judge-n").judge(QUESTION, ANSWER, CHUNKS).extra["reason"] == "other model"
+    assert again.judge(QUESTION, ANSWER, CHUNKS, repeat=1).extra["reasons"]["faithfulness"] == "repeat 1"
+    assert make_judge(model="judge-n").judge(QUESTION, ANSWER, CHUNKS).extra["reasons"]["faithfulness"] == "other model"
     assert len(fake.requests) == 3
     files = sorted((tmp_path / "cache").rglob("*.json"))
     assert len(files) == 3 and all(len(f.stem) == 64 for f in files)
@@ -211,7 +225,7 @@ def test_id_version_and_describe_pin_the_settings(make_judge, fake):
         "temperature=0.7",
         "max_tokens=64",
         f"base_url={fake.base_url}",
-        "rubric-v1",
+        "rubric-v2",
     ):
         assert part in text
 
@@ -267,9 +281,13 @@ def test_extract_json_without_object_raises(text):
         extract_json(text)
 
 
-def test_parse_grades_accepts_numeric_strings_and_collapses_reason():
-    assert parse_grades('{"faithfulness": "2", "relevance": 3.0, "reason": " a\\n b "}') == (2, 3, "a b")
-    assert parse_grades('{"faithfulness": 1, "relevance": 2, "extra": [1]}') == (1, 2, "")
+def test_parse_grades_accepts_numeric_strings_and_collapses_reasons():
+    text = json.dumps(rubric("2", 3.0, c=None, reason=" a\n b ") | {"extra": [1]})
+    assert parse_grades(text) == (
+        {"faithfulness": 2, "answer_relevance": 3, "correctness": None, "completeness": 3, "form": 3},
+        {"faithfulness": "a b"},
+    )
+    assert parse_grades(json.dumps(rubric(1, 2, reasons=DROP)))[1] == {}
 
 
 def test_retry_after_parsing():
@@ -309,8 +327,8 @@ def test_unwritable_cache_does_not_fail_the_judgment(fake, make_judge, tmp_path)
 
 # ---------------------------------------------------------------------- the final answer (issue 9 §5)
 
-DRAFT = '{"faithfulness": 1, "relevance": 1, "reason": "draft"}'
-FINAL = '{"faithfulness": 3, "relevance": 2, "reason": "final"}'
+DRAFT = json.dumps(rubric(1, 1, reason="draft"))
+FINAL = json.dumps(rubric(3, 2, reason="final"))
 
 
 @pytest.mark.parametrize(
@@ -329,7 +347,7 @@ def test_grade_comes_from_the_final_json_answer(fake, make_judge, content):
     fake.script(Reply.text(content))
     judgment = make_judge().judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.error is None
-    assert judgment.extra["grades"] == {"faithfulness": 3, "relevance": 2} and judgment.extra["reason"] == "final"
+    assert judgment.extra["grades"]["answer_relevance"] == 2 and judgment.extra["reasons"] == {"faithfulness": "final"}
     assert judgment.score == 1.0
 
 
@@ -338,8 +356,8 @@ def test_grade_comes_from_the_final_json_answer(fake, make_judge, content):
     [
         (f"<think>{FINAL} still thinking about it", "reasoning block <think> is never closed"),
         (f"<think>{DRAFT}</think> I cannot grade this.", "no JSON object in the model's answer"),
-        (f'{FINAL}\nCorrection: {{"faithfulness": 5, "relevance": 3}}', "field 'faithfulness': 5 is not one of"),
-        (f'{FINAL}\nCorrection: {{"relevance": 3}}', "'faithfulness' is a required property"),
+        (f"{FINAL}\nCorrection: {json.dumps(rubric(f=5))}", "field 'faithfulness': 5 is not one of"),
+        (f"{FINAL}\nCorrection: {json.dumps(rubric(faithfulness=DROP))}", "'faithfulness' is a required property"),
     ],
 )
 def test_an_unusable_final_answer_is_a_failure_never_an_earlier_object(fake, make_judge, content, why):
@@ -356,14 +374,15 @@ def test_an_unusable_final_answer_is_a_failure_never_an_earlier_object(fake, mak
     shape=st.sampled_from(["think", "example", "fence"]),
 )
 def test_property_any_draft_before_the_final_json_is_ignored(draft, final, prose, shape):
-    first = json.dumps({"faithfulness": draft[0], "relevance": draft[1], "reason": "d"})
-    last = json.dumps({"faithfulness": final[0], "relevance": final[1], "reason": "f"})
+    first = json.dumps(rubric(draft[0], draft[1], reason="d"))
+    last = json.dumps(rubric(final[0], final[1], reason="f"))
     text = {
         "think": f"<think>{prose}{first}{prose}</think>{prose}{last}",
         "example": f"{prose}{first}{prose}{last}{prose}",
         "fence": f"{prose}```json\n{first}\n```{prose}```json\n{last}\n```{prose}",
     }[shape]
-    assert parse_grades(text) == (final[0], final[1], "f")
+    parsed = parse_grades(text)
+    assert (parsed[0]["faithfulness"], parsed[0]["answer_relevance"], parsed[1]) == (*final, {"faithfulness": "f"})
 
 
 # -------------------------------------------------------- configuration failures stop the run (issue 9 §3)
@@ -508,12 +527,12 @@ def test_usage_counts_requests_retries_failures_tokens_and_cost(fake, make_judge
     assert judge_usage(judge) == judge.usage()
 
 
-def test_cost_is_none_without_prices_and_lexical_has_no_usage(fake, make_judge):
+def test_cost_is_none_without_prices_and_lexical_makes_no_request(fake, make_judge):
     fake.script(grades(3, 3))
     judge = make_judge()
     judge.judge(QUESTION, ANSWER, CHUNKS)
     assert judge.usage()["cost_usd"] is None and judge.usage()["input_tokens"] == 10
-    assert judge_usage(LexicalJudge()) is None
+    assert judge_usage(LexicalJudge()) == NO_USAGE and NO_USAGE["requests"] == 0 and NO_USAGE["cost_usd"] == 0.0
 
 
 # ------------------------------------------------------------------------- identity (issue 9 §4)
@@ -535,7 +554,7 @@ def test_identity_holds_every_scoring_option_and_nothing_else(make_judge, fake):
         "model": "judge-m",
         "base_url": fake.base_url,
         "temperature": 0.0,
-        "max_tokens": 256,
+        "max_tokens": 512,
     }
     assert json.loads(json.dumps(identity)) == identity
     for option, value in SCORING.items():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,22 +77,30 @@ def _judgment() -> Judgment:
 
 def test_judged_metrics_name_the_judgment_field_they_read():
     judged = {name: spec for name, spec in METRICS.items() if spec.judged}
-    assert set(judged) == {"faithfulness", "contradiction_rate", "hallucination_rate"}
-    judgment = _judgment()
+    assert set(judged) == {"faithfulness", "contradiction_rate", "hallucination_rate", "answer_relevance",
+                           "correctness", "completeness", "form"}  # fmt: skip
+    judgment = replace(_judgment(), grades={"answer_relevance": 0.5, "correctness": 1.0, "completeness": 0.0})
     # 2 supported and 1 contradicted of 4 claims (RAGAS faithfulness: supported / all claims); a contradicted
-    # claim makes the answer hallucinated.
-    expected = {"faithfulness": 2 / 4, "contradiction_rate": 1 / 4, "hallucination_rate": 1.0}
+    # claim makes the answer hallucinated; grades as given, a dimension without a grade is NaN.
+    expected = {"faithfulness": 2 / 4, "contradiction_rate": 1 / 4, "hallucination_rate": 1.0,
+                "answer_relevance": 0.5, "correctness": 1.0, "completeness": 0.0, "form": math.nan}  # fmt: skip
     for name, spec in judged.items():
-        assert spec.fn is None and isinstance(getattr(Judgment, spec.judgment_field), property)
-        assert getattr(judgment, spec.judgment_field) == expected[name]
+        assert isinstance(getattr(Judgment, spec.judgment_field), property)
+        assert getattr(judgment, spec.judgment_field) == pytest.approx(expected[name], nan_ok=True), name
+        assert math.isnan(getattr(replace(judgment, error="down"), spec.judgment_field)), name
+    # the deterministic part of the hybrid metrics, and how the judge's grade combines with it
+    assert {n for n, s in judged.items() if s.fn is not None} == {"correctness", "completeness", "form"}
+    assert METRICS["correctness"].combined(0.2, 1.0) == 1.0 and METRICS["form"].combined(0.5, 1.0) == 0.5
+    assert METRICS["form"].combined(math.nan, 0.5) == 0.5 and METRICS["form"].combined(1.0, 0.0) == 0.0
     assert [name for name, spec in judged.items() if spec.keeps_detail] == ["faithfulness"]
 
 
-def test_a_spec_is_either_computed_or_judged():
-    with pytest.raises(ValueError, match="exactly one of fn and judgment_field"):
+def test_a_spec_is_computed_judged_both_or_paired():
+    with pytest.raises(ValueError, match="give fn, judgment_field or both"):
         MetricSpec("x", "X", "higher", "graded", 0.03, "x")
-    with pytest.raises(ValueError, match="exactly one of fn and judgment_field"):
-        MetricSpec("x", "X", "higher", "graded", 0.03, "x", fn=lambda ctx: 0.0, judgment_field="faithfulness")
+    with pytest.raises(ValueError, match="a paired metric has neither fn nor judgment_field"):
+        MetricSpec("x", "X", "higher", "graded", 0.03, "x", fn=lambda ctx: 0.0, paired=True)
+    assert [name for name, spec in METRICS.items() if spec.paired] == ["head_win_rate"]
 
 
 def test_margin_limits_follow_the_metric_range():

@@ -204,17 +204,17 @@ def test_resolve_errors(name, message):
 
 
 def test_registry_drift():
-    assert len(METRICS) == 15
+    assert len(METRICS) == 20
     for key, spec in METRICS.items():
         assert key == spec.name
         assert spec.label and spec.description
         assert spec.direction in ("higher", "lower") and spec.kind in ("binary", "graded", "ratio")
         assert spec.needs_k == key.endswith("@k")
         assert spec.default_margin > 0 or spec.name == "error_rate"  # any significant rise in failures blocks
-        if spec.judged:
-            assert spec.fn is None
-        else:
+        if spec.fn is not None:
             assert "Source:" in (inspect.getdoc(spec.fn) or ""), key
+        else:
+            assert spec.judged or spec.paired, key
     assert {k for k, s in METRICS.items() if s.kind == "ratio"} == {"latency_ms", "cost_usd"}
     assert (METRICS["latency_ms"].default_margin, METRICS["cost_usd"].default_margin) == (0.10, 0.05)
     assert {k for k, s in METRICS.items() if s.direction == "lower"} == {

@@ -126,6 +126,30 @@ JUDGES: dict[str, JudgeBackend] = {
 }
 """Judge name (the ``name`` key of the ``judge:`` configuration) → its backend."""
 
+PAIRWISE = JudgeBackend(
+    "gate.judges.pairwise:PairwiseJudge",
+    {**ENDPOINT_OPTIONS, "generator_model": {"type": "string"}},
+    required=("model",),
+    extra="llm",
+    summary="pairwise judge (base answer against head answer, both orders) over an OpenAI-compatible endpoint",
+)
+"""The backend of the ``pairwise:`` configuration (no ``name``: there is one pairwise judge)."""
+
+
+def _validated(backend: JudgeBackend, spec: Mapping[str, Any], label: str) -> None:
+    """Check ``spec`` (with ``name``) against the backend's options.
+
+    Raises:
+        ValueError: naming the first bad option.
+
+    """
+    import jsonschema  # only when a judge is built
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(backend.schema).iter_errors(spec))
+    if error is not None:
+        where = ".".join(map(str, error.absolute_path))
+        raise ValueError(f"{label}: {where + ': ' if where else ''}{error.message}")
+
 
 def get_judge(spec: Mapping[str, Any]) -> Judge:
     """Build the judge that ``spec`` names, e.g. ``{"name": "lexical", "support": 0.8}``.
@@ -148,14 +172,25 @@ def get_judge(spec: Mapping[str, Any]) -> Judge:
     backend = JUDGES.get(name) if isinstance(name, str) else None
     if backend is None:
         raise ValueError(f"unknown judge {name!r}; known judges: {', '.join(sorted(JUDGES))}")
-    import jsonschema  # only when a judge is built
-
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(backend.schema).iter_errors(spec))
-    if error is not None:
-        where = ".".join(map(str, error.absolute_path))
-        raise ValueError(f"judge {name!r}: {where + ': ' if where else ''}{error.message}")
+    _validated(backend, spec, f"judge {name!r}")
     options = {k: v for k, v in spec.items() if k != "name"}
     return backend.load()(**options)
+
+
+def get_pairwise_judge(options: Mapping[str, Any]) -> Any:
+    """Build the pairwise judge of a ``pairwise:`` configuration, e.g. ``{"model": "gpt-4o-mini"}``.
+
+    Returns:
+        A :class:`gate.judges.pairwise.PairwiseJudge` (safe to share across threads).
+
+    Raises:
+        ValueError: an option is unknown, of the wrong type or out of range, or the ``llm`` extra is missing.
+
+    """
+    if "name" in options:
+        raise ValueError("pairwise: the pairwise judge takes no name")
+    _validated(PAIRWISE, {"name": "pairwise", **options}, "pairwise")
+    return PAIRWISE.load()(**options)
 
 
 def __getattr__(name: str) -> Any:
@@ -168,6 +203,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "JUDGES",
+    "PAIRWISE",
     "ClaimVerdict",
     "ContradictionLevel",
     "Judge",
@@ -176,5 +212,6 @@ __all__ = [
     "LexicalJudge",
     "Verdict",
     "get_judge",
+    "get_pairwise_judge",
     "judge_usage",
 ]

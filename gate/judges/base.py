@@ -8,11 +8,17 @@ never as a score.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from gate.models import Chunk
+
+DIMENSIONS = ("faithfulness", "answer_relevance", "correctness", "completeness", "form")
+"""The five generation dimensions of the evaluation method, in the rubric's order."""
+
+CLAIM_DIMENSIONS = frozenset({"faithfulness", "contradiction_rate", "hallucination_rate"})
+"""What a claim-level judge (lexical, nli, ragas) grades: the judged metrics it gives values for."""
 
 Verdict = Literal["supported", "contradicted", "unverifiable"]
 ContradictionLevel = Literal["NONE", "SOMETIMES", "ALL"]
@@ -54,7 +60,7 @@ class Judgment:
     """Response-level faithfulness in [0, 1] for judges that give no claims (the rubric judge maps 1–3 to
     0, 0.5, 1); when set it takes precedence over the claim count."""
     extra: dict[str, Any] = field(default_factory=dict)
-    """Backend-specific values (e.g. the rubric judge's relevance score, raw model output)."""
+    """Backend-specific values (e.g. the rubric judge's raw 1–3 grades and one-line reasons)."""
     hallucinated: bool | None = None
     """The judge's response-level call, when it makes its own (the lexical judge: a contradicted claim or a claim
     with an unsupported fact); None: derived from the verdicts (see :attr:`hallucination_rate`)."""
@@ -62,6 +68,10 @@ class Judgment:
     """Set when the judge cannot read the answer or its context (e.g. "answer is in Spanish (es): the lexical
     judge reads English and Italian; not scored"): every score is NaN (not applicable), not a failure, and the
     report shows this warning."""
+    grades: Mapping[str, float] = field(default_factory=dict)
+    """Response-level grades in [0, 1] of the dimensions other than faithfulness (``answer_relevance``,
+    ``correctness``, ``completeness``, ``form``), from a judge that grades them (the rubric maps 1–3 to 0, 0.5,
+    1); a dimension the judge did not grade is absent (or NaN: not applicable to this case)."""
 
     @property
     def n_supported(self) -> int:
@@ -93,6 +103,32 @@ class Judgment:
         if self.error is not None or self.not_applicable is not None or not self.claims:
             return math.nan
         return self.n_contradicted / len(self.claims)
+
+    def grade(self, dimension: str) -> float:
+        """The judge's grade of ``dimension`` in [0, 1]; NaN when it failed, could not read the text or gave none."""
+        if self.error is not None or self.not_applicable is not None:
+            return math.nan
+        return float(self.grades.get(dimension, math.nan))
+
+    @property
+    def answer_relevance(self) -> float:
+        """Whether the answer addresses the question directly and concisely, in [0, 1]; NaN when not graded."""
+        return self.grade("answer_relevance")
+
+    @property
+    def correctness(self) -> float:
+        """Agreement with the reference answers or the case's criteria, in [0, 1]; NaN when not graded."""
+        return self.grade("correctness")
+
+    @property
+    def completeness(self) -> float:
+        """How fully the answer makes the required points (or the reference's), in [0, 1]; NaN when not graded."""
+        return self.grade("completeness")
+
+    @property
+    def form(self) -> float:
+        """How well the answer follows the form rules (language, tone, format), in [0, 1]; NaN when not graded."""
+        return self.grade("form")
 
     @property
     def hallucination_rate(self) -> float:
@@ -145,13 +181,21 @@ class Judgment:
             out["error"] = self.error
         if self.not_applicable is not None:
             out["not_applicable"] = self.not_applicable
+        if self.grades:
+            out["grades"] = {k: None if math.isnan(v) else v for k, v in self.grades.items()}
         if self.extra:
             out["extra"] = self.extra
         return out
 
 
 class Judge(Protocol):
-    """A claim-level judge. Implementations must be safe to call from several threads."""
+    """A per-answer judge. Implementations must be safe to call from several threads.
+
+    Two optional attributes widen what a judge does: ``dimensions`` (the judged metrics it gives values for,
+    :func:`graded_dimensions`; default :data:`CLAIM_DIMENSIONS`) and ``reads_case = True`` (``judge`` then also
+    takes the keywords ``case``, the :class:`~gate.models.GoldenCase` with its reference answers, criteria and
+    required points, and ``form``, the :class:`~gate.models.FormRules` that apply to it).
+    """
 
     id: str
     """Short label including the backend and its main settings (e.g. "lexical", "llm:gpt-4o-mini@t0")."""
@@ -179,15 +223,33 @@ class Judge(Protocol):
         ...
 
 
-def judge_usage(judge: object) -> dict[str, Any] | None:
-    """A judge's accounting (requests, retries, failures, cache hits, tokens, cost), or None.
+NO_USAGE: dict[str, Any] = {
+    "requests": 0,
+    "retries": 0,
+    "failures": 0,
+    "cache_hits": 0,
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "responses_without_usage": 0,
+    "cost_usd": 0.0,
+    "stopped": None,
+}
+"""The accounting of a judge that calls no API (lexical, nli): no request, no token, no cost."""
 
-    None for a judge that calls no API (lexical, nli).
+
+def judge_usage(judge: object) -> dict[str, Any]:
+    """A judge's accounting: requests, retries, failures, cache hits, tokens and cost.
 
     Returns:
-        ``judge.usage()`` when the judge has it: ``{"requests", "retries", "failures", "cache_hits",
-        "input_tokens", "output_tokens", "responses_without_usage", "cost_usd" (USD or None), "stopped"}``.
+        ``judge.usage()`` when the judge has it (LLM-backed judges): ``{"requests", "retries", "failures",
+        "cache_hits", "input_tokens", "output_tokens", "responses_without_usage", "cost_usd" (USD or None
+        without prices), "stopped"}``; a copy of :data:`NO_USAGE` for a judge that calls no API (lexical, nli).
 
     """
     usage = getattr(judge, "usage", None)
-    return usage() if callable(usage) else None
+    return usage() if callable(usage) else dict(NO_USAGE)
+
+
+def graded_dimensions(judge: object) -> frozenset[str]:
+    """The judged metrics a judge gives values for: its ``dimensions`` attribute, else :data:`CLAIM_DIMENSIONS`."""
+    return frozenset(getattr(judge, "dimensions", CLAIM_DIMENSIONS))

@@ -1,15 +1,19 @@
-"""The rubric judge (backend ``llm``): one prompt, faithfulness and relevance on a 1–3 scale, JSON answer.
+"""The rubric judge (backend ``llm``): one prompt grades the five generation dimensions on a 1–3 scale, JSON answer.
 
-An OpenAI-compatible model grades the whole answer (no claims): ``Judgment.score = (faithfulness − 1) / 2``
-maps 1, 2, 3 to 0, 0.5, 1, and ``extra`` carries the relevance on the same mapping, the raw 1–3 grades and the
-model's one-line reason. The rubric penalises needless length and gives the best out-of-domain grades only to
-an explicit "I don't have that information". Model and temperature are pinned and printed (``describe()``);
-the judge model should differ from the generator (self-preference bias: Panickssery et al. 2024,
-arXiv:2404.13076), so naming the same model for both warns.
+An OpenAI-compatible model grades the whole answer (no claims) on faithfulness, answer relevance, correctness,
+completeness and form, each 1–3 with a one-line reason, in one call. ``Judgment.score = (faithfulness − 1) / 2``
+maps 1, 2, 3 to 0, 0.5, 1; ``Judgment.grades`` holds the other four on the same mapping (correctness NaN when the
+case has neither reference answers nor criteria); ``extra`` the raw grades and the reasons. The golden case
+(reference answers, ``criteria``, ``required_points``) and its form rules are part of the prompt. The rubric
+penalises needless length and gives the best out-of-domain grades only to an explicit "I don't have that
+information". Model and temperature are pinned and printed (``describe()``); the judge model should differ from
+the generator (self-preference bias: Panickssery et al. 2024, arXiv:2404.13076), so naming the same model for both
+warns.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -17,7 +21,7 @@ from typing import Any
 
 import jsonschema
 
-from gate.judges.base import Judgment
+from gate.judges.base import CLAIM_DIMENSIONS, DIMENSIONS, Judgment
 from gate.judges.llmclient import (
     ChatClient,
     EndpointConfig,
@@ -25,38 +29,50 @@ from gate.judges.llmclient import (
     extract_json,
     make_cache,
 )
-from gate.models import Chunk
+from gate.models import Chunk, FormRules, GoldenCase
 
-PROMPT_VERSION = "rubric-v1"
+PROMPT_VERSION = "rubric-v2"
 """Bumped whenever the prompt changes (part of the cache key and of the judge's identity)."""
 
-VERSION = "rubric-v1+final-json"
+VERSION = "rubric-v2+final-json"
 """The judge's version: the prompt and how its answer is read (bumped when either changes)."""
 
 SYSTEM_PROMPT = (
     "You are a strict evaluator of answers written by a retrieval-augmented assistant. "
-    "You grade only against the context passages given, never against your own knowledge. "
+    "You grade faithfulness only against the context passages given, never against your own knowledge. "
     "Reply with one JSON object and nothing else."
 )
 
-RUBRIC = """Grade the ANSWER to the QUESTION using only the CONTEXT passages.
+RUBRIC = """Grade the ANSWER to the QUESTION on five dimensions, each 1-3.
 
-faithfulness (1-3): is every statement of the answer supported by the context?
+faithfulness: is every statement of the answer supported by the CONTEXT?
   3 = every statement is supported by the context
   2 = mostly supported, but at least one detail is not in the context
   1 = a main statement is not in the context or contradicts it
-relevance (1-3): does the answer address the question directly and concisely?
+answer_relevance: does the answer address the question directly and concisely?
   3 = answers the question directly, without needless length, repetition or padding
   2 = answers the question, but with needless length, repetition or off-topic material
   1 = does not answer the question
+correctness: does the answer agree with the REFERENCE ANSWERS (any one is correct; a paraphrase counts) or
+meet the CRITERIA?
+  3 = correct   2 = partly correct or imprecise   1 = wrong, or contradicts them
+  null = neither reference answers nor criteria are given
+completeness: does the answer make every REQUIRED POINT (without them: what the reference answers or criteria
+ask for; without those: every part of the question)?
+  3 = all of them   2 = some are missing   1 = the main one is missing
+form: does the answer follow the FORM RULES (language, tone, format, length, citations)? Without rules: is it
+clear and well-formed (no leftover markup, no broken sentences)?
+  3 = follows them   2 = a minor breach   1 = breaks a rule
 
 When the context does not contain the answer, the only correct answer is an explicit refusal such as
-"I don't have that information": grade such a refusal 3 and 3. An answer that guesses, hedges or answers from
-general knowledge instead of refusing gets faithfulness 1. A refusal when the context does contain the answer
-gets relevance 1.
+"I don't have that information": grade such a refusal 3 on every dimension. An answer that guesses, hedges or
+answers from general knowledge instead of refusing gets faithfulness 1. A refusal when the context does contain
+the answer gets answer_relevance 1.
 
-Reply with exactly this JSON object, the reason on one line:
-{{"faithfulness": <1|2|3>, "relevance": <1|2|3>, "reason": "<one line>"}}
+Reply with exactly this JSON object, each reason on one line:
+{{"faithfulness": <1|2|3>, "answer_relevance": <1|2|3>, "correctness": <1|2|3|null>, "completeness": <1|2|3>,
+"form": <1|2|3>, "reasons": {{"faithfulness": "<one line>", "answer_relevance": "<one line>",
+"correctness": "<one line>", "completeness": "<one line>", "form": "<one line>"}}}}
 
 <question>
 {question}
@@ -65,48 +81,94 @@ Reply with exactly this JSON object, the reason on one line:
 <context>
 {context}
 </context>
-
+{expectations}
 <answer>
 {answer}
 </answer>"""
 
 
-def build_messages(question: str, answer: str, chunks: Sequence[Chunk]) -> list[dict[str, str]]:
+def expectations_prompt(case: GoldenCase | None, form: FormRules | None) -> str:
+    """The optional prompt sections of an LLM judge: reference answers, criteria, required points and form rules.
+
+    Each section is present only when the case (or the rules) has it, as ``<reference_answers>``, ``<criteria>``,
+    ``<required_points>`` and ``<form_rules>`` blocks; "" when there is none.
+    """
+    parts = []
+    if case is not None and case.reference_answers:
+        refs = "\n".join(f"- {r}" for r in case.reference_answers)
+        parts.append(f"<reference_answers>\n{refs}\n</reference_answers>")
+    if case is not None and case.criteria:
+        parts.append(f"<criteria>\n{case.criteria}\n</criteria>")
+    if case is not None and case.required_points:
+        points = "\n".join(f"- {p}" for p in case.required_points)
+        parts.append(f"<required_points>\n{points}\n</required_points>")
+    rules = []
+    if form is not None and form.max_words is not None:
+        rules.append(f"- at most {form.max_words} words")
+    if form is not None and form.cite:
+        rules.append("- cite the id of a context passage it relies on, e.g. [doc-1]")
+    if form is not None and form.rules:
+        rules.append(f"- {form.rules}")
+    if rules:
+        parts.append("<form_rules>\n" + "\n".join(rules) + "\n</form_rules>")
+    return "".join(f"\n{part}\n" for part in parts)
+
+
+def build_messages(
+    question: str,
+    answer: str,
+    chunks: Sequence[Chunk],
+    case: GoldenCase | None = None,
+    form: FormRules | None = None,
+) -> list[dict[str, str]]:
     """Build the chat messages of the rubric prompt, chunks numbered in rank order with their ids.
 
     Args:
         question: the user question.
         answer: the answer to grade.
         chunks: retrieved chunks, rank 1 first (may be empty: "(no context retrieved)").
+        case: the golden case: its reference answers, criteria and required points are given to the judge.
+        form: the form rules that apply to the case (word limit, citation, free-text rules).
 
     """
     context = "\n\n".join(f"[{i}] (id: {c.id})\n{c.text}" for i, c in enumerate(chunks, 1))
-    user = RUBRIC.format(question=question, context=context or "(no context retrieved)", answer=answer)
+    user = RUBRIC.format(
+        question=question,
+        context=context or "(no context retrieved)",
+        expectations=expectations_prompt(case, form),
+        answer=answer,
+    )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
+
+_GRADE = {"enum": [1, 2, 3, "1", "2", "3"]}
 
 GRADES_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
-    "required": ["faithfulness", "relevance"],
+    "required": list(DIMENSIONS),
     "properties": {
-        "faithfulness": {"enum": [1, 2, 3, "1", "2", "3"]},
-        "relevance": {"enum": [1, 2, 3, "1", "2", "3"]},
-        "reason": {"type": "string"},
+        **{name: _GRADE for name in DIMENSIONS},
+        "correctness": {"enum": [*_GRADE["enum"], None]},
+        "reasons": {"type": "object", "additionalProperties": {"type": "string"}},
     },
 }
-"""JSON Schema of the rubric's answer: both grades required, each 1, 2 or 3 (3.0 and "3" accepted, true not);
-``reason`` optional text; other keys ignored."""
+"""JSON Schema of the rubric's answer: the five grades required, each 1, 2 or 3 (3.0 and "3" accepted, true not;
+correctness may be null); ``reasons`` optional, one text per dimension; other keys ignored."""
 
 _GRADES = jsonschema.Draft202012Validator(GRADES_SCHEMA)
 
 
-def parse_grades(text: str) -> tuple[int, int, str]:
-    """Parse ``(faithfulness, relevance, reason)`` from the model's final JSON answer, each grade in {1, 2, 3}.
+def parse_grades(text: str) -> tuple[dict[str, int | None], dict[str, str]]:
+    """Parse the five grades and their reasons from the model's final JSON answer.
 
     The final answer is the last JSON object after any reasoning block
     (:func:`gate.judges.llmclient.extract_json`): a ``<think>`` draft or a restated format example before it is
     never read. That object must match :data:`GRADES_SCHEMA`; nothing else is tried.
+
+    Returns:
+        ``({dimension: grade in {1, 2, 3} or None}, {dimension: one-line reason})``, dimensions in
+        :data:`gate.judges.base.DIMENSIONS` order; a reason the model did not give is absent.
 
     Raises:
         ValueError: when no JSON object follows the reasoning, or the final one does not match the schema (the
@@ -118,24 +180,25 @@ def parse_grades(text: str) -> tuple[int, int, str]:
     if error is not None:
         where = f"field {error.path[0]!r}: " if error.path else ""
         raise ValueError(f"final JSON answer does not match the rubric: {where}{error.message}")
-    reason = obj.get("reason", "")
-    return int(float(obj["faithfulness"])), int(float(obj["relevance"])), " ".join(reason.split())
+    grades = {name: None if obj[name] is None else int(float(obj[name])) for name in DIMENSIONS}
+    reasons = {name: " ".join(r.split()) for name, r in obj.get("reasons", {}).items() if name in DIMENSIONS}
+    return grades, reasons
 
 
-def to_unit(grade: int) -> float:
-    """Map a 1–3 grade to [0, 1]: (grade − 1) / 2, so 1 → 0, 2 → 0.5, 3 → 1."""
-    return (grade - 1) / 2
+def to_unit(grade: int | None) -> float:
+    """Map a 1–3 grade to [0, 1]: (grade − 1) / 2, so 1 → 0, 2 → 0.5, 3 → 1; None → NaN."""
+    return math.nan if grade is None else (grade - 1) / 2
 
 
 class RubricJudge:
-    """Rubric judge over an OpenAI-compatible endpoint (``judge: {name: llm, model: ...}``).
+    """Rubric judge over an OpenAI-compatible endpoint (``judge: {name: llm, model: ...}``): all five dimensions.
 
     All options are keyword-only and validated here.
 
     Args:
         **endpoint: the :class:`~gate.judges.llmclient.EndpointConfig` fields: ``model`` (required, pinned),
-            ``base_url``, ``api_key_env``, ``temperature``, ``max_tokens`` (256 here), ``timeout_s``,
-            ``max_retries``, ``backoff_s``, ``max_wait_s``, ``concurrency``, ``deadline_s``,
+            ``base_url``, ``api_key_env``, ``temperature``, ``max_tokens`` (512 here: five grades and reasons),
+            ``timeout_s``, ``max_retries``, ``backoff_s``, ``max_wait_s``, ``concurrency``, ``deadline_s``,
             ``max_consecutive_failures``, ``cost_per_1k_input``, ``cost_per_1k_output``.
         cache_dir: answer cache directory; None uses :func:`gate.judges.llmclient.default_cache_dir`,
             False turns the cache off.
@@ -151,6 +214,10 @@ class RubricJudge:
     """
 
     backend = "llm"
+    dimensions = CLAIM_DIMENSIONS | frozenset(DIMENSIONS)
+    """It grades every generation dimension (and gives the hallucination rate: a faithfulness grade below 3)."""
+    reads_case = True
+    """``judge`` takes the golden case and its form rules (reference answers, criteria, required points)."""
 
     def __init__(
         self,
@@ -160,7 +227,7 @@ class RubricJudge:
         environ: Mapping[str, str] | None = None,
         **endpoint: Any,
     ) -> None:
-        self.config = EndpointConfig(**{"max_tokens": 256, **endpoint})
+        self.config = EndpointConfig(**{"max_tokens": 512, **endpoint})
         self.client = ChatClient(self.config, make_cache(cache_dir), environ)
         self.id = f"llm:{self.config.model}@t{self.config.temperature:g}"
         self.version = VERSION
@@ -197,20 +264,32 @@ class RubricJudge:
         """
         return self.client.endpoint.usage()
 
-    def judge(self, question: str, answer: str, chunks: Sequence[Chunk], *, repeat: int = 0) -> Judgment:
-        """Grade ``answer`` against ``chunks``; never raises for a judge failure.
+    def judge(
+        self,
+        question: str,
+        answer: str,
+        chunks: Sequence[Chunk],
+        *,
+        repeat: int = 0,
+        case: GoldenCase | None = None,
+        form: FormRules | None = None,
+    ) -> Judgment:
+        """Grade ``answer`` against ``chunks`` (and the case's expectations); never raises for a judge failure.
 
         Args:
             question: the user question.
-            answer: the answer to grade; an empty answer is not graded (NaN score, no error).
+            answer: the answer to grade; an empty answer is not graded (NaN scores, no error).
             chunks: retrieved chunks, rank 1 first.
             repeat: 0-based repeat index (part of the cache key).
+            case: the golden case (reference answers, criteria, required points); None: none given.
+            form: the form rules that apply to the case; None: none.
 
         Returns:
-            ``Judgment(score=(faithfulness − 1) / 2, extra={"relevance", "reason", "grades"})`` with the score
-            in {0, 0.5, 1}; or ``Judgment(error=reason)`` when the endpoint fails after retries, the answer is
-            truncated, its final JSON does not match :data:`GRADES_SCHEMA`, the circuit is open or the judge's
-            deadline has passed.
+            ``Judgment(score=(faithfulness − 1) / 2, grades={"answer_relevance", "correctness", "completeness",
+            "form"}, extra={"grades": raw 1–3, "reasons": one line each})``, every value in {0, 0.5, 1}, correctness
+            NaN without reference answers and criteria; or ``Judgment(error=reason)`` when the endpoint fails after
+            retries, the answer is truncated, its final JSON does not match :data:`GRADES_SCHEMA`, the circuit is
+            open or the judge's deadline has passed.
 
         Raises:
             JudgeConfigError: the endpoint rejected the configuration (HTTP 401 / 403 / 404, unknown model):
@@ -219,16 +298,15 @@ class RubricJudge:
         """
         if not answer.strip():
             return Judgment(extra={"reason": "empty answer: nothing to grade"})
-        messages = build_messages(question, answer, chunks)
+        messages = build_messages(question, answer, chunks, case, form)
         try:
-            faithfulness, relevance, reason = self.client.complete(
+            grades, reasons = self.client.complete(
                 messages, judge=self.backend, prompt_version=PROMPT_VERSION, parse=parse_grades, repeat=repeat
             )
         except JudgeCallError as exc:
             return Judgment(error=f"{self.id}: {exc}")
-        extra: dict[str, Any] = {
-            "relevance": to_unit(relevance),
-            "reason": reason,
-            "grades": {"faithfulness": faithfulness, "relevance": relevance},
-        }
-        return Judgment(score=to_unit(faithfulness), extra=extra)
+        if case is None or not (case.reference_answers or case.criteria):
+            grades["correctness"] = None  # nothing to be correct against
+        units = {name: to_unit(grade) for name, grade in grades.items() if name != "faithfulness"}
+        extra = {"grades": grades, "reasons": reasons}
+        return Judgment(score=to_unit(grades["faithfulness"]), grades=units, extra=extra)

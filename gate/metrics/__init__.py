@@ -14,15 +14,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from gate.metrics.generation import answer_f1, exact_match, normalize_answer
+from gate.metrics.generation import (
+    answer_f1,
+    exact_match,
+    form_rules_met,
+    normalize_answer,
+    points_covered,
+    token_recall,
+)
 from gate.metrics.refusal import DEFAULT_REFUSAL_PHRASES, is_refusal
 from gate.metrics.retrieval import hit_rate_at_k, ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
-from gate.models import GoldenCase, Prediction
+from gate.models import FormRules, GoldenCase, Prediction
 
 if TYPE_CHECKING:  # defined once, with the statistics; not imported at run time (scipy is slow to import)
     from gate.stats.inputs import Direction, Kind
 
 Stage = Literal["retrieval", "generation", "system", "efficiency"]
+Combine = Literal["judge", "min"]
+"""How a metric with both a deterministic part and a judge's grade is scored when the judge grades it: the judge's
+grade replaces the deterministic value (``judge``), or the lower of the two counts (``min``: a hard rule the judge
+may miss, such as a word limit, still fails the answer)."""
 """What a metric measures: the retriever, the generator (answers, refusals), the system (failures), or efficiency
 (latency, cost)."""
 
@@ -39,6 +50,8 @@ class ScoreContext:
     """The cut-off of a ``@k`` metric, else None."""
     refused: bool
     """Whether the answer is a refusal (see :func:`gate.metrics.refusal.is_refusal`)."""
+    form: FormRules = FormRules()
+    """The form rules that apply to the case: the config's ``form:`` overridden by the case's ``form``."""
 
 
 @dataclass(frozen=True)
@@ -62,11 +75,17 @@ class MetricSpec:
     needs_k: bool = False
     """True when the name takes a cut-off (``@k``)."""
     fn: Callable[[ScoreContext], float] | None = None
-    """Per-case function; its docstring is that of the pure metric function (with its ``Source:``). None for a
-    judged metric."""
+    """Per-case function computed without a model; its docstring is that of the pure metric function (with its
+    ``Source:``). None for a metric only a judge can score."""
     judgment_field: str | None = None
     """For a judged metric: the attribute of :class:`gate.judges.base.Judgment` that holds its per-case value
-    (e.g. ``"faithfulness"``); None for the others."""
+    (e.g. ``"faithfulness"``); None for the others. With ``fn`` as well, the judge's grade is used when the judge
+    grades that dimension, combined by ``combine``; otherwise ``fn``'s value."""
+    combine: Combine = "judge"
+    """For a metric with ``fn`` and ``judgment_field``: how the two combine when the judge grades it."""
+    paired: bool = False
+    """Scored at compare time from both sides' answers (``head_win_rate``, by the pairwise judge): no ``fn``, no
+    ``judgment_field``, and no row in a side's scores.jsonl."""
     keeps_detail: bool = False
     """For a judged metric: its score row carries the judgment's claims as ``detail`` (one judged metric does,
     so the claims are stored once)."""
@@ -75,14 +94,25 @@ class MetricSpec:
     value for a failed prediction (the failure is a system error, counted by ``error_rate``)."""
 
     def __post_init__(self) -> None:
-        """Exactly one of ``fn`` and ``judgment_field`` (ValueError)."""
-        if (self.fn is None) == (self.judgment_field is None):
-            raise ValueError(f"metric {self.name!r}: give exactly one of fn and judgment_field")
+        """A paired metric has neither ``fn`` nor ``judgment_field``; any other at least one (ValueError)."""
+        if self.paired and (self.fn is not None or self.judgment_field is not None):
+            raise ValueError(f"metric {self.name!r}: a paired metric has neither fn nor judgment_field")
+        if not self.paired and self.fn is None and self.judgment_field is None:
+            raise ValueError(f"metric {self.name!r}: give fn, judgment_field or both")
 
     @property
     def judged(self) -> bool:
-        """True for metrics read from a judge's Judgment by the scoring module."""
+        """True for metrics read (at least when the judge grades them) from a judge's Judgment."""
         return self.judgment_field is not None
+
+    def combined(self, deterministic: float, judged: float) -> float:
+        """The value of a metric the judge graded: its grade, or the lower of grade and deterministic value.
+
+        The lower one counts with ``combine="min"`` when the deterministic value applies (not NaN).
+        """
+        if self.combine == "min" and not math.isnan(deterministic):
+            return deterministic if math.isnan(judged) else min(deterministic, judged)
+        return judged
 
     @property
     def margin_limit(self) -> float:
@@ -139,6 +169,72 @@ def _answer(fn: Callable[[str, tuple[str, ...]], float]) -> Callable[[ScoreConte
         return 0.0 if ctx.refused and not math.isnan(value) else value
 
     return per_case
+
+
+def correctness(ctx: ScoreContext) -> float:
+    """Score correctness without a model: reference-answer token recall (:func:`token_recall`).
+
+    The case score is the best reference's recall. An LLM judge that grades correctness replaces it with its
+    1–3 grade against the references or the case's ``criteria`` (mapped to 0, 0.5, 1).
+
+    Returns:
+        A value in [0, 1]; 0 for a refusal of an answerable case that has reference answers or criteria; NaN
+        on out-of-domain cases and when the case has no reference answer (with ``criteria`` only, a judge is
+        needed).
+
+    Source: Adlakha et al., TACL 12 (2024), doi:10.1162/tacl_a_00667, §4 (token-level recall of the reference
+        answer tracks human correctness judgments of verbose answers better than F1 or exact match).
+
+    """
+    case = ctx.case
+    if case.out_of_domain or not (case.reference_answers or case.criteria):
+        return math.nan
+    if ctx.refused:
+        return 0.0
+    return token_recall(ctx.prediction.answer, case.reference_answers)
+
+
+def completeness(ctx: ScoreContext) -> float:
+    """Score completeness without a model: the share of the case's ``required_points`` made (:func:`points_covered`).
+
+    An LLM judge that grades completeness replaces it with its 1–3 grade against the required points, else the
+    reference answers or the ``criteria``.
+
+    Returns:
+        A value in [0, 1]; 0 for a refusal of an answerable case that has required points, reference answers or
+        criteria; NaN on out-of-domain cases and without required points (a judge can still grade against the
+        references or criteria).
+
+    Source: nugget recall with term-overlap matching, POURPRE (Lin & Demner-Fushman, Information Retrieval 9
+        (2006), doi:10.1007/s10791-006-9003-7).
+
+    """
+    case = ctx.case
+    if case.out_of_domain or not (case.required_points or case.reference_answers or case.criteria):
+        return math.nan
+    if ctx.refused:
+        return 0.0
+    return points_covered(ctx.prediction.answer, case.required_points)
+
+
+def form_score(ctx: ScoreContext) -> float:
+    """Score the deterministic form rules: the share met of the word limit and the citation requirement.
+
+    See :func:`gate.metrics.generation.form_rules_met`; the rules are the config's ``form:`` overridden by the
+    case's ``form``. An LLM judge that grades form also reads the free-text ``rules`` (language, tone); the
+    metric is then the lower of its grade and this share.
+
+    Returns:
+        0, 0.5 or 1; NaN on out-of-domain cases, for refusals, and when no deterministic rule is set.
+
+    Source: verifiable format instructions (Zhou et al. 2023, arXiv:2311.07911); citation presence as in ALCE
+        (Gao et al., EMNLP 2023, doi:10.18653/v1/2023.emnlp-main.398).
+
+    """
+    if ctx.case.out_of_domain or ctx.refused:
+        return math.nan
+    rules = ctx.form
+    return form_rules_met(ctx.prediction.answer, ctx.prediction.retrieved_ids, rules.max_words, bool(rules.cite))
 
 
 def refusal(ctx: ScoreContext) -> float:
@@ -239,6 +335,21 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec("hallucination_rate", "Hallucination rate", "lower", "binary", 0.03,
                    "Share of answers with a contradicted or unsupported main claim (padding cannot dilute it).",
                    judgment_field="hallucination_rate"),
+        MetricSpec("answer_relevance", "Answer relevance", "higher", "graded", 0.05,
+                   "Whether the answer addresses the question directly, without padding (judge's 1–3 grade).",
+                   judgment_field="answer_relevance"),
+        MetricSpec("correctness", "Correctness", "higher", "graded", 0.05,
+                   "Agreement with the reference answers or the case's criteria (judge's 1–3 grade; "
+                   "without a grading judge, reference token recall).",
+                   fn=correctness, judgment_field="correctness"),
+        MetricSpec("completeness", "Completeness", "higher", "graded", 0.05,
+                   "Share of the required points the answer makes (judge's 1–3 grade; without a grading judge, "
+                   "token recall of each required point).",
+                   fn=completeness, judgment_field="completeness"),
+        MetricSpec("form", "Form", "higher", "graded", 0.05,
+                   "Form rules met: word limit and citation of a retrieved id, and free-text rules for the judge "
+                   "(the lower of the two).",
+                   fn=form_score, judgment_field="form", combine="min"),
         MetricSpec("answer_f1", "Answer F1", "higher", "graded", 0.03,
                    "SQuAD token F1 against the best reference answer.", fn=_answer(answer_f1)),
         MetricSpec("exact_match", "Exact match", "higher", "binary", 0.03,
@@ -250,6 +361,9 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec("error_rate", "Error rate", "lower", "binary", 0.0,
                    "Share of cases on which the pipeline failed (raised, timed out, malformed result).",
                    stage="system", fn=error_rate, scores_failures=True),
+        MetricSpec("head_win_rate", "Head win rate", "higher", "binary", 0.05,
+                   "Cases whose head answer the pairwise judge prefers in both orders (base column: base "
+                   "preferred; a split or tie is neither).", paired=True),
         MetricSpec("latency_ms", "Latency (ms)", "lower", "ratio", 0.10,
                    "Wall-clock milliseconds per case.", stage="efficiency", fn=latency_ms),
         MetricSpec("cost_usd", "Cost (USD)", "lower", "ratio", 0.05,
@@ -297,8 +411,10 @@ def resolve(name: str) -> Metric:
     return Metric(spec, int(raw_k))
 
 
-def score_case(metric: Metric, case: GoldenCase, prediction: Prediction, refused: bool) -> float:
-    """Score one case with one (non-judged) metric.
+def score_case(
+    metric: Metric, case: GoldenCase, prediction: Prediction, refused: bool, form: FormRules | None = None
+) -> float:
+    """Score one case with one metric's deterministic function (no model).
 
     Not-applicable rules: retrieval metrics, ``answer_f1`` and ``exact_match`` are NaN on out-of-domain
     cases; ``answer_f1``/``exact_match`` are NaN without reference answers and 0 for an in-domain refusal;
@@ -311,37 +427,44 @@ def score_case(metric: Metric, case: GoldenCase, prediction: Prediction, refused
         case: The golden case.
         prediction: The pipeline's prediction for the case.
         refused: Whether the answer is a refusal (see :func:`is_refusal`).
+        form: The config's form rules (the case's ``form`` overrides them); None: no config rules.
 
     Returns:
         The value in the metric's range, or NaN when the metric does not apply.
 
     Raises:
-        ValueError: For a judged metric (faithfulness, contradiction_rate): the scoring module computes those
-            from the judge's Judgment.
+        ValueError: For a metric without a deterministic function (faithfulness, contradiction_rate,
+            answer_relevance: the scoring module reads them from the judge's Judgment; head_win_rate: scored at
+            compare time).
 
     """
     if metric.spec.fn is None:
-        raise ValueError(f"metric {metric.name!r} is judged: compute it from the judge's Judgment")
-    return metric.spec.fn(ScoreContext(case=case, prediction=prediction, k=metric.k, refused=refused))
+        raise ValueError(f"metric {metric.name!r} has no deterministic function: it is judged or paired")
+    rules = (form or FormRules()).override(case.form)
+    return metric.spec.fn(ScoreContext(case=case, prediction=prediction, k=metric.k, refused=refused, form=rules))
 
 
 __all__ = [
     "DEFAULT_METRICS",
     "DEFAULT_REFUSAL_PHRASES",
     "METRICS",
+    "Combine",
     "Stage",
     "Metric",
     "MetricSpec",
     "ScoreContext",
     "answer_f1",
     "exact_match",
+    "form_rules_met",
     "hit_rate_at_k",
     "is_refusal",
     "ndcg_at_k",
     "normalize_answer",
+    "points_covered",
     "precision_at_k",
     "recall_at_k",
     "reciprocal_rank",
     "resolve",
     "score_case",
+    "token_recall",
 ]

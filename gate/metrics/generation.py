@@ -96,3 +96,130 @@ def exact_match(answer: str, references: Sequence[str]) -> float:
         return math.nan
     normalized = normalize_answer(answer)
     return float(any(normalize_answer(ref) == normalized for ref in usable))
+
+
+def _recall(reference: str, answer: str) -> float:
+    """Share of the reference's normalised tokens found in the answer (multiset), NaN for an empty reference."""
+    gold = normalize_answer(reference).split()
+    if not gold:
+        return math.nan
+    same = sum((Counter(gold) & Counter(normalize_answer(answer).split())).values())
+    return same / len(gold)
+
+
+def token_recall(answer: str, references: Sequence[str]) -> float:
+    """Reference-answer token recall: the share of a reference's tokens that the answer contains, best reference.
+
+    Formula: over SQuAD-normalised whitespace tokens (:func:`normalize_answer`), with ``c`` the multiset
+    intersection of answer and reference tokens, ``recall = c / |tokens(reference)|``; the case score is the max
+    over references. Unlike F1 it does not penalise a long answer that also explains, which is why it tracks human
+    correctness judgments of verbose, instruction-following answers better than F1 or exact match.
+
+    Args:
+        answer: The generated answer.
+        references: Acceptable reference answers; ones that normalise to "" are ignored.
+
+    Returns:
+        A value in [0, 1]; NaN when no usable reference answer is given.
+
+    Source: Adlakha et al., "Evaluating Correctness and Faithfulness of Instruction-Following Models for Question
+        Answering", TACL 12 (2024), doi:10.1162/tacl_a_00667, §4 (token-level recall).
+
+    """
+    usable = _usable_references(references)
+    if not usable:
+        return math.nan
+    return max(_recall(ref, answer) for ref in usable)
+
+
+def points_covered(answer: str, points: Sequence[str]) -> float:
+    """Share of the required points an answer makes: the mean over points of each point's token recall.
+
+    Formula: ``(1 / P) Σ_p c_p / |tokens(p)|`` over the P points that normalise to a non-empty string, where
+    ``c_p`` is the multiset intersection of the point's and the answer's SQuAD-normalised tokens: a soft match
+    of each point (nugget) by term overlap.
+
+    Args:
+        answer: The generated answer.
+        points: The points a complete answer makes, one short statement each, any order.
+
+    Returns:
+        A value in [0, 1]; NaN when no usable point is given.
+
+    Source: nugget recall with automatic term-overlap matching, POURPRE (Lin & Demner-Fushman, "Methods for
+        automatically evaluating answers to complex questions", Information Retrieval 9 (2006),
+        doi:10.1007/s10791-006-9003-7).
+
+    """
+    recalls = [r for r in (_recall(point, answer) for point in points) if not math.isnan(r)]
+    return sum(recalls) / len(recalls) if recalls else math.nan
+
+
+def word_count(answer: str) -> int:
+    """Words of an answer: whitespace-separated tokens (a CJK sentence without spaces counts as one word)."""
+    return len(answer.split())
+
+
+def cites_retrieved(answer: str, retrieved_ids: Iterable[str]) -> bool:
+    """Whether the answer names one of its retrieved chunk ids as a whole token, e.g. ``[doc-7]`` or ``(doc-7)``.
+
+    An id matches only where it is not part of a longer word or id (``doc-7`` is not cited by ``doc-70``), case
+    as written; an id that was not retrieved does not count (a fabricated citation).
+    """
+    for doc_id in retrieved_ids:
+        if doc_id and re.search(rf"(?<![\w-]){re.escape(doc_id)}(?![\w-])", answer):
+            return True
+    return False
+
+
+def form_rules_met(answer: str, retrieved_ids: Sequence[str], max_words: int | None, cite: bool) -> float:
+    """Share of the deterministic form rules an answer meets: the length limit and the citation requirement.
+
+    Formula: ``(1/K) Σ_k 1[rule k holds]`` over the K rules that are set: ``max_words`` (``word_count(answer) ≤
+    max_words``) and ``cite`` (:func:`cites_retrieved`).
+
+    Args:
+        answer: The generated answer.
+        retrieved_ids: Ids of the chunks retrieved for it, rank order.
+        max_words: Word limit ≥ 1, or None (no limit).
+        cite: Whether the answer must cite a retrieved chunk id.
+
+    Returns:
+        0, 0.5 or 1 (two rules), 0 or 1 (one rule); NaN when no rule is set.
+
+    Source: rule-based format checks as verifiable instructions (Zhou et al., "Instruction-Following Evaluation
+        for Large Language Models", arXiv:2311.07911, 2023: length constraints); citation presence as in ALCE
+        (Gao et al., "Enabling Large Language Models to Generate Text with Citations", EMNLP 2023,
+        doi:10.18653/v1/2023.emnlp-main.398).
+
+    """
+    checks = []
+    if max_words is not None:
+        checks.append(word_count(answer) <= max_words)
+    if cite:
+        checks.append(cites_retrieved(answer, retrieved_ids))
+    return sum(checks) / len(checks) if checks else math.nan
+
+
+_EMPTY_CITATION = re.compile(r"\s*[\[(]\s*(?:(?:sources?|see|ref|refs|cf)\.?\s*:?\s*)?[\s,;:&]*(?:and\s*)?[\])]", re.I)
+
+
+def strip_citations(answer: str, retrieved_ids: Iterable[str]) -> str:
+    """The answer without its citations of retrieved chunk ids (``[doc-7]``, ``(source: d1, d2)``, a bare id).
+
+    A claim-level judge reads the remaining text: a citation is not a claim, and an id such as ``d1`` would read
+    as the number 1. Ids are matched as in :func:`cites_retrieved` (whole tokens, only retrieved ids); brackets
+    left empty (or holding only "source:", "see", commas) are removed with the space before them.
+
+    Args:
+        answer: The generated answer.
+        retrieved_ids: Ids of the chunks retrieved for it.
+
+    Returns:
+        The answer without those citations (unchanged when it cites none).
+
+    """
+    out = answer
+    for doc_id in sorted({i for i in retrieved_ids if i}, key=len, reverse=True):
+        out = re.sub(rf"(?<![\w-]){re.escape(doc_id)}(?![\w-])", "", out)
+    return _EMPTY_CITATION.sub("", out) if out != answer else answer

@@ -19,6 +19,7 @@ from gate.stats.significance import (
     holm,
     mcnemar_exact,
     sign_flip_test,
+    sign_test,
 )
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "sample_size",
     "select",
     "sign_flip_test",
+    "sign_test",
     "t_interval",
     "variance_decomposition",
 ]

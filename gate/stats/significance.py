@@ -85,6 +85,37 @@ def mcnemar_exact(base: np.ndarray, head: np.ndarray, alternative: Alternative =
     return TestResult(statistic, min(1.0, p), f"McNemar exact ({_alt_label(alternative)})", int(a.size))
 
 
+def sign_test(wins: int, losses: int, alternative: Alternative = "less") -> TestResult:
+    """Exact sign test of paired preferences: wins against losses, ties left out.
+
+    Under H0 a non-tied case is a win or a loss with probability ½, so wins ~ Binomial(wins + losses, ½).
+    ``"less"`` (head worse, H1: P(win) < ½) p = BinomCDF(wins; wins + losses, ½); ``"greater"``
+    p = 1 − BinomCDF(wins − 1); two-sided as ``scipy.stats.binomtest``. No non-tied case gives p = 1.
+    With base's and head's per-case 0/1 "preferred" outcomes this is exact McNemar (:func:`mcnemar_exact`).
+
+    Args:
+        wins: cases where head is preferred, ≥ 0.
+        losses: cases where base is preferred, ≥ 0.
+        alternative: ``"less"`` (head worse, the default), ``"greater"`` or ``"two-sided"``.
+
+    Returns:
+        statistic = wins; n = wins + losses.
+
+    Raises:
+        ValueError: negative counts or an unknown alternative.
+
+    Source: Dixon & Mood (1946), "The statistical sign test", JASA 41(236):557-566,
+    doi:10.1080/01621459.1946.10501892; computed with ``scipy.stats.binomtest``.
+
+    """
+    _check_alternative(alternative)
+    if wins < 0 or losses < 0:
+        raise ValueError(f"counts must be ≥ 0, got wins={wins}, losses={losses}")
+    n = wins + losses
+    p = 1.0 if n == 0 else float(stats.binomtest(wins, n, 0.5, alternative=alternative).pvalue)
+    return TestResult(float(wins), min(1.0, p), f"sign test, exact binomial ({_alt_label(alternative)})", int(n))
+
+
 def _signed_sums(units: np.ndarray) -> np.ndarray:
     """All 2^k sums Σ s_j·u_j over s ∈ {−1, +1}^k, shape (2^k,)."""
     k = units.size
