@@ -123,9 +123,9 @@ class SquadPair(NamedTuple):
     golden: list[dict]
     """The 140 golden cases: the example's 100 in-domain questions, then 40 of its 48 out-of-domain ones."""
     base_rank: list[list[int]]
-    """Per case, the top 10 corpus indices of base."""
+    """Per case, the top 5 corpus indices of base (its retrieved chunks, in rank order)."""
     head_rank: list[list[int]]
-    """Per case, the top 10 corpus indices of head."""
+    """Per case, the top 5 corpus indices of head."""
     ids: list[str]
     """Corpus document ids (the indices above point here)."""
     answered_ood: set[str]
@@ -135,8 +135,8 @@ class SquadPair(NamedTuple):
 @pytest.fixture(scope="session")
 def squad_pair(tmp_path_factory) -> SquadPair:
     """Base ranks the whole corpus; head is a worse retriever (every other word of each paragraph indexed: a
-    lossy chunker) and answers 12 out-of-domain questions that base refuses. Answers are the first sentence of
-    the top paragraph."""
+    lossy chunker) and answers 12 out-of-domain questions that base refuses. Each side retrieves 5 paragraphs (as
+    the example's base); answers are the first sentence of the top paragraph."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     rng = random.Random(7)
@@ -155,7 +155,7 @@ def squad_pair(tmp_path_factory) -> SquadPair:
         vec = TfidfVectorizer(sublinear_tf=True, stop_words="english")
         matrix = vec.fit_transform(index_texts)
         sims = (vec.transform([c["question"] for c in golden]) @ matrix.T).toarray()
-        return [sorted(range(len(ids)), key=lambda j: (-row[j], ids[j]))[:10] for row in sims]
+        return [sorted(range(len(ids)), key=lambda j: (-row[j], ids[j]))[:5] for row in sims]
 
     base_rank = ranking([d["text"] for d in corpus])
     head_rank = ranking([" ".join(d["text"].split()[::2]) for d in corpus])

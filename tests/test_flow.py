@@ -14,8 +14,9 @@ from conftest import REFUSAL, compare, write_jsonl
 from conftest import read_jsonl as _read
 
 from gate.cli import main
-from gate.config import load_config
+from gate.config import Evaluation, load_config
 from gate.flow import run_side
+from gate.metrics import resolve
 
 
 def _trec_means(golden, ranks, ids):
@@ -230,16 +231,30 @@ def test_cluster_by_tag_gives_clustered_standard_errors(squad_pair, squad_runs):
 
 
 def test_repeats_that_never_vary_count_as_one_observation(squad_pair, squad_compared):
-    """A deterministic pipeline run with R = 3: per-case calls stay single observations, the MRR test is unchanged."""
+    """A deterministic pipeline run with R = 3: per-case calls stay single observations, the MRR test is unchanged.
+
+    The judged metrics are left out of both sides of this check: they regress no case of this pair (asserted on the
+    full comparison) and judging every answer three times would only triple the judge's work."""
     tmp = squad_pair[0]
+    full = squad_compared[1]
+    judged = {name for name in Evaluation().metrics if resolve(name).spec.judged}
+    assert judged and not judged & {m["name"] for c in full["regressed_cases"] for m in c["metrics"]}
+    metrics = [name for name in Evaluation().metrics if name not in judged]
+    (tmp / "unjudged.yml").write_text(
+        f"golden: golden.jsonl\npipeline: {{predictions: head.jsonl}}\nmetrics: [{', '.join(metrics)}]\n"
+    )
     for side in ("base", "head"):
         rows = _read(tmp / f"{side}.jsonl")
         write_jsonl(tmp / f"{side}3.jsonl", [dict(r, repeat=k) for k in range(3) for r in rows])
-    reports = {"r1": squad_compared[1]}
-    _, reports["r3"] = compare(tmp, "base3.jsonl", "head3.jsonl", "r3")
+    reports = {}
+    for name, suffix in (("r1", ""), ("r3", "3")):
+        _, reports[name] = compare(
+            tmp, f"base{suffix}.jsonl", f"head{suffix}.jsonl", name, "--config", str(tmp / "unjudged.yml")
+        )
     assert reports["r3"]["repeats"] == {"base": 3, "head": 3}
     one, three = ({m["name"]: m for m in reports[k]["metrics"]} for k in ("r1", "r3"))
     for name in ("hit_rate@5", "mrr"):
+        assert one[name]["p_value"] == {m["name"]: m for m in full["metrics"]}[name]["p_value"]
         assert (three[name]["r_base"], three[name]["p_value"]) == (1, one[name]["p_value"])
     evidence = {m["evidence"] for c in reports["r3"]["regressed_cases"] for m in c["metrics"]}
     assert evidence == {"single observation"}
