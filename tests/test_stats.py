@@ -302,7 +302,8 @@ def test_ratio_metric_reports_geometric_mean_ratio():
     (slow,) = analyze_metrics([metric("latency_ms", "ratio", base, head, margin=0.10, direction="lower")])
     assert slow.ratio == pytest.approx(1.2) and slow.delta == pytest.approx(-math.log(1.2))
     assert (slow.ratio_ci_low, slow.ratio_ci_high) == pytest.approx((1.2, 1.2))  # all d equal: degenerate
-    assert slow.status == "fail" and "ratio head/base = 1.2" in slow.reason and "10%" in slow.reason
+    assert slow.status == "fail" and slow.reason.startswith("rose beyond the margin of 10 %, significantly (worse)")
+    assert "head/base = ×1.200, CI [×1.200, ×1.200], p (Holm-adjusted) < 0.001 ≤ 0.05" in slow.reason
     (tolerated,) = analyze_metrics([metric("latency_ms", "ratio", base, head, margin=0.25, direction="lower")])
     assert tolerated.status == "pass"
     noisy = head * np.random.default_rng(1).lognormal(0, 0.05, head.shape)
@@ -353,7 +354,7 @@ def test_gate_decision_outcomes():
     under = ErrorBudgetUse("p", "base", 5, 100, 0.05, ("5× judge failed: HTTP 500",))
     assert gate_decision([ok, ungated_fail]).verdict == "pass"
     decision = gate_decision([ok, fail], budget=[over])
-    assert decision.verdict == "fail" and decision.reasons[0].startswith("f: significant drop")  # not excused
+    assert decision.verdict == "fail" and decision.reasons[0].startswith("f: fell beyond the margin")  # not excused
     assert gate_decision([ok], new_ood_failures=2).reasons == (
         "2 out-of-domain question(s) refused on base are answered on head",
     )
@@ -404,7 +405,7 @@ def test_new_ood_failures_block_only_with_a_significant_refusal_drop():
     assert weak.p_adjusted == pytest.approx(0.25)  # binomtest(0, 2, alternative="less")
     decision = gate_decision([weak], new_ood_failures=2, refusal=weak)
     assert decision.verdict == "inconclusive" and not any("out-of-domain" in r for r in decision.reasons)
-    assert decision.warnings and "not significant (p (Holm) = 0.25)" in decision.warnings[0]
+    assert decision.warnings and "not significant (p (Holm-adjusted) = 0.250)" in decision.warnings[0]
 
 
 def test_metric_without_pairs_is_inconclusive():
@@ -483,3 +484,46 @@ def test_cases_ratio_effect_is_oriented_log_ratio():
     assert cases[0].head_mean == 200.0
     with pytest.raises(ValueError, match="tau"):
         analyze_cases(metric("tput", "ratio", base, head), tau=1.0)
+
+
+def test_interval_of_a_score_difference_is_clipped_to_its_range():
+    """Few cases, opposite flips: the t-interval (scipy, at the metric's 90 % level) reaches past ±1; the interval
+    reported is that one cut to [-1, 1], flagged, and the verdict is the one the uncut interval gives."""
+    base, head = np.array([1.0, 0.0, 1.0]), np.array([0.0, 1.0, 0.0])
+    (res,) = analyze_metrics([metric("m", "graded", base, head, margin=0.05)])
+    d = head - base
+    low, high = stats.t.interval(0.90, df=2, loc=d.mean(), scale=d.std(ddof=1) / math.sqrt(3))
+    assert low < -1 and high > 1  # what a t-interval says on three cases
+    assert res.ci_clipped and (res.ci_low, res.ci_high) == (-1.0, 1.0)
+    assert res.status == "inconclusive"
+    (inside,) = analyze_metrics([metric("m", "graded", EX2_BASE, EX2_HEAD, margin=0.05)])
+    assert not inside.ci_clipped and -1 < inside.ci_low < inside.ci_high < 1
+    (ratio,) = analyze_metrics([metric("latency_ms", "ratio", [10.0, 100.0, 10.0], [100.0, 10.0, 100.0])])
+    assert not ratio.ci_clipped  # log-ratios have no such range
+
+
+def test_reasons_say_rose_for_a_lower_is_better_metric_and_give_head_minus_base():
+    base, head = np.zeros(40), np.r_[np.full(20, 0.4), np.zeros(20)]  # contradictions rose by 0.2 on average
+    (res,) = analyze_metrics([metric("contradiction_rate", "graded", base, head, margin=0.03, direction="lower")])
+    assert res.status == "fail" and res.delta == pytest.approx(-0.2)  # oriented: negative = worse
+    assert res.reason.startswith("rose beyond the margin of 0.030, significantly (worse): Δ = +0.200, CI [+0.")
+    assert "drop" not in res.reason
+    (higher,) = analyze_metrics([metric("f1", "graded", head, base, margin=0.03)])
+    assert higher.reason.startswith("fell beyond the margin of 0.030, significantly (worse): Δ = -0.200, CI [-0.")
+    lower_pass = analyze_metrics([metric("c", "graded", base, base, margin=0.03, direction="lower")])[0]
+    assert lower_pass.reason == "non-inferior: Δ = +0.000, CI [+0.000, +0.000] excludes a rise of 0.030"
+
+
+def test_one_number_format():
+    from gate.stats import numbers
+
+    assert [numbers.number(x) for x in (0.87, -0.0001, 1 / 3, float("nan"), None)] == [
+        "0.870", "0.000", "0.333", "–", "–",
+    ]  # fmt: skip
+    assert numbers.number(-0.19, signed=True) == "-0.190" and numbers.number(0.024, signed=True) == "+0.024"
+    assert [numbers.p_value(p) for p in (1.144e-05, 0.0005, 0.001, 0.0625, 1.0)] == [
+        "<0.001", "<0.001", "0.001", "0.062", "1.000",
+    ]  # fmt: skip
+    assert numbers.p_clause("p (Holm-adjusted)", 1e-5) == "p (Holm-adjusted) < 0.001"
+    assert numbers.p_clause("p", 0.0163) == "p = 0.016"
+    assert (numbers.ratio(1.0466), numbers.percent(0.1), numbers.percent(0.025)) == ("×1.047", "10 %", "2.5 %")

@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 from scipy import special
 
+from gate.stats import numbers
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
 from gate.stats.intervals import bootstrap_ci, clustered_se, n_units, paired_se
 from gate.stats.power import recommendation, variance_decomposition
@@ -74,6 +75,9 @@ class MetricResult:
     """U, upper end of that interval."""
     ci_method: str
     """bca, t or none."""
+    ci_clipped: bool
+    """The interval was cut to [−1, 1], the range of a difference of two scores in [0, 1] (binary and graded
+    metrics): a t-interval on few cases can reach past it."""
     confidence: float
     """Two-sided coverage of the interval, 1 − 2α′ with α′ the Holm level of this metric."""
     alpha: float
@@ -187,17 +191,21 @@ def _holm_levels(
     return p_adj, levels
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.4g}"
-
-
 @dataclass(frozen=True)
 class _Shown:
-    """How a metric's effect, interval and margin read in a reason (ratios for ratio metrics)."""
+    """How a metric's change reads in a reason.
+
+    In metric units as head − base (ratios for ratio metrics), with the verb of a worsening ("fell" when higher
+    is better, "rose" when lower is better).
+    """
 
     effect: str
     interval: str
     margin: str
+    worse: str
+    """"fell" or "rose": the direction a worsening takes."""
+    p_label: str
+    """"p (Holm-adjusted)" for gated metrics, "p" for the others."""
 
 
 def _ratios(inp: MetricInput, delta: float, low: float, high: float) -> tuple[float, float, float]:
@@ -207,11 +215,32 @@ def _ratios(inp: MetricInput, delta: float, low: float, high: float) -> tuple[fl
     return math.exp(sign * delta), r_low, r_high
 
 
+def raw_difference(direction: str, delta: float, low: float, high: float) -> tuple[float, float, float]:
+    """An oriented difference (negative = worse) and its interval as head − base in metric units.
+
+    Args:
+        direction: ``higher`` or ``lower`` (is better).
+        delta: oriented Δ̂.
+        low: oriented interval's lower end.
+        high: oriented interval's upper end.
+
+    Returns:
+        (head − base, its interval's lower end, its upper end): unchanged when higher is better, negated and
+        swapped when lower is better.
+    """
+    return (delta, low, high) if direction == "higher" else (-delta, -high, -low)
+
+
 def _shown(inp: MetricInput, delta: float, low: float, high: float) -> _Shown:
+    worse = "fell" if inp.direction == "higher" else "rose"
+    p_label = "p (Holm-adjusted)" if inp.gated else "p"
     if inp.kind != "ratio":
-        return _Shown(f"Δ = {_fmt(delta)}", f"[{_fmt(low)}, {_fmt(high)}]", _fmt(inp.margin))
+        d, lo, hi = raw_difference(inp.direction, delta, low, high)
+        interval = f"[{numbers.number(lo, signed=True)}, {numbers.number(hi, signed=True)}]"
+        return _Shown(f"Δ = {numbers.number(d, signed=True)}", interval, numbers.number(inp.margin), worse, p_label)
     ratio, r_low, r_high = _ratios(inp, delta, low, high)
-    return _Shown(f"ratio head/base = {_fmt(ratio)}", f"[{_fmt(r_low)}, {_fmt(r_high)}]", f"{inp.margin:.0%}")
+    interval = f"[{numbers.ratio(r_low)}, {numbers.ratio(r_high)}]"
+    return _Shown(f"head/base = {numbers.ratio(ratio)}", interval, numbers.percent(inp.margin), worse, p_label)
 
 
 def _decide(
@@ -227,22 +256,24 @@ def _decide(
     """Apply the three-outcome rule on the oriented scale (``margin`` already on that scale)."""
     if n_pairs < 2:
         return "inconclusive", f"only {n_pairs} paired case(s)"
+    p_text = numbers.p_clause(shown.p_label, p_adj)
+    drop = "drop" if shown.worse == "fell" else "rise"
     if high < 0 and delta <= -margin and p_adj <= alpha:
         return "fail", (
-            f"significant drop beyond the margin of {shown.margin}: {shown.effect}, CI {shown.interval}, "
-            f"p (Holm) = {_fmt(p_adj)} ≤ {_fmt(alpha)}"
+            f"{shown.worse} beyond the margin of {shown.margin}, significantly (worse): {shown.effect}, "
+            f"CI {shown.interval}, {p_text} ≤ {alpha:g}"
         )
     if low >= -margin:  # ≥, not >: with margin 0 an unchanged metric (interval [0, 0]) is non-inferior
         minor = " (minor regression within tolerance)" if high < 0 else ""
-        return "pass", f"non-inferior{minor}: {shown.effect}, CI {shown.interval} excludes a drop of {shown.margin}"
+        return "pass", f"non-inferior{minor}: {shown.effect}, CI {shown.interval} excludes a {drop} of {shown.margin}"
     if high < 0 and delta <= -margin:  # the interval says "drop", the exact / randomization test does not
         return "inconclusive", (
-            f"{shown.effect} beyond the margin of {shown.margin}, CI {shown.interval}, but p (Holm) = "
-            f"{_fmt(p_adj)} > {_fmt(alpha)}: not significant"
+            f"{shown.worse} beyond the margin of {shown.margin}: {shown.effect}, CI {shown.interval}, but "
+            f"{p_text} > {alpha:g}: not significant"
         )
     return "inconclusive", (
-        f"{shown.effect}, CI {shown.interval} neither excludes a drop of {shown.margin} "
-        f"nor shows a significant drop beyond it"
+        f"{shown.effect}, CI {shown.interval} neither excludes a {drop} of {shown.margin} "
+        f"nor shows a significant {drop} beyond it"
     )
 
 
@@ -329,13 +360,28 @@ def _result(
     else:
         se = low = high = omega2 = s2_a = s2_b = icc = float("nan")
         ci_method = "none"
+    # A difference of two scores in [0, 1] lies in [-1, 1]; a t-interval on few cases can reach past it. Cutting
+    # it there changes no decision (the margin is < 1) and the comment says so.
+    clipped = inp.kind != "ratio" and bool(low < -1.0 or high > 1.0)
+    if clipped:
+        low, high = max(low, -1.0), min(high, 1.0)
     # With no variation at all (se 0: a deterministic, unchanged pipeline) the formula gives 0, which would claim
     # any drop is detectable; the MDE is undefined there (NaN, shown as "–").
     mde = float((special.ndtri(1 - level) + special.ndtri(POWER)) * se) if se > 0 else float("nan")
     r_base, r_head = inp.base.shape[1], inp.head.shape[1]
-    label = f"{inp.margin:.0%}" if inp.kind == "ratio" else f"{inp.margin:g}"
+    label = numbers.percent(inp.margin) if inp.kind == "ratio" else numbers.number(inp.margin)
     advice = recommendation(
-        n, omega2, s2_a, s2_b, r_base, r_head, margin=margin, margin_label=label, alpha=level, power=POWER
+        n,
+        omega2,
+        s2_a,
+        s2_b,
+        r_base,
+        r_head,
+        margin=margin,
+        margin_label=label,
+        alpha=level,
+        power=POWER,
+        worsening="drops" if inp.direction == "higher" else "rises",
     )
     delta = float(np.mean(d)) if n else float("nan")
     status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, _shown(inp, delta, low, high))
@@ -364,6 +410,7 @@ def _result(
         ci_low=float(low),
         ci_high=float(high),
         ci_method=ci_method,
+        ci_clipped=clipped,
         confidence=float(confidence),
         alpha=float(alpha_k),
         p_value=float(p),
@@ -466,11 +513,11 @@ def gate_decision(
         if p_refusal is None or p_refusal <= alpha:
             fails.append(f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head")
         else:
-            label = "p (Holm)" if refusal is not None and refusal.gated else "p"
+            label = "p (Holm-adjusted)" if refusal is not None and refusal.gated else "p"
             warnings.append(
-                f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head, but the drop "
-                f"in refusals is not significant ({label} = {p_refusal:.3g}): listed, not blocking (more cases or "
-                "repeats tell a real drop from noise)"
+                f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head, but the fall "
+                f"in refusals is not significant ({numbers.p_clause(label, p_refusal)}): listed, not blocking "
+                "(more cases or repeats tell a real fall from noise)"
             )
     for res in results:
         if res.gated and res.status == "fail":

@@ -171,6 +171,7 @@ def recommendation(
     alpha: float = 0.05,
     power: float = 0.8,
     max_repeats: int = 20,
+    worsening: str = "drops",
 ) -> str | None:
     """Advice on the repeats R (or cases N) that make the one-sided MDE at most the margin; None if it already is.
 
@@ -191,6 +192,8 @@ def recommendation(
         alpha: one-sided level.
         power: target power.
         max_repeats: largest R to suggest.
+        worsening: what a worsening of the metric is called: ``"drops"``, or ``"rises"`` for a lower-is-better
+            metric.
 
     Returns:
         e.g. ``"use R = 5 to detect drops of 0.03"``, or None when the MDE is already ≤ margin or the
@@ -212,6 +215,6 @@ def recommendation(
         if budget > 0:
             r = max(math.ceil((s_a + s_b) / budget), max(r_base, r_head) + 1)
             if r <= max_repeats:
-                return f"use R = {r} to detect drops of {margin_label}"
+                return f"use R = {r} to detect {worsening} of {margin_label}"
     need = math.ceil(sample_size(margin, omega2, s_a, s_b, r_base, r_head, **args))
-    return f"grow the golden set to N = {need} (at R = {max(r_base, r_head)}) to detect drops of {margin_label}"
+    return f"grow the golden set to N = {need} (at R = {max(r_base, r_head)}) to detect {worsening} of {margin_label}"
