@@ -1,7 +1,8 @@
 """Worker process for the ``python: module:function`` adapter (run as ``python -m gate._worker module:function``).
 
 Protocol: one JSON object per line on stdin ``{"case": {...}, "options": {...}}``; one JSON object per line on the
-original stdout ``{"ok": true, "result": {...}, "latency_ms": float}`` or ``{"ok": false, "error": "..."}``.
+original stdout ``{"ok": true, "result": {...}, "latency_ms": float}`` (with ``"warmup": true`` on the worker's first
+successful call) or ``{"ok": false, "error": "..."}``.
 Whatever the user's code prints to stdout goes to stderr, so it cannot corrupt the protocol.
 """
 
@@ -62,12 +63,15 @@ def main(target: str) -> int:
         protocol.write(json.dumps(_wiring_error(target, reason, True)) + "\n")
         return 1
     protocol.write(json.dumps({"ok": True, "ready": True}) + "\n")
+    first = True
     for line in sys.stdin:
         request = json.loads(line)
         start = time.perf_counter()
         try:
             result = function(request["case"], **request.get("options", {}))
             reply = {"ok": True, "result": result, "latency_ms": (time.perf_counter() - start) * 1000.0}
+            if first:  # a cold start (lazy imports, index loading): the adapter records it apart from latency
+                reply["warmup"] = True
             text = json.dumps(reply, default=str)
         except Exception as exc:  # noqa: BLE001
             last = traceback.extract_tb(exc.__traceback__)[-1]
@@ -75,6 +79,7 @@ def main(target: str) -> int:
             text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}{where}"})
             if isinstance(exc, TypeError) and not _accepts(function, request):
                 text = json.dumps({"ok": False, "fatal": True, "input": True, "error": f"{target}: {exc}"})
+        first = False
         try:
             protocol.write(text + "\n")
         except BrokenPipeError:  # the parent is gone

@@ -113,6 +113,9 @@ class Prediction:
     """Retrieved chunks, rank 1 first."""
     latency_ms: float | None = None
     """Wall-clock milliseconds for the case, ≥ 0 (measured by the adapter when the pipeline does not say)."""
+    warmup_ms: float | None = None
+    """Wall-clock milliseconds of a worker's first call (cold start: lazy imports, index loading), recorded apart:
+    ``latency_ms`` is then None, so a cold start never counts as latency."""
     cost_usd: float | None = None
     """Cost of the call in US dollars, ≥ 0, if known."""
     tokens: int | None = None
@@ -141,7 +144,7 @@ class Prediction:
             ],
             "latency_ms": self.latency_ms,
         }
-        for key in ("cost_usd", "tokens", "refused", "error"):
+        for key in ("warmup_ms", "cost_usd", "tokens", "refused", "error"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

@@ -157,7 +157,9 @@ def _to_prediction(case: GoldenCase, repeat: int, reply: dict[str, Any], source:
     if not isinstance(result, dict):
         raise CallFailed(f"expected a dict with 'answer' and 'retrieved', got {type(result).__name__}")
     record = {"id": case.id, "repeat": repeat, **redactor.redact(result)}
-    record.setdefault("latency_ms", reply.get("latency_ms"))
+    if "latency_ms" not in record and reply.get("warmup"):
+        record["warmup_ms"] = reply.get("latency_ms")  # a worker's cold start is not latency
+    record.setdefault("latency_ms", None if "warmup_ms" in record else reply.get("latency_ms"))
     try:
         validate(record, "prediction", source, None)
     except InputError as exc:

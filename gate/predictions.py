@@ -21,6 +21,7 @@ def prediction_from_record(record: dict[str, Any], line: int = 0) -> Prediction:
         answer=record.get("answer") or "",
         retrieved=tuple(Chunk(c["id"], c.get("text", ""), c.get("score")) for c in record.get("retrieved", ())),
         latency_ms=record.get("latency_ms"),
+        warmup_ms=record.get("warmup_ms"),
         cost_usd=record.get("cost_usd"),
         tokens=record.get("tokens"),
         refused=record.get("refused"),

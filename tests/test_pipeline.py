@@ -63,13 +63,41 @@ def test_python_adapter_isolates_failures(side):
     run_python(config.pipeline, [(c, 0) for c in cases], lambda p: got.setdefault(p.id, p))
     assert got["ok1"].answer == "q-ok1?" and got["ok1"].error is None
     assert got["ok1"].retrieved[0].score == 1.5 and got["ok1"].cost_usd == 0.001
-    assert got["ok1"].latency_ms is not None and got["ok1"].latency_ms >= 0
+    for prediction in (got["ok1"], got["ok2"], got["flaky"]):  # timed: either latency or a worker's cold start
+        assert (prediction.latency_ms is None) != (prediction.warmup_ms is None)
+        assert (prediction.latency_ms or prediction.warmup_ms) >= 0
     assert got["boom"].error.startswith("ValueError: kaput (rag.py:")
     assert got["slow"].error == "timeout after 1 s"
     assert got["crash"].error == "pipeline process exited with code 7"
     assert got["flaky"].error is None and got["flaky"].answer == "q-flaky?"  # retried once
     calls = (side / "calls.log").read_text().split()
     assert calls.count("boom") == 2 and calls.count("flaky") == 2 and calls.count("ok2") == 1
+
+
+def test_each_workers_first_call_is_a_cold_start_recorded_apart_from_latency(tmp_path):
+    """A pipeline that builds its index lazily on the first call (0.4 s): that call is no latency sample."""
+    (tmp_path / "rag.py").write_text(
+        textwrap.dedent("""
+        import time
+        INDEX = []
+
+        def answer(case):
+            if not INDEX:
+                time.sleep(0.4)
+                INDEX.append(1)
+            return {"answer": "a", "retrieved": []}
+        """)
+    )
+    write_jsonl(tmp_path / "golden.jsonl", [{"id": f"c{i}", "question": "q"} for i in range(6)])
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: rag:answer, concurrency: 1}\n")
+    config = load_config(tmp_path / "rag-gate.yml")
+    got = []
+    run_python(config.pipeline, [(c, 0) for c in load_golden(config.golden)], got.append)
+    first, *rest = got
+    assert first.latency_ms is None and first.warmup_ms >= 400
+    assert all(p.warmup_ms is None and p.latency_ms is not None and p.latency_ms < 400 for p in rest)
+    row = first.to_dict()
+    assert row["latency_ms"] is None and row["warmup_ms"] >= 400  # predictions.jsonl keeps it apart
 
 
 def test_python_adapter_reports_import_errors(side):
