@@ -6,13 +6,15 @@ failures, failed predictions and judge calls, and the gate's verdict (decided in
 
 from __future__ import annotations
 
+import difflib
 import math
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import numpy as np
+import yaml
 
 from gate import __version__
 from gate.comparison import (
@@ -21,6 +23,8 @@ from gate.comparison import (
     CaseEntry,
     CaseMetric,
     Cause,
+    ChangedFile,
+    Changes,
     Claim,
     Comparison,
     DefinitionScore,
@@ -28,12 +32,12 @@ from gate.comparison import (
     ErrorEntry,
     GoldenChanges,
     JudgeInfo,
-    MetricRow,
     OodFailure,
     Repeats,
     SideAggregates,
     SideInfo,
     clip,
+    metric_row,
 )
 from gate.config import Evaluation
 from gate.golden import GoldenDiff
@@ -44,6 +48,7 @@ from gate.scoring import detect_refusal
 from gate.stats import MetricInput, analyze_cases, analyze_metrics
 from gate.stats.cases import CaseResult
 from gate.stats.decision import ErrorBudgetUse, gate_decision
+from gate.stats.inputs import case_effects
 from gate.stats.summary import aggregate
 
 
@@ -406,6 +411,7 @@ def _side_info(side: Side) -> SideInfo:
         repeats=side.repeats,
         n_cases=len(side.golden),
         n_prediction_errors=sum(p.error is not None for p in side.table.values()),
+        warmup_ms=tuple(p.warmup_ms for _, p in sorted(side.table.items()) if p.warmup_ms is not None),
     )
 
 
@@ -456,7 +462,62 @@ def golden_changes(head: Side, diff: GoldenDiff, policy: Evaluation) -> GoldenCh
     )
 
 
-def compare(base: Side, head: Side, policy: Evaluation, *, diff: GoldenDiff | None = None) -> Comparison:
+def shown_values(inp: MetricInput) -> tuple[float, float]:
+    """The values a metric's row shows, over the cases paired on both sides: (base, head).
+
+    The arithmetic mean of the per-case means for binary and graded metrics (Δ is their difference); the geometric
+    mean for ratio metrics, whose Δ is the geometric-mean ratio of the per-case means, so head/base of the shown
+    values is that ratio exactly. NaN when no case is paired.
+    """
+    base_means, head_means, effect = case_effects(inp)
+    paired = ~np.isnan(effect)
+    if not paired.any():
+        return math.nan, math.nan
+    if inp.kind == "ratio":
+        return float(np.exp(np.log(base_means[paired]).mean())), float(np.exp(np.log(head_means[paired]).mean()))
+    return float(base_means[paired].mean()), float(head_means[paired].mean())
+
+
+def pipeline_diff(base: dict | None, head: dict | None) -> tuple[str, ...]:
+    """Unified diff (base → head) of two ``pipeline:`` sections written as YAML; empty when equal or unknown."""
+    if base is None or head is None:
+        return ()
+
+    def lines(section: dict) -> list[str]:
+        return yaml.safe_dump({"pipeline": section}, sort_keys=False, allow_unicode=True).splitlines()
+
+    return tuple(difflib.unified_diff(lines(base), lines(head), "base", "head", lineterm="", n=10))
+
+
+def changes(
+    base: Side, head: Side, files: Sequence[ChangedFile] | None = None, commits: str | None = None
+) -> Changes | None:
+    """What changed between base and head: the ``pipeline:`` sections the manifests recorded, and ``files``.
+
+    Returns:
+        None when nothing is known (no section recorded on either side, no file list).
+    """
+    sections = (base.manifest.get("pipeline"), head.manifest.get("pipeline"))
+    known = None not in sections
+    if not known and files is None:
+        return None
+    return Changes(
+        pipeline_diff=pipeline_diff(*sections),
+        pipeline_known=known,
+        files=None if files is None else tuple(files),
+        commits=commits,
+    )
+
+
+def compare(
+    base: Side,
+    head: Side,
+    policy: Evaluation,
+    *,
+    diff: GoldenDiff | None = None,
+    files: Sequence[ChangedFile] | None = None,
+    commits: str | None = None,
+) -> Comparison:
     """Compare two loaded sides under ``policy`` (the base's evaluation settings).
 
     Cases are paired by id over the cases present in both golden sets (head's order); cases only on one side are
@@ -470,6 +531,8 @@ def compare(base: Side, head: Side, policy: Evaluation, *, diff: GoldenDiff | No
         policy: metrics, margins, α, seed, strict mode, error budget and out-of-domain rule.
         diff: how the head's golden set differs from the base's, when the sides were evaluated on the contract
             (reported as ``golden_changes``).
+        files: the files changed between base and head (the PR flow's ``git diff``), when known.
+        commits: the range ``files`` is of.
 
     Returns:
         The :class:`~gate.comparison.Comparison`; the same inputs give an equal comparison.
@@ -500,10 +563,13 @@ def compare(base: Side, head: Side, policy: Evaluation, *, diff: GoldenDiff | No
     }
     rate = max((use.rate + system_share[use.side] for use in budget), default=max(system_share.values()))
     rows = tuple(
-        MetricRow(
-            **asdict(result),
+        metric_row(
+            result,
             label=resolve(inp.name).label,
             aggregates=SideAggregates(aggregate(inp.base), aggregate(inp.head)),
+            base_value=(shown := shown_values(inp))[0],
+            head_value=shown[1],
+            statistic="geometric mean" if inp.kind == "ratio" else "mean",
         )
         for result, inp in zip(results, inputs, strict=True)
     )
@@ -537,4 +603,5 @@ def compare(base: Side, head: Side, policy: Evaluation, *, diff: GoldenDiff | No
         unpaired_cases=tuple(sorted(base_ids ^ head_ids)),
         errors=_errors((base, head), base_ids | head_ids),
         golden_changes=golden_changes(head, diff, policy) if diff else None,
+        changes=changes(base, head, files, commits),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,10 +19,10 @@ from gate.errors import InputError
 from gate.history import TrendReport
 from gate.jsonl import clean_nan, pretty_json
 from gate.stats.cases import CaseStatus
-from gate.stats.decision import ErrorBudgetUse, MetricResult, Verdict
+from gate.stats.decision import ErrorBudgetUse, MetricResult, Verdict, raw_difference
 from gate.stats.summary import Aggregate
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of ``report.json``; :func:`load_report` migrates older versions."""
 TEXT_LIMIT = 600
 """Characters of untrusted text (questions, answers, chunks) kept per field in a comparison."""
@@ -54,14 +54,100 @@ class SideAggregates:
     """Head side."""
 
 
+Movement = Literal["rose", "fell", "unchanged"]
+"""How a metric's value moved from base to head, whatever its direction."""
+Change = Literal["better", "worse", "unchanged"]
+"""Whether that movement is an improvement or a worsening (by the metric's direction)."""
+TIMED_METRICS = frozenset({"latency_ms"})
+"""Metrics measured with a wall clock: on a shared CI runner they also measure the runner's load."""
+
+
 @dataclass(frozen=True)
 class MetricRow(MetricResult):
-    """One metric of the comparison: the statistics of :class:`~gate.stats.decision.MetricResult` plus display data."""
+    """One metric of the comparison: the statistics of :class:`~gate.stats.decision.MetricResult` plus display data.
+
+    The display values are those the test is about: arithmetic means for binary and graded metrics (Δ is a
+    difference of means), geometric means for ratio metrics (Δ is a geometric-mean ratio, so
+    ``head_value / base_value == ratio``).
+    """
 
     label: str
     """Display label, e.g. ``Hit rate@5``."""
     aggregates: SideAggregates
     """Per-side summaries of the per-case means."""
+    statistic: Literal["mean", "geometric mean"]
+    """What ``base_value`` and ``head_value`` are: the mean of the per-case means, or their geometric mean."""
+    base_value: float
+    """``statistic`` of base's per-case means over the paired cases (metric units)."""
+    head_value: float
+    """``statistic`` of head's per-case means over the paired cases."""
+    difference: float
+    """head − base in metric units (binary and graded metrics; NaN for ratio metrics, see ``ratio``)."""
+    difference_ci_low: float
+    """Lower end of the interval of ``difference`` (the oriented interval, negated for lower-is-better metrics)."""
+    difference_ci_high: float
+    """Upper end of that interval."""
+    moved: Movement | None
+    """Whether the value rose, fell or stayed (None when nothing was paired)."""
+    change: Change | None
+    """Whether head is better, worse or unchanged (None when nothing was paired)."""
+    beyond_noise: bool
+    """The interval excludes "no change": the movement is more than noise at the metric's level."""
+    timed: bool
+    """A wall-clock measurement (latency): noisy on shared CI runners."""
+
+
+def metric_row(
+    result: MetricResult,
+    *,
+    label: str,
+    aggregates: SideAggregates,
+    base_value: float,
+    head_value: float,
+    statistic: Literal["mean", "geometric mean"],
+) -> MetricRow:
+    """A :class:`MetricRow`: ``result`` with its label, aggregates and the values, movement and change it shows.
+
+    Args:
+        result: the metric's statistics.
+        label: display label.
+        aggregates: per-side summaries.
+        base_value: base's ``statistic`` over the paired cases.
+        head_value: head's ``statistic`` over the paired cases.
+        statistic: ``mean`` (binary, graded) or ``geometric mean`` (ratio metrics).
+
+    Returns:
+        The row; ``moved`` and ``change`` follow the sign of the oriented Δ̂ (0: unchanged; NaN: None).
+    """
+    if result.kind == "ratio":
+        difference = low = high = math.nan
+    else:
+        difference, low, high = raw_difference(result.direction, result.delta, result.ci_low, result.ci_high)
+    moved: Movement | None
+    change: Change | None
+    if math.isnan(result.delta):
+        moved = change = None
+    elif result.delta == 0:
+        moved = change = "unchanged"
+    else:
+        change = "better" if result.delta > 0 else "worse"
+        rose = (result.delta > 0) == (result.direction == "higher")
+        moved = "rose" if rose else "fell"
+    return MetricRow(
+        **{f.name: getattr(result, f.name) for f in fields(MetricResult)},
+        label=label,
+        aggregates=aggregates,
+        statistic=statistic,
+        base_value=base_value,
+        head_value=head_value,
+        difference=difference,
+        difference_ci_low=low,
+        difference_ci_high=high,
+        moved=moved,
+        change=change,
+        beyond_noise=bool(result.ci_low > 0 or result.ci_high < 0),
+        timed=result.name in TIMED_METRICS,
+    )
 
 
 @dataclass(frozen=True)
@@ -243,6 +329,9 @@ class SideInfo:
     """Cases in the side's golden set."""
     n_prediction_errors: int
     """Failed predictions (case × repeat rows with an error)."""
+    warmup_ms: tuple[float, ...] = ()
+    """Each pipeline worker's first call, in milliseconds: cold start (imports, index loading), recorded apart and
+    left out of latency; empty when the adapter did not measure it."""
 
 
 @dataclass(frozen=True)
@@ -253,6 +342,33 @@ class Repeats:
     """Base side."""
     head: int
     """Head side."""
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    """A file the change touched (``git diff --numstat`` of merge base..head)."""
+
+    path: str
+    """Path in the repository (the new path of a rename)."""
+    added: int | None
+    """Lines added; None for a binary file."""
+    deleted: int | None
+    """Lines deleted; None for a binary file."""
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What changed between base and head: the why behind the numbers."""
+
+    pipeline_diff: tuple[str, ...]
+    """Unified diff (base → head) of the configs' ``pipeline:`` sections, one line per item; empty when equal."""
+    pipeline_known: bool
+    """Both sides recorded their ``pipeline:`` section (False: runs made before it was recorded, or prediction
+    files): ``pipeline_diff`` says nothing then."""
+    files: tuple[ChangedFile, ...] | None
+    """Files changed between the merge base and head (``git diff``), None when not known (no git range)."""
+    commits: str | None
+    """The range ``files`` is of, ``base..head`` (abbreviated shas), None when not known."""
 
 
 @dataclass(frozen=True)
@@ -317,6 +433,8 @@ class Comparison:
     """Head against the main-branch history ("Trend vs main"), when the PR flow has a history to read."""
     golden_changes: GoldenChanges | None = None
     """How the golden set changed between base and head; None when it did not (or was not compared)."""
+    changes: Changes | None = None
+    """What changed between base and head (the pipeline config, the files), when anything is known."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form of ``report.json`` (NaN and ±inf as None; tuples as lists)."""
@@ -401,11 +519,35 @@ def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_MIGRATIONS = {1: _migrate_v1}
+def _migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 → 3: the values, movement and change each metric row shows; warm-up calls; what changed.
+
+    Rows of version 2 keep their arithmetic means (a ratio metric's geometric means were not recorded).
+    """
+    rows = []
+    for row in data.get("metrics", []):
+        row = dict(row, ci_clipped=False)
+        keep = {k: v for k, v in row.items() if k in _RESULT_FIELDS}
+        result = MetricResult(**{k: _float(v) if k in _FLOAT_FIELDS else v for k, v in keep.items()})
+        display = metric_row(
+            result,
+            label=row["label"],
+            aggregates=SideAggregates(Aggregate(**row["aggregates"]["base"]), Aggregate(**row["aggregates"]["head"])),
+            base_value=_float(row["base_mean"]),
+            head_value=_float(row["head_mean"]),
+            statistic="mean",
+        )
+        rows.append(clean_nan(asdict(display)))
+    return dict(data, schema_version=3, metrics=rows, changes=None)
+
+
+_RESULT_FIELDS = frozenset(f.name for f in fields(MetricResult))
+_FLOAT_FIELDS = frozenset(f.name for f in fields(MetricResult) if f.type in ("float", "float | None"))
+_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2}
 
 
 def load_report(path: Path | str) -> Comparison:
-    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 and 2).
+    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 to 3).
 
     Raises:
         InputError: the file is missing, not JSON, of an unknown schema version, or does not match the schema.

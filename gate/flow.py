@@ -8,9 +8,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import os
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +21,7 @@ from tqdm import tqdm
 from gate import __version__
 from gate.compare import compare
 from gate.comparison import Comparison
-from gate.config import Config, Evaluation
+from gate.config import Config, Evaluation, PipelineSpec
 from gate.errors import EvaluationError, InputError
 from gate.files import archive_previous, atomic_writer, refuse_inputs_inside
 from gate.golden import GoldenDiff, file_sha256, load_golden, shard
@@ -89,6 +91,24 @@ def run_identity(
     )
 
 
+def pipeline_section(config: Config) -> dict[str, Any]:
+    """The config's ``pipeline:`` settings that differ from the defaults, as written (paths relative to the config).
+
+    Recorded in the manifest, so that a comparison can show what changed between base and head.
+    """
+    spec, out = config.pipeline, {}
+    for f in dataclasses.fields(PipelineSpec):
+        value = getattr(spec, f.name)
+        if f.name == "origin" or value == getattr(PipelineSpec(), f.name):
+            continue
+        if isinstance(value, Path):
+            value = os.path.relpath(value, config.root)
+            if value == ".":
+                continue
+        out[f.name] = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
 def run_side(
     config: Config,
     out_dir: Path,
@@ -141,6 +161,7 @@ def run_side(
         "git_ref": git_ref,
         "config": str(config.path),
         "golden": str(config.golden),
+        "pipeline": pipeline_section(config),
         "n_cases": len(golden),
         "evaluation": evaluation.to_dict(),
         "status": "running",

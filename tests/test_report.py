@@ -101,6 +101,8 @@ def test_schema_lists_every_field_of_the_model():
         "side": model.SideInfo,
         "repeats": model.Repeats,
         "budget_use": model.ErrorBudgetUse,
+        "changes": model.Changes,
+        "changed_file": model.ChangedFile,
         "trend": TrendReport,
         "metric_trend": MetricTrend,
         "trend_policy": TrendPolicy,
@@ -156,7 +158,7 @@ def test_comment_starts_with_marker_and_verdict(comparison):
     assert lines[0] == MARKER
     assert lines[1] == "## ❌ rag-gate: **fail**"
     assert "| Hit rate@1 | 1.000 | 0.733 | -0.267 |" in text
-    assert "single observations" in text
+    assert "a regressed case is one observation per side" in text
 
 
 def test_untrusted_text_cannot_break_the_comment(comparison):
@@ -166,7 +168,7 @@ def test_untrusted_text_cannot_break_the_comment(comparison):
     assert "@octocat" not in body
     assert re.search(r"(?<!\\)\]\(http", body) is None  # no live markdown link
     table_rows = [row for row in body.splitlines() if row.startswith("| Hit rate")]
-    assert table_rows and all(row.count("|") - row.count("\\|") == 8 for row in table_rows)
+    assert [row.count("|") - row.count("\\|") for row in table_rows] == [8, 9]  # the table, the run details
 
 
 def test_comment_is_capped_with_a_note(comparison):

@@ -167,20 +167,19 @@ def run(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["markdown", "json"]),
-    default="markdown",
-    show_default=True,
-    help="What to print on stdout.",
+    type=click.Choice(["text", "markdown", "json"]),
+    help="What to print on stdout: text (default on a terminal), markdown (the comment; default when piped) or json.",
 )
 @click.option("--strict", is_flag=True, help="Treat an inconclusive verdict as fail.")
 @handle_errors
 def compare(
-    base: Path, head: Path, golden: Path | None, config_path: Path | None, out: Path, fmt: str, strict: bool
+    base: Path, head: Path, golden: Path | None, config_path: Path | None, out: Path, fmt: str | None, strict: bool
 ) -> None:
     """Compare BASE and HEAD (run directories or predictions JSONL files).
 
-    Prints the comment (or the JSON report), writes OUT/report.json and OUT/comment.md,
-    and exits 0 on pass or inconclusive, 1 on fail.
+    Prints the result (plain text on a terminal, the markdown comment when piped, or
+    the JSON report), writes OUT/report.json and OUT/comment.md, and exits 0 on pass
+    or inconclusive, 1 on fail.
 
     \b
     Example:
@@ -195,7 +194,10 @@ def compare(
     config = load_config(config_path) if config_path else None
     comparison = compare_runs(base, head, out, config=config, golden=golden, strict=strict)
     texts = outputs.write(comparison, out, [outputs.Output.JSON, outputs.Output.COMMENT])
-    click.echo(texts[outputs.Output.JSON if fmt == "json" else outputs.Output.COMMENT], nl=fmt != "json")
+    fmt = fmt or ("text" if sys.stdout.isatty() else "markdown")
+    shown = {"json": outputs.Output.JSON, "markdown": outputs.Output.COMMENT, "text": outputs.Output.TEXT}[fmt]
+    text = texts.get(shown) or outputs.render(comparison, shown)
+    click.echo(text, nl=fmt == "markdown")
     click.echo(f"verdict: {comparison.verdict} (report: {outputs.path(out, outputs.Output.JSON)})", err=True)
     sys.exit(exit_code_for(comparison.verdict, "fail"))
 

@@ -16,6 +16,7 @@ from gate.comparison import Comparison
 from gate.jsonl import write_text_atomic
 from gate.outputs.annotations import render_annotations
 from gate.outputs.markdown import DEFAULT_MAX_CHARS, MARKER, SUMMARY_LIMIT, render_comment
+from gate.outputs.text import render_text
 
 
 class Output(StrEnum):
@@ -29,6 +30,8 @@ class Output(StrEnum):
     """The job summary: the comment's layout with every list in full (GitHub allows 1 MiB)."""
     ANNOTATIONS = "annotations"
     """``::error`` / ``::warning`` workflow commands for failing cases."""
+    TEXT = "text"
+    """The comparison as plain text for a terminal (no markdown, no escapes)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ RENDERERS: dict[Output, Renderer] = {
         None,
     ),
     Output.ANNOTATIONS: Renderer(lambda c, o: render_annotations(c, o.golden_file), None),
+    Output.TEXT: Renderer(lambda c, o: render_text(c), None),
 }
 """Every :class:`Output` and its renderer."""
 

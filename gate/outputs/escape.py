@@ -7,6 +7,7 @@ ping anyone or cross-link an issue.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from gate.comparison import clip
@@ -66,3 +67,33 @@ def neutralize_references(text: str) -> str:
     (mentioning people and teams); GitHub Flavored Markdown spec, extension "Autolinks".
     """
     return _REFERENCES.sub(lambda m: m.group(0) + WORD_JOINER, text)
+
+
+CODE_LINE_LIMIT = 200
+"""Characters kept per line of a code block of untrusted text."""
+
+
+def code_block(lines: Iterable[str], lang: str = "", limit: int = 80) -> str:
+    """Untrusted lines as a fenced code block that nothing inside can close or escape.
+
+    The fence is one backtick longer than the longest run of backticks in the text (CommonMark: a fence closes
+    only on a run at least as long); bidirectional-override and zero-width characters are dropped; lines are
+    cut to :data:`CODE_LINE_LIMIT` characters and the block to ``limit`` lines (a last line says how many were
+    left out). Inside a code block GitHub renders no HTML, links or mentions.
+
+    Args:
+        lines: the text, one line per item (no newlines inside).
+        lang: the info string (``diff``, ``yaml``), trusted.
+        limit: most lines kept.
+
+    Returns:
+        The block, ending with a newline.
+
+    Source: CommonMark spec 0.31, section 4.5 "Fenced code blocks".
+    """
+    kept = [clip(_INVISIBLE.sub("", line.replace("\r", "")), CODE_LINE_LIMIT) or "" for line in lines]
+    if len(kept) > limit:
+        kept = kept[:limit] + [f"… {len(kept) - limit} more line(s)"]
+    longest = max((len(run) for line in kept for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence + lang, *kept, fence]) + "\n"

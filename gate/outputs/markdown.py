@@ -17,8 +17,10 @@ import jinja2
 from markupsafe import Markup
 
 from gate.comparison import Comparison
-from gate.outputs.escape import escape_markdown
+from gate.outputs import cells
+from gate.outputs.escape import code_block, escape_markdown
 from gate.outputs.trend import trend_markdown
+from gate.stats import numbers
 
 MARKER = "<!-- rag-gate -->"
 """Hidden marker that identifies the sticky comment (of a run without a named config; see :func:`sticky_marker`)."""
@@ -30,13 +32,9 @@ DEFAULT_MAX_CHARS = 60_000
 """Default cap: below GitHub's limit, with room for the marker and a footer."""
 CASE_LISTS = ("regressed_cases", "suspected_cases", "ood_failures", "improved_cases", "flaky_cases", "errors")
 """The per-case lists of a :class:`~gate.comparison.Comparison` that are shortened when a comment is too long."""
+MAX_FILES = 30
+"""Changed files listed in the comment (the rest are counted)."""
 _VERDICT_ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "error": "🛑"}
-_STATUS_ICON = {
-    "pass": "✅ pass",
-    "fail": "❌ fail",
-    "inconclusive": "⚠️ inconclusive",
-    "not_applicable": "➖ not applicable",
-}
 
 
 def _finalize(value: Any) -> Any:
@@ -49,18 +47,14 @@ def _finalize(value: Any) -> Any:
     return escape_markdown(value)
 
 
-def fmt(value: Any, digits: int = 3, signed: bool = False) -> Markup:
-    """Format a number for the table (``–`` for None/NaN)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return Markup("–")
-    return Markup(f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}")
+def fmt(value: Any, digits: int = numbers.DIGITS, signed: bool = False) -> Markup:
+    """A number in the one format of :mod:`gate.stats.numbers` (``–`` for None/NaN)."""
+    return Markup(numbers.number(value, signed=signed, digits=digits))
 
 
 def fmt_p(value: Any) -> Markup:
-    """Format a p-value: three significant digits, ``<0.001`` below."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return Markup("–")
-    return Markup("<0.001" if value < 0.001 else f"{value:.3f}")
+    """A p-value: three decimals, ``<0.001`` below (:func:`gate.stats.numbers.p_value`)."""
+    return Markup(numbers.p_value(value))
 
 
 def cause_counts(cases: Any) -> str:
@@ -84,8 +78,20 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
     )
     env.filters.update(num=fmt, p=fmt_p, raw=Markup)
     env.globals.update(causes=cause_counts, trend_section=trend_markdown)
+    env.globals.update(
+        cells=cells.metric_cells,
+        case_change=cells.case_change,
+        table_notes=cells.table_notes,
+        warmup=cells.warmup_text,
+        margin=cells.margin_cell,
+        mde=cells.mde_cell,
+        files_total=cells.files_total,
+        file_change=cells.file_change,
+        code_block=code_block,
+        max_files=MAX_FILES,
+    )
     env.tests["finite"] = lambda x: isinstance(x, int | float) and math.isfinite(x)
-    env.globals.update(verdict_icon=_VERDICT_ICON, status_icon=_STATUS_ICON)
+    env.globals.update(verdict_icon=_VERDICT_ICON, status_icon=cells.GATE_STATUS)
     return env
 
 
@@ -150,10 +156,11 @@ def render_comment(
 
     """
     template = _environment(template_dir).get_template("comment.md.j2")
+    labels = {m.name: m.label for m in comparison.metrics}
     limit: int | None = None
     while True:
         text = template.render(
-            report=comparison, limit=limit, details_url=details_url, marker=Markup(marker), config=config
+            report=comparison, limit=limit, details_url=details_url, marker=Markup(marker), config=config, labels=labels
         )
         if len(text) <= max_chars:
             return text

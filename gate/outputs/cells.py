@@ -1,0 +1,154 @@
+"""What each cell of the metric table and each per-case line says, as plain text (no markup, no untrusted text).
+
+Shared by the markdown comment and the terminal text, so both read the same: one number format
+(:mod:`gate.stats.numbers`), gate statuses only on gated metrics, the direction of change on the others.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gate.comparison import CaseMetric, ChangedFile, Comparison, MetricRow, SideInfo
+from gate.stats import numbers
+
+GATE_STATUS = {
+    "pass": "✅ pass",
+    "fail": "❌ fail",
+    "inconclusive": "⚠️ inconclusive",
+    "not_applicable": "➖ not applicable",
+}
+"""How a gated metric's status reads."""
+ARROW = {"rose": "↑", "fell": "↓", "unchanged": "="}
+"""How a movement reads."""
+REFUSAL_METRICS = frozenset({"refusal", "false_refusal"})
+"""Per-case values of these metrics are "refused" (1) or "answered" (0)."""
+CLIPPED_MARK = "†"
+"""Follows an interval that was cut to the range of a difference of scores."""
+
+
+@dataclass(frozen=True)
+class MetricCells:
+    """One row of the metric table, cell by cell."""
+
+    metric: str
+    """The label, with the statistic when it is not the mean."""
+    base: str
+    """Base's value (the statistic the test is about)."""
+    head: str
+    """Head's value."""
+    delta: str
+    """head − base (``×`` ratio for ratio metrics)."""
+    interval: str
+    """The interval of ``delta``, marked when clipped."""
+    p: str
+    """The Holm-adjusted p of a gated metric; ``–`` for the others (their raw p is in the run details)."""
+    status: str
+    """Gate status (gated metrics) or direction of change (the others)."""
+
+
+def movement(row: MetricRow) -> str:
+    """The direction of change of a metric: ``↓ worse``, ``↑ better, within noise``, ``= unchanged``."""
+    if row.moved is None or row.change is None:
+        return GATE_STATUS["not_applicable"]
+    if row.change == "unchanged":
+        return f"{ARROW['unchanged']} unchanged"
+    noise = "" if row.beyond_noise else ", within noise"
+    return f"{ARROW[row.moved]} {row.change}{noise}"
+
+
+def metric_cells(row: MetricRow) -> MetricCells:
+    """The cells of a metric's row: what the test compares, the same way on every output."""
+    if row.kind == "ratio":
+        delta = numbers.ratio(row.ratio)
+        interval = f"[{numbers.ratio(row.ratio_ci_low)}, {numbers.ratio(row.ratio_ci_high)}]"
+    else:
+        delta = numbers.number(row.difference, signed=True)
+        low, high = (numbers.number(x, signed=True) for x in (row.difference_ci_low, row.difference_ci_high))
+        interval = f"[{low}, {high}]" + (f" {CLIPPED_MARK}" if row.ci_clipped else "")
+    if row.n_pairs == 0:
+        interval = numbers.MISSING
+    gated = row.gated and row.status != "not_applicable"
+    return MetricCells(
+        metric=row.label if row.statistic == "mean" else f"{row.label}, {row.statistic}",
+        base=numbers.number(row.base_value),
+        head=numbers.number(row.head_value),
+        delta=delta,
+        interval=interval,
+        p=numbers.p_value(row.p_adjusted) if gated else numbers.MISSING,
+        status=GATE_STATUS[row.status] if row.gated else f"{movement(row)} · not gated",
+    )
+
+
+def _case_value(name: str, value: float) -> str:
+    if name not in REFUSAL_METRICS:
+        return numbers.number(value)
+    if value in (0.0, 1.0):
+        return "refused" if value == 1.0 else "answered"
+    return f"refused in {numbers.percent(value)}"
+
+
+def case_change(m: CaseMetric, label: str) -> str:
+    """One metric of one case: ``Hit rate@5: 1.000 → 0.000, worse (single observation)``.
+
+    Refusal metrics read ``refused → answered``; the word says whether that is better or worse for the metric.
+    """
+    word = "worse" if m.effect < 0 else "better" if m.effect > 0 else "unchanged"
+    evidence = "single observation" if m.evidence == "single observation" else numbers.p_clause("p adj.", m.p_adjusted)
+    return f"{label}: {_case_value(m.name, m.base)} → {_case_value(m.name, m.head)}, {word} ({evidence})"
+
+
+def margin_cell(row: MetricRow) -> str:
+    """The margin: absolute for binary and graded metrics, relative (``10 %``) for ratio metrics."""
+    return numbers.percent(row.margin) if row.kind == "ratio" else numbers.number(row.margin)
+
+
+def mde_cell(row: MetricRow) -> str:
+    """The minimum detectable worsening, in the margin's units (a relative change for ratio metrics)."""
+    if row.kind == "ratio":
+        return numbers.MISSING if math.isnan(row.mde) else numbers.percent(math.expm1(row.mde))
+    return numbers.number(row.mde)
+
+
+def table_notes(comparison: Comparison) -> list[str]:
+    """The notes under the metric table: what ``×`` rows compare, clipped intervals, gated timings."""
+    notes = []
+    if any(m.kind == "ratio" for m in comparison.metrics):
+        notes.append(
+            "Rows with × compare geometric means of the per-case values (Δ is their ratio head/base, "
+            "which the test is about)."
+        )
+    if any(m.ci_clipped for m in comparison.metrics):
+        notes.append(
+            f"{CLIPPED_MARK} interval cut to [-1, +1], the range of a difference of two scores in [0, 1] "
+            "(an interval on few cases can reach past it)."
+        )
+    timed = [m.label for m in comparison.gated if m.timed]
+    if timed:
+        notes.append(
+            f"{', '.join(timed)} is gated: wall-clock time on a shared CI runner also measures the runner's other "
+            "load, so it is noisy; a dedicated runner or more repeats make it dependable. Each pipeline worker's "
+            "first call (cold start) is left out."
+        )
+    return notes
+
+
+def warmup_text(side: SideInfo) -> str:
+    """Each worker's first call on one side, e.g. ``2 worker start(s): 11,681 and 12,522 ms``; "" when none."""
+    if not side.warmup_ms:
+        return ""
+    shown = ", ".join(f"{ms:,.0f}" for ms in side.warmup_ms[:8]) + (" …" if len(side.warmup_ms) > 8 else "")
+    return f"{len(side.warmup_ms)} worker start(s): {shown} ms"
+
+
+def files_total(files: Sequence[ChangedFile]) -> str:
+    """``3 file(s), +12 -4``: how much a change touched (binary files count as files only)."""
+    added = sum(f.added or 0 for f in files)
+    deleted = sum(f.deleted or 0 for f in files)
+    return f"{len(files)} file(s), +{added} -{deleted}"
+
+
+def file_change(f: ChangedFile) -> str:
+    """``+10 -2`` for a text file, ``binary`` otherwise."""
+    return "binary" if f.added is None or f.deleted is None else f"+{f.added} -{f.deleted}"
