@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from gate import __version__
 from gate.compare import compare
-from gate.comparison import Comparison
+from gate.comparison import ChangedFile, Comparison
 from gate.config import Config, Evaluation, PipelineSpec
 from gate.errors import EvaluationError, InputError
 from gate.files import archive_previous, atomic_writer, refuse_inputs_inside
@@ -455,6 +455,8 @@ def compare_runs(
     golden: Path | None = None,
     strict: bool = False,
     diff: GoldenDiff | None = None,
+    files: Sequence[ChangedFile] | None = None,
+    commits: str | None = None,
 ) -> Comparison:
     """Load (and, where needed, score) two sides and compare them.
 
@@ -471,6 +473,8 @@ def compare_runs(
         strict: turn an inconclusive verdict into fail.
         diff: how the head's golden set differs from the base's when both sides ran the contract set
             (:func:`gate.golden.contract`); reported in the comparison.
+        files: the files changed between base and head (the PR flow's git diff), shown under "What changed".
+        commits: the range ``files`` is of, e.g. ``abc123..def456``.
 
     Raises:
         InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common).
@@ -484,4 +488,4 @@ def compare_runs(
         raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
     if strict and not evaluation.strict:
         evaluation = dataclasses.replace(evaluation, strict=True)
-    return compare(base_side, head_side, evaluation, diff=diff)
+    return compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits)

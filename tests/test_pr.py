@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import subprocess
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest_github import make_scratch_repo, pull_request_event
+from conftest_github import N_FACTS, RAG_TEMPLATE, make_scratch_repo, pull_request_event
 from fake_github import FakeGithub
 
 from gate.cli import main
@@ -192,6 +193,16 @@ def test_local_mode_prints_the_comment_and_posts_nothing(tmp_path, scratch):
     assert (tmp_path / "out" / "comment.md").read_text() in result.stdout
     assert "comment: local" in result.stderr
     assert not any((scratch[0] / ".git" / "worktrees").glob("*"))  # the base worktree was removed
+    # What changed: the PR's files (against difflib's line counts of the two versions) and an unchanged pipeline
+    changes = json.loads((tmp_path / "out" / "report.json").read_text())["changes"]
+    before, after = (RAG_TEMPLATE.format(broken=b, n=N_FACTS).splitlines() for b in (False, True))
+    diff = [line for line in difflib.unified_diff(before, after, lineterm="", n=0) if line[:3] not in ("---", "+++")]
+    added, deleted = sum(line.startswith("+") for line in diff), sum(line.startswith("-") for line in diff)
+    assert changes["files"] == [{"path": "rag.py", "added": added, "deleted": deleted}] and added > 0
+    shas = scratch[1]
+    assert changes["commits"] == f"{shas['base'][:12]}..{shas['head'][:12]}"
+    assert changes["pipeline_known"] and changes["pipeline_diff"] == []
+    assert "Files changed (" in result.stdout and f"- rag.py (+{added} -{deleted})" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -235,6 +246,22 @@ def test_merge_base_is_the_fork_point_not_the_base_tip(tmp_path):
     tip = gitops.resolve_commit(repo, "main")
     assert tip != shas["base"]
     assert gitops.merge_base(repo, tip, shas["head"]) == shas["base"]
+
+
+def test_changed_files_counts_lines_binaries_and_uncommitted_edits(tmp_path):
+    repo = tmp_path / "repo"
+    shas = make_scratch_repo(repo)
+    (repo / "model.bin").write_bytes(bytes(range(256)))
+    (repo / "notes with space.md").write_text("one\ntwo\nthree\n")
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    commit = ["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x"]
+    subprocess.run(commit, check=True)
+    (repo / "notes with space.md").write_text("one\n2\nthree\nfour\n")  # uncommitted: the head runs it
+    files = {f.path: (f.added, f.deleted) for f in gitops.changed_files(repo, shas["base"])}
+    assert files["model.bin"] == (None, None) and files["notes with space.md"] == (4, 0)
+    assert set(files) == {"model.bin", "notes with space.md", "rag.py"}
+    files = {f.path: (f.added, f.deleted) for f in gitops.changed_files(repo, "HEAD")}
+    assert files == {"notes with space.md": (2, 1)}  # "two" → "2", "four" added
 
 
 def test_worktree_checks_out_the_commit_and_is_removed_even_on_error(tmp_path):

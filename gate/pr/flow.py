@@ -523,7 +523,15 @@ def _run(
     )
     base_run = _intact(base_results, out / "base", context, emit)
     comparison = compare_runs(
-        base_run, head_run, out, config=base, golden=golden, strict=options.strict, diff=diff or None
+        base_run,
+        head_run,
+        out,
+        config=base,
+        golden=golden,
+        strict=options.strict,
+        diff=diff or None,
+        files=gitops.changed_files(repo, base_sha),
+        commits=f"{base_sha[:12]}..{head_sha[:12]}",
     )
     trend, trend_note = (
         check_head(store, head_run, base, base_sha=base_sha, head_sha=head_sha, out=out) if store else (None, "")

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from gate.comparison import ChangedFile
 from gate.errors import EvaluationError, InputError
 
 FETCH_DEPTH_HINT = (
@@ -116,6 +117,33 @@ def merge_base(repo: Path, base: str, head: str) -> str:
     if done.returncode != 0 or not done.stdout.strip():
         raise InputError(f"no merge base of {base} and {head} in this clone: {FETCH_DEPTH_HINT}")
     return done.stdout.strip()
+
+
+def changed_files(repo: Path, base: str) -> list[ChangedFile]:
+    """The files the checkout changed since ``base`` (``git diff --numstat`` of ``base`` against the working tree).
+
+    The head side runs the checkout as it is, so uncommitted edits count too; in CI the working tree is the PR's
+    head commit. Renames count as a deletion and an addition (``--no-renames``).
+
+    Args:
+        repo: the repository.
+        base: the merge base (sha).
+
+    Returns:
+        One entry per changed file, in git's order (by path); binary files have no line counts.
+
+    Raises:
+        EvaluationError: git failed.
+
+    Source: git-diff(1), ``--numstat`` and ``-z``.
+    """
+    out = git(repo, "diff", "--numstat", "-z", "--no-renames", base).stdout
+    files = []
+    for record in filter(None, out.split("\0")):
+        added, deleted, path = record.split("\t", 2)
+        binary = added == "-" or deleted == "-"
+        files.append(ChangedFile(path, None if binary else int(added), None if binary else int(deleted)))
+    return files
 
 
 def credential_settings(repo: Path) -> list[str]:
