@@ -121,6 +121,16 @@ class FakeOpenAI:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
+    def wait_for_requests(self, n: int, timeout_s: float = 5.0) -> int:
+        """Wait until ``n`` requests are recorded (or ``timeout_s`` passes); return how many are.
+
+        A client that timed out may return before the server thread has read its request: count after this.
+        """
+        deadline = time.monotonic() + timeout_s
+        while len(self.requests) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return len(self.requests)
+
     def script(self, *replies: Reply) -> None:
         """Queue ``replies``, answered in order before falling back to the responder."""
         with self._lock:

@@ -152,7 +152,7 @@ def test_slow_answer_beyond_timeout_is_a_failure(fake, make_judge):
     judge = make_judge(timeout_s=0.2, max_retries=1)
     judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.error == "llm:judge-m@t0: request timed out"
-    assert len(fake.requests) == 2  # the timeout was retried once
+    assert fake.wait_for_requests(2) == 2  # the timeout was retried once
 
 
 def test_truncated_answer_is_a_failure_and_not_retried(fake, make_judge):
@@ -444,7 +444,7 @@ def test_circuit_opens_after_k_consecutive_failures_and_stops_calling(fake, make
     errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(6)]
     opened = "circuit open after 3 consecutive failures (last: request timed out)"
     assert errors == ["llm:judge-m@t0: request timed out"] * 3 + [f"llm:judge-m@t0: {opened}"] * 3
-    assert len(fake.requests) == 3
+    assert fake.wait_for_requests(3) == 3
     usage = judge.usage()
     assert (usage["requests"], usage["failures"], usage["stopped"]) == (3, 6, opened)
 
@@ -485,7 +485,7 @@ def test_deadline_cuts_the_request_in_flight_and_fails_the_rest_at_once(fake, ma
     errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(3)]
     elapsed = time.monotonic() - start
     assert errors == ["llm:judge-m@t0: judge deadline of 0.5 s exceeded (option deadline_s)"] * 3
-    assert len(fake.requests) == 1
+    assert fake.wait_for_requests(1) == 1
     assert elapsed < 2.5  # the answer would take 3 s: the request in flight was cut at the deadline
 
 

@@ -140,7 +140,7 @@ def test_slow_answer_beyond_timeout_is_a_failure(fake, make_judge):
     fake.responder = lambda body: Reply.slow(1.0, extraction())
     judgment = make_judge(timeout_s=0.2, max_retries=0).judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.error == "ragas:judge-r@t0: request timed out"
-    assert len(fake.requests) == 1
+    assert fake.wait_for_requests(1) == 1
 
 
 def test_truncated_answer_is_a_failure(fake, make_judge):
@@ -240,7 +240,7 @@ def test_a_hung_endpoint_opens_the_circuit(fake, make_judge):
     errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(4)]
     assert errors[:2] == ["ragas:judge-r@t0: request timed out"] * 2
     assert errors[2:] == ["ragas:judge-r@t0: circuit open after 2 consecutive failures (last: request timed out)"] * 2
-    assert len(fake.requests) == 2 and judge.usage()["failures"] == 4
+    assert fake.wait_for_requests(2) == 2 and judge.usage()["failures"] == 4
 
 
 def test_usage_counts_reasks_and_tokens(fake, make_judge):
