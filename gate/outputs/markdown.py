@@ -137,6 +137,7 @@ def render_comment(
     details_url: str | None = None,
     marker: str = MARKER,
     config: str | None = None,
+    max_items: int | None = None,
 ) -> str:
     """Render the markdown comment of a comparison, at most ``max_chars`` characters.
 
@@ -150,6 +151,7 @@ def render_comment(
         details_url: where the full report is (an artifact or run URL), mentioned in truncation notes.
         marker: the hidden marker the comment starts with (:func:`sticky_marker`).
         config: the config's path, named in the heading (several configs can gate one PR).
+        max_items: list at most this many cases per list (None: as many as fit ``max_chars``).
 
     Raises:
         ValueError: when even the comment without case lists exceeds ``max_chars``.
@@ -157,7 +159,7 @@ def render_comment(
     """
     template = _environment(template_dir).get_template("comment.md.j2")
     labels = {m.name: m.label for m in comparison.metrics}
-    limit: int | None = None
+    limit = max_items
     while True:
         text = template.render(
             report=comparison, limit=limit, details_url=details_url, marker=Markup(marker), config=config, labels=labels
