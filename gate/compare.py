@@ -32,7 +32,10 @@ from gate.comparison import (
     ErrorEntry,
     GoldenChanges,
     JudgeInfo,
+    JudgeUsage,
     OodFailure,
+    PairwiseCase,
+    PairwiseReport,
     Repeats,
     SideAggregates,
     SideInfo,
@@ -44,8 +47,8 @@ from gate.golden import GoldenDiff
 from gate.metrics import resolve, score_case
 from gate.models import GoldenCase, Prediction
 from gate.runs import Side
-from gate.scoring import detect_refusal
-from gate.stats import MetricInput, analyze_cases, analyze_metrics
+from gate.scoring import PairwiseRun, detect_refusal
+from gate.stats import MetricInput, analyze_cases, analyze_metrics, sign_test
 from gate.stats.cases import CaseResult
 from gate.stats.decision import ErrorBudgetUse, gate_decision
 from gate.stats.inputs import case_effects
@@ -58,17 +61,19 @@ def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[
     A value is NaN where the metric does not apply, where the evaluation failed, or where the prediction failed.
     ``failed`` marks evaluation failures: a score the judge or scorer could not produce, or a missing score row
     (a missing row is a failure, never "not applicable"). A failed prediction is a system error, counted by the
-    ``error_rate`` metric, not an evaluation failure.
+    ``error_rate`` metric, not an evaluation failure. A paired metric (``head_win_rate``) has one column: one
+    judged pair of answers per case.
     """
     index = {case.id: i for i, case in enumerate(cases)}
-    values = np.full((len(cases), side.repeats), np.nan)
-    failed = np.ones((len(cases), side.repeats), dtype=bool)
+    columns = 1 if resolve(metric).spec.paired else side.repeats
+    values = np.full((len(cases), columns), np.nan)
+    failed = np.ones((len(cases), columns), dtype=bool)
     for score in side.scores:
         i = index.get(score.id)
-        if score.metric == metric and i is not None and score.repeat < side.repeats:
+        if score.metric == metric and i is not None and score.repeat < columns:
             values[i, score.repeat] = score.value
             failed[i, score.repeat] = score.error is not None
-    failed &= ~system_errors(side, cases)
+    failed &= ~system_errors(side, cases)[:, :columns]
     return values, failed
 
 
@@ -154,14 +159,6 @@ def cluster_labels(cases: Sequence[GoldenCase], cluster_by: str | None) -> np.nd
             label = next((t for t in case.tags if t.startswith(prefix)), None)
         labels.append(label if label is not None else f"case:{case.id}")
     return np.array(labels, dtype=object)
-
-
-def _first_ok(side: Side, case_id: str) -> Prediction | None:
-    for r in range(side.repeats):
-        prediction = side.table.get((case_id, r))
-        if prediction is not None and prediction.error is None:
-            return prediction
-    return None
 
 
 def _first_answer(side: Side, case_id: str, evaluation: Evaluation) -> Prediction | None:
@@ -316,7 +313,7 @@ def _case_lists(
 
     def entry(i: int, status: str) -> CaseEntry:
         case = cases[i]
-        b_pred, h_pred = _first_ok(base, case.id), _first_ok(head, case.id)
+        b_pred, h_pred = base.first_valid(case.id), head.first_valid(case.id)
         results = [r for r in per_case.get(i, []) if r.status == status]
         dropped = _dropped_docs(case, b_pred, h_pred, k_docs)
         worse = status in ("regressed", "suspected")
@@ -401,6 +398,7 @@ def _errors(sides: Sequence[Side], ids: set[str]) -> tuple[ErrorEntry, ...]:
 def _side_info(side: Side) -> SideInfo:
     m = side.manifest
     judge = m.get("judge")
+    usage = m.get("judge_usage")
     return SideInfo(
         label=side.label,
         git_sha=m.get("git_sha"),
@@ -412,6 +410,49 @@ def _side_info(side: Side) -> SideInfo:
         n_cases=len(side.golden),
         n_prediction_errors=sum(p.error is not None for p in side.table.values()),
         warmup_ms=tuple(p.warmup_ms for _, p in sorted(side.table.items()) if p.warmup_ms is not None),
+        judge_usage=JudgeUsage.from_dict(usage) if isinstance(usage, dict) else None,
+    )
+
+
+def pairwise_report(run: PairwiseRun, cases: Sequence[GoldenCase]) -> PairwiseReport:
+    """The pairwise judge's wins, ties and losses over ``cases``, with the sign test and the judge's cost.
+
+    The p-value is the one-sided exact sign test of wins against losses (ties left out,
+    :func:`gate.stats.sign_test`); with one pair per case and no clusters it equals the ``head_win_rate`` metric's
+    exact McNemar p.
+    """
+    ids = {c.id for c in cases}
+    judged = {case_id: j for case_id, j in run.judgments if case_id in ids}
+    entries = []
+    for case in cases:
+        j = judged.get(case.id)
+        entries.append(
+            PairwiseCase(
+                id=case.id,
+                outcome=None if j is None else j.outcome,
+                base_first=None if j is None else j.base_first,
+                head_first=None if j is None else j.head_first,
+                reason=clip(" | ".join(r for r in (j.reason_base_first, j.reason_head_first) if r) if j else "") or "",
+                identical=bool(j is not None and j.identical),
+                error=None if j is None else clip(j.error, MESSAGE_LIMIT),
+            )
+        )
+    count = Counter(e.outcome for e in entries)
+    wins, losses = count["win"], count["loss"]
+    split = sum(e.base_first in ("base", "head") and e.head_first in ("base", "head") and e.base_first != e.head_first
+                for e in entries)  # fmt: skip
+    return PairwiseReport(
+        judge=JudgeInfo(run.judge_id, run.judge_version),
+        wins=wins,
+        ties=count["tie"],
+        losses=losses,
+        order_disagreements=split,
+        identical=sum(e.identical for e in entries),
+        not_judged=count[None],
+        win_rate=wins / (wins + losses) if wins + losses else math.nan,
+        p_value=sign_test(wins, losses, alternative="less").p_value,
+        usage=JudgeUsage.from_dict(run.usage),
+        cases=tuple(entries),
     )
 
 
@@ -434,7 +475,7 @@ def golden_changes(head: Side, diff: GoldenDiff, policy: Evaluation) -> GoldenCh
     Edited cases are gated with the base definition (the contract); the head's definition is reported: each
     metric that needs no judge is scored on head's answers against both definitions.
     """
-    metrics = [m for m in (resolve(name) for name in policy.metrics) if not m.spec.judged]
+    metrics = [m for m in (resolve(name) for name in policy.metrics) if not m.spec.judged and not m.spec.paired]
     edited = []
     for before, after in diff.edited:
         old, new = before.to_dict(), after.to_dict()
@@ -517,6 +558,7 @@ def compare(
     diff: GoldenDiff | None = None,
     files: Sequence[ChangedFile] | None = None,
     commits: str | None = None,
+    pairwise: PairwiseRun | None = None,
 ) -> Comparison:
     """Compare two loaded sides under ``policy`` (the base's evaluation settings).
 
@@ -533,6 +575,8 @@ def compare(
             (reported as ``golden_changes``).
         files: the files changed between base and head (the PR flow's ``git diff``), when known.
         commits: the range ``files`` is of.
+        pairwise: the pairwise judge's verdicts (their ``head_win_rate`` rows are in the sides' scores), reported
+            as ``pairwise``.
 
     Returns:
         The :class:`~gate.comparison.Comparison`; the same inputs give an equal comparison.
@@ -604,4 +648,5 @@ def compare(
         errors=_errors((base, head), base_ids | head_ids),
         golden_changes=golden_changes(head, diff, policy) if diff else None,
         changes=changes(base, head, files, commits),
+        pairwise=pairwise_report(pairwise, cases) if pairwise is not None else None,
     )

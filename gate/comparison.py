@@ -308,6 +308,40 @@ class JudgeInfo:
 
 
 @dataclass(frozen=True)
+class JudgeUsage:
+    """What a judge's calls took: a side's scoring (or the pairwise judge's comparison), part of a check's cost.
+
+    A judge that calls no API (lexical, nli) reports 0 requests and a cost of 0.
+    """
+
+    requests: int
+    """HTTP requests sent (first attempts, retries and re-asks); 0 for an offline judge."""
+    retries: int
+    """Waits before a retry (429, 5xx, timeouts)."""
+    failures: int
+    """Calls that ended as a judge failure (including calls refused by an open circuit or the deadline)."""
+    cache_hits: int
+    """Answers served from the judge cache (no request, no cost)."""
+    input_tokens: int
+    """Prompt tokens, summed from the API's ``usage``."""
+    output_tokens: int
+    """Completion tokens, summed from the API's ``usage``."""
+    responses_without_usage: int
+    """Answered requests whose response had no ``usage`` (their tokens are unknown, not counted)."""
+    cost_usd: float | None
+    """Estimated cost in US dollars from the configured prices per 1,000 tokens; None without prices."""
+    stopped: str | None
+    """Why calls were refused (circuit open, deadline passed), or None."""
+
+    @classmethod
+    def from_dict(cls, usage: Mapping[str, Any]) -> JudgeUsage:
+        """From :func:`gate.judges.base.judge_usage`'s dict (missing counters read as 0, cost and reason as None)."""
+        counts = {f.name: int(usage.get(f.name) or 0) for f in fields(cls) if f.name not in ("cost_usd", "stopped")}
+        cost = usage.get("cost_usd")
+        return cls(**counts, cost_usd=None if cost is None else float(cost), stopped=usage.get("stopped"))
+
+
+@dataclass(frozen=True)
 class SideInfo:
     """What was evaluated on one side."""
 
@@ -332,6 +366,58 @@ class SideInfo:
     warmup_ms: tuple[float, ...] = ()
     """Each pipeline worker's first call, in milliseconds: cold start (imports, index loading), recorded apart and
     left out of latency; empty when the adapter did not measure it."""
+    judge_usage: JudgeUsage | None = None
+    """What the judge's calls took to score the side (the run's, or the rescoring's when compare rescored it);
+    None for a run recorded before rag-gate kept it."""
+
+
+@dataclass(frozen=True)
+class PairwiseCase:
+    """The pairwise judge's verdict on one case: base's answer against head's, asked in both orders."""
+
+    id: str
+    """Golden case id."""
+    outcome: Literal["win", "tie", "loss"] | None
+    """Head's outcome: preferred in both orders (win), base preferred in both (loss), else a tie; None when not
+    judged (a side has no valid answer) or when the judge failed (``error``)."""
+    base_first: Literal["base", "head", "tie"] | None
+    """The judge's choice with base's answer shown first; None without a call."""
+    head_first: Literal["base", "head", "tie"] | None
+    """The judge's choice with head's answer shown first; None without a call."""
+    reason: str
+    """The judge's one-line reasons, base-first order then head-first order (clipped)."""
+    identical: bool
+    """The two answers are the same text: a tie, no call made."""
+    error: str | None
+    """Why the judge could not decide (clipped), else None."""
+
+
+@dataclass(frozen=True)
+class PairwiseReport:
+    """The pairwise judge's result on the comparison (the ``head_win_rate`` metric's wins, ties and losses)."""
+
+    judge: JudgeInfo
+    """The pairwise judge's id and version."""
+    wins: int
+    """Cases where head's answer was preferred in both orders."""
+    ties: int
+    """Cases with a tie: the orders disagreed (position bias), the judge said tie, or the answers are identical."""
+    losses: int
+    """Cases where base's answer was preferred in both orders (head's losses are the regressed cases)."""
+    order_disagreements: int
+    """Ties where the two orders preferred different answers: the judge followed the position, not the content."""
+    identical: int
+    """Ties without a call: the two answers are the same text."""
+    not_judged: int
+    """Cases left out: a side has no valid answer, or the judge failed."""
+    win_rate: float
+    """wins / (wins + losses) in [0, 1]; NaN without a decided case."""
+    p_value: float
+    """One-sided exact sign test of wins against losses for "head worse" (``scipy.stats.binomtest``); ties left out."""
+    usage: JudgeUsage
+    """What the judge's calls took (two per judged case, fewer with cache hits)."""
+    cases: tuple[PairwiseCase, ...]
+    """Every compared case, in case order."""
 
 
 @dataclass(frozen=True)
@@ -435,6 +521,8 @@ class Comparison:
     """How the golden set changed between base and head; None when it did not (or was not compared)."""
     changes: Changes | None = None
     """What changed between base and head (the pipeline config, the files), when anything is known."""
+    pairwise: PairwiseReport | None = None
+    """The pairwise judge's wins, ties and losses (``pairwise:`` in the config); None without a pairwise judge."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form of ``report.json`` (NaN and ±inf as None; tuples as lists)."""
@@ -511,7 +599,7 @@ def _float(value: Any) -> float:
 
 def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
     """Schema 1 → 2: lines and triage in case entries, the error budget per metric and side, judge failures."""
-    out = dict(data, schema_version=2, error_budget_use=[], trend=None, golden_changes=None)
+    out = dict(data, schema_version=2, error_budget_use=[], trend=None, golden_changes=None, pairwise=None)
     new = {"line": 0, "cause": None, "identical_answer": False, "error": None}
     for key in CASE_FIELDS:
         out[key] = [new | entry for entry in data.get(key, [])]

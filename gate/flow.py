@@ -26,8 +26,8 @@ from gate.errors import EvaluationError, InputError
 from gate.files import archive_previous, atomic_writer, refuse_inputs_inside
 from gate.golden import GoldenDiff, file_sha256, load_golden, shard
 from gate.jsonl import JsonlAppender, dumps, write_json
-from gate.judges import get_judge
-from gate.judges.base import Judge
+from gate.judges import get_judge, get_pairwise_judge
+from gate.judges.base import Judge, judge_usage
 from gate.models import GoldenCase, Prediction, Score
 from gate.pipeline import run_command, run_python
 from gate.predictions import align, load_predictions
@@ -45,7 +45,7 @@ from gate.runs import (
     write_predictions,
 )
 from gate.sandbox import Sandbox
-from gate.scoring import score_all
+from gate.scoring import PairwiseRun, judge_pairs, pair_scores, score_all
 
 log = logging.getLogger("rag-gate")
 
@@ -189,6 +189,7 @@ def run_side(
             "scores": len(scores),
             "judge_failures": sum(s.error is not None and s.error.startswith("judge") for s in scores),
         },
+        "judge_usage": judge_usage(judge),
         "prediction_errors": [
             {"message": message, "count": count}
             for message, count in Counter(p.error for p in table.values() if p.error is not None).most_common()
@@ -346,12 +347,28 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
         "shard": None,
         "n_cases": sum(m["n_cases"] for m in manifests),
         "counts": counts,
+        "judge_usage": _sum_usage([m.get("judge_usage") for m in manifests]),
         "merged_from": [str(d) for d in shard_dirs],
         "started": min(m["started"] for m in manifests),
         "finished": max(m["finished"] for m in manifests),
     }
     write_json(out_dir / MANIFEST, merged)
     return out_dir
+
+
+def _sum_usage(usages: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The judge accounting of merged shards: counters and costs summed (cost None when a shard has none).
+
+    None when a shard recorded no accounting (a run made before rag-gate kept it).
+    """
+    if not usages or any(u is None for u in usages):
+        return None
+    counters = [k for k in usages[0] if k not in ("cost_usd", "stopped")]
+    total: dict[str, Any] = {k: sum(u.get(k) or 0 for u in usages) for k in counters}
+    costs = [u.get("cost_usd") for u in usages]
+    total["cost_usd"] = None if any(c is None for c in costs) else round(sum(costs), 6)
+    total["stopped"] = next((u["stopped"] for u in usages if u.get("stopped")), None)
+    return total
 
 
 # --------------------------------------------------------------------------------------------- compare
@@ -406,7 +423,7 @@ def _load_side(
             warnings.append(_rescored(label, stored, wanted, stale, missing))
         (out_dir / label).mkdir(parents=True, exist_ok=True)
         scores = _score_to(out_dir / label / SCORES, golden, table, repeats, evaluation, judge)
-        manifest = manifest | {"judge": wanted.judge}
+        manifest = manifest | {"judge": wanted.judge, "judge_usage": judge_usage(judge)}
     return Side(label, golden, table, repeats, scores, manifest, tuple(warnings)), evaluation
 
 
@@ -488,4 +505,48 @@ def compare_runs(
         raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
     if strict and not evaluation.strict:
         evaluation = dataclasses.replace(evaluation, strict=True)
-    return compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits)
+    pairwise = None
+    if evaluation.pairwise is not None and evaluation.paired_metrics:
+        base_side, head_side, pairwise = judge_pairwise(base_side, head_side, evaluation, out_dir)
+    return compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
+
+
+PAIRWISE_FILE = "pairwise.jsonl"
+"""The pairwise judge's verdicts of a comparison, one row per case, in ``--out``."""
+
+
+def judge_pairwise(base: Side, head: Side, evaluation: Evaluation, out_dir: Path) -> tuple[Side, Side, PairwiseRun]:
+    """Judge base's answer against head's on every shared case (both orders) and add the ``head_win_rate`` rows.
+
+    Each side's first valid answer of a case is compared; answers are cached like the rubric judge's. The
+    verdicts are written to ``out_dir/pairwise.jsonl``.
+
+    Returns:
+        The two sides with their ``head_win_rate`` score rows added, and the judge's verdicts and accounting.
+
+    Raises:
+        InputError: invalid pairwise options or the ``llm`` extra missing (exit 2).
+        JudgeConfigError: the endpoint rejected the judge's configuration (exit 3).
+
+    """
+    try:
+        judge = get_pairwise_judge(evaluation.pairwise or {})
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"pairwise: {exc}") from None
+    base_ids = {c.id for c in base.golden}
+    cases = [c for c in head.golden if c.id in base_ids]
+    try:
+        judgments = judge_pairs([(c, base.first_valid(c.id), head.first_valid(c.id)) for c in cases], judge, evaluation)
+    finally:
+        usage = judge_usage(judge)
+        judge.close()
+    rows = [pair_scores(c.id, j) for c, j in zip(cases, judgments, strict=True)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_writer(out_dir / PAIRWISE_FILE) as sink:
+        for case, judgment in zip(cases, judgments, strict=True):
+            record = {"id": case.id, **(dataclasses.asdict(judgment) if judgment else {"outcome": None})}
+            sink.write(dumps(record) + "\n")
+    run = PairwiseRun(judge.id, judge.version, tuple((c.id, j) for c, j in zip(cases, judgments, strict=True)), usage)
+    base = dataclasses.replace(base, scores=[*base.scores, *(b for b, _ in rows)])
+    head = dataclasses.replace(head, scores=[*head.scores, *(h for _, h in rows)])
+    return base, head, run

@@ -198,3 +198,11 @@ class Side:
     """The run's manifest (empty for a predictions file)."""
     warnings: tuple[str, ...] = ()
     """What a reader of the comparison should know about how this side was loaded (e.g. rescored)."""
+
+    def first_valid(self, case_id: str) -> Prediction | None:
+        """The case's first prediction without ``error`` (lowest repeat), or None when every repeat failed."""
+        for r in range(self.repeats):
+            prediction = self.table.get((case_id, r))
+            if prediction is not None and prediction.error is None:
+                return prediction
+        return None
