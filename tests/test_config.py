@@ -557,9 +557,11 @@ def test_the_readme_config_block_loads_and_states_the_defaults(tmp_path):
     config = load_config(write(tmp_path, block, golden=False))
     pipeline, evaluation = config.pipeline, config.evaluation
     defaults, default_pipeline = Evaluation(), PipelineSpec()
-    for name in ("concurrency", "timeout_s", "retries"):
+    for name in ("concurrency", "timeout_s", "startup_timeout_s", "retries"):
         assert getattr(pipeline, name) == getattr(default_pipeline, name), name
-    for name in ("seed", "alpha", "strict", "error_budget", "fail_on_new_ood", "trend", "golden_changes", "metrics"):
+    assert pipeline.workdir == tmp_path.resolve()  # `.`: the config's directory
+    for name in ("seed", "alpha", "strict", "error_budget", "fail_on_new_ood", "trend", "golden_changes", "metrics",
+                 "judge_concurrency"):  # fmt: skip
         assert getattr(evaluation, name) == getattr(defaults, name), name
     assert config.repeats == next(f.default for f in dataclasses.fields(Config) if f.name == "repeats") == 1
     assert evaluation.judge == defaults.judge

@@ -43,19 +43,11 @@ def main(debug: bool) -> None:
         signal.signal(signal.SIGTERM, terminate)  # a cancelled CI job: stop cleanly, keep what is on disk
 
 
-@main.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-@handle_errors
-def validate(path: Path) -> None:
-    """Check a config (and every file it names) or a golden set; print every problem as file:line: field: message.
+def _validate(path: Path) -> None:
+    """``validate``'s work: print every problem (stderr) or a one-line summary (stdout).
 
-    A .yml/.yaml file is a config: the config itself, its golden set and its precomputed predictions are
-    checked. Any other file is a golden set.
-
-    \b
-    Example:
-      rag-gate validate rag-gate.yml
-      rag-gate validate eval/golden.jsonl
+    Raises:
+        InputError: ``path`` has problems.
     """
     if path.suffix.lower() in (".yml", ".yaml"):
         from gate.config import check_config
@@ -84,6 +76,51 @@ def validate(path: Path) -> None:
         f"({sum(c.out_of_domain for c in cases)} out-of-domain); pipeline {source}; "
         f"{len(evaluation.metrics)} metrics ({len(evaluation.gated)} gated); judge {evaluation.judge['name']}; "
         f"repeats {config.repeats}"
+    )
+
+
+@main.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@handle_errors
+def validate(path: Path) -> None:
+    """Check a config (and every file it names) or a golden set; print every problem as file:line: field: message.
+
+    A .yml/.yaml file is a config: the config itself, its golden set and its precomputed predictions are
+    checked. Any other file is a golden set.
+
+    \b
+    Example:
+      rag-gate validate rag-gate.yml
+      rag-gate validate eval/golden.jsonl
+    """
+    _validate(path)
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=Path("."))
+@handle_errors
+def init(directory: Path) -> None:
+    """Scaffold rag-gate in DIRECTORY (default: here), then validate the config.
+
+    Writes rag-gate.yml, eval/golden.jsonl (a template with in-domain and
+    out-of-domain cases), rag_pipeline.py (a working stub whose docstring is
+    the function contract) and .github/workflows/rag-gate.yml. A file that
+    exists is kept, never overwritten.
+
+    \b
+    Example:
+      rag-gate init
+      rag-gate run --config rag-gate.yml --out runs/first
+    """
+    from gate.scaffold import CONFIG, scaffold
+
+    for item in scaffold(directory):
+        click.echo(f"{item.action}: {item.path}" + (" (exists, left as it is)" if item.action == "kept" else ""))
+    _validate(directory / CONFIG)
+    click.echo(
+        f"next: edit {directory / 'rag_pipeline.py'} to call your pipeline and {directory / 'eval/golden.jsonl'} "
+        f"with your questions, then `rag-gate run --config {directory / CONFIG} --out runs/first`",
+        err=True,
     )
 
 

@@ -1,0 +1,52 @@
+"""`rag-gate init`: the scaffold validates, runs as it is, and never overwrites a file."""
+
+import json
+
+from click.testing import CliRunner
+from conftest import REPO
+
+from gate.cli import main
+from gate.scaffold import FILES
+
+
+def test_init_scaffolds_what_a_repository_needs_and_validates_it(tmp_path):
+    result = CliRunner().invoke(main, ["init", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for relative in FILES:
+        assert f"created: {tmp_path / relative}" in result.stdout
+    assert f"{tmp_path / 'rag-gate.yml'}: OK — golden set golden.jsonl: 6 cases (2 out-of-domain)" in result.stdout
+    golden = [json.loads(line) for line in (tmp_path / "eval" / "golden.jsonl").read_text().splitlines()]
+    assert sum(c.get("out_of_domain", False) for c in golden) == 2 and all(c["id"] for c in golden)
+    workflow = (tmp_path / ".github" / "workflows" / "rag-gate.yml").read_text()
+    assert workflow == (REPO / "examples" / "workflows" / "rag-gate.yml").read_text()  # one workflow, documented
+    stub = (tmp_path / "rag_pipeline.py").read_text()
+    assert "def answer(case" in stub and '"retrieved"' in stub and "Raise an exception" in stub  # the contract
+
+
+def test_the_scaffold_runs_as_it_is(tmp_path):
+    assert CliRunner().invoke(main, ["init", str(tmp_path)]).exit_code == 0
+    out = tmp_path / "runs" / "first"
+    result = CliRunner().invoke(main, ["run", "--config", str(tmp_path / "rag-gate.yml"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    scores = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    value = {(s["id"], s["metric"]): s["value"] for s in scores}
+    golden = [json.loads(line) for line in (tmp_path / "eval" / "golden.jsonl").read_text().splitlines()]
+    for case in golden:  # the stub finds every expected document and refuses every out-of-domain question
+        if case.get("out_of_domain"):
+            assert value[(case["id"], "refusal")] == 1.0
+        else:
+            assert value[(case["id"], "hit_rate@5")] == 1.0 and value[(case["id"], "false_refusal")] == 0.0
+
+
+def test_init_never_overwrites_and_still_validates_what_is_there(tmp_path):
+    (tmp_path / "rag-gate.yml").write_text("golden: eval/golden.jsonl\npipline: {python: x:y}\n")
+    (tmp_path / "rag_pipeline.py").write_text("# mine\n")
+    result = CliRunner().invoke(main, ["init", str(tmp_path)])
+    assert result.exit_code == 2  # the user's config has a typo: validate says so
+    assert f"kept: {tmp_path / 'rag-gate.yml'} (exists, left as it is)" in result.stdout
+    assert f"kept: {tmp_path / 'rag_pipeline.py'} (exists, left as it is)" in result.stdout
+    assert f"created: {tmp_path / 'eval' / 'golden.jsonl'}" in result.stdout
+    assert (tmp_path / "rag_pipeline.py").read_text() == "# mine\n"
+    assert "pipline" in result.stderr and "did you mean `pipeline`" in result.stderr
+    again = CliRunner().invoke(main, ["init", str(tmp_path)])
+    assert all(f"kept: {tmp_path / relative}" in again.stdout for relative in FILES)
