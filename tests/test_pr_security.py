@@ -293,7 +293,10 @@ import glob, json
 from pathlib import Path
 
 for path in glob.glob("rag-gate-out/base/scores.jsonl") + glob.glob(".rag-gate-cache/*/run/scores.jsonl"):
-    rows = [json.loads(line) for line in open(path)]
+    try:  # the workers import this at once: one may read what another is writing
+        rows = [json.loads(line) for line in open(path)]
+    except ValueError:
+        continue
     for row in rows:
         if row.get("value") is not None:
             row["value"] = 0.0
