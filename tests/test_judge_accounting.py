@@ -57,6 +57,7 @@ def test_the_offline_judge_reports_zero_requests(tmp_path):
     cli("compare", str(tmp_path / "base"), str(tmp_path / "head"), "--out", str(tmp_path / "out"))
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["base"]["judge_usage"] == report["head"]["judge_usage"] == NO_USAGE
+    assert "| judge calls | no API calls | no API calls |" in (tmp_path / "out" / "comment.md").read_text()
 
 
 @pytest.fixture
@@ -94,6 +95,10 @@ def test_an_llm_judges_usage_reaches_the_manifest_and_the_report(tmp_path, fake)
     cli("compare", str(tmp_path / "base"), str(tmp_path / "head"), "--out", str(tmp_path / "out"))
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["base"]["judge_usage"] == usage and report["head"]["judge_usage"] == head_usage
+    cost = f"${usage['cost_usd']:.4f}"
+    row = f"| judge calls | {N + 1} requests (1 retries) · {tokens_in} in / {tokens_out} out tokens · {cost} | 0 "
+    row += f"requests, {N} cached · 0 in / 0 out tokens · $0.0000 |"
+    assert row in (tmp_path / "out" / "comment.md").read_text()
     # a policy with another judge rescores both sides: the side info shows the rescoring's usage
     (tmp_path / "lexical.yml").write_text(
         (tmp_path / "rag-gate.yml").read_text().replace(llm(fake, tmp_path), "{name: lexical}")

@@ -152,6 +152,13 @@ def test_a_consistent_judge_gives_the_planted_wins_and_losses_and_scipys_sign_te
     reason = "A is more direct | B is more direct"
     assert by_id["q00"] == {"id": "q00", "outcome": "loss", "base_first": "base", "head_first": "base",
                             "reason": reason, "identical": False, "error": None}  # fmt: skip
+    comment = (tmp / "out" / "comment.md").read_text()
+    assert (
+        "(2 calls per case, base's and head's answers in both orders): head won 5, 15 ties (5 identical answers), "
+        f"lost 20 · sign test on wins vs losses, one-sided p 0.002 · {2 * (N - 5)} requests · "
+        f"{10 * 2 * (N - 5)} in / {5 * 2 * (N - 5)} out tokens · cost not priced." in comment
+    )
+    assert f"{oracle:.3f}" == "0.002"
     rows = [json.loads(line) for line in (tmp / "out" / "pairwise.jsonl").read_text().splitlines()]
     assert [r["outcome"] for r in rows] == [{"L": "loss", "W": "win", "T": "tie", "S": "tie"}[p] for p in plan]
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gate.comparison import CaseMetric, ChangedFile, Comparison, MetricRow, SideInfo
+from gate.comparison import CaseMetric, ChangedFile, Comparison, JudgeUsage, MetricRow, PairwiseReport, SideInfo
 from gate.stats import numbers
 
 GATE_STATUS = {
@@ -140,6 +140,36 @@ def warmup_text(side: SideInfo) -> str:
         return ""
     shown = ", ".join(f"{ms:,.0f}" for ms in side.warmup_ms[:8]) + (" …" if len(side.warmup_ms) > 8 else "")
     return f"{len(side.warmup_ms)} worker start(s): {shown} ms"
+
+
+def usage_text(usage: JudgeUsage | None) -> str:
+    """A judge's calls on one line; ``no API calls`` for an offline judge; "" when not recorded.
+
+    E.g. ``80 requests (2 retries, 1 failed), 12 cached · 52,310 in / 4,120 out tokens · $0.0312``.
+    """
+    if usage is None:
+        return ""
+    if usage.requests == 0 and usage.cache_hits == 0 and usage.failures == 0:
+        return "no API calls"
+    extra = [f"{usage.retries} retries"] if usage.retries else []
+    extra += [f"{usage.failures} failed"] if usage.failures else []
+    text = f"{usage.requests:,} requests" + (f" ({', '.join(extra)})" if extra else "")
+    text += f", {usage.cache_hits:,} cached" if usage.cache_hits else ""
+    text += f" · {usage.input_tokens:,} in / {usage.output_tokens:,} out tokens"
+    text += " · cost not priced" if usage.cost_usd is None else f" · ${usage.cost_usd:.4f}"
+    return text + (f" · stopped: {usage.stopped}" if usage.stopped else "")
+
+
+def pairwise_text(pairwise: PairwiseReport) -> str:
+    """The pairwise judge's outcome on one line: wins, ties (why), losses and the sign test."""
+    why = [f"{pairwise.order_disagreements} split by the order shown"] if pairwise.order_disagreements else []
+    why += [f"{pairwise.identical} identical answers"] if pairwise.identical else []
+    ties = f"{pairwise.ties} ties" + (f" ({', '.join(why)})" if why else "")
+    left = f" · {pairwise.not_judged} not judged" if pairwise.not_judged else ""
+    return (
+        f"head won {pairwise.wins}, {ties}, lost {pairwise.losses}{left} · sign test on wins vs losses, "
+        f"one-sided p {numbers.p_value(pairwise.p_value)}"
+    )
 
 
 def files_total(files: Sequence[ChangedFile]) -> str:

@@ -83,6 +83,8 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         case_change=cells.case_change,
         table_notes=cells.table_notes,
         warmup=cells.warmup_text,
+        usage=cells.usage_text,
+        pairwise_line=cells.pairwise_text,
         margin=cells.margin_cell,
         mde=cells.mde_cell,
         files_total=cells.files_total,
