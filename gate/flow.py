@@ -24,7 +24,7 @@ from gate.comparison import ChangedFile, Comparison
 from gate.config import Config, Evaluation, PipelineSpec
 from gate.errors import EvaluationError, InputError
 from gate.files import archive_previous, atomic_writer, refuse_inputs_inside
-from gate.golden import GoldenDiff, file_sha256, load_golden, shard
+from gate.golden import GoldenDiff, diff_golden, file_sha256, load_golden, shard
 from gate.jsonl import JsonlAppender, dumps, write_json
 from gate.judges import get_judge, get_pairwise_judge
 from gate.judges.base import Judge, judge_usage
@@ -383,12 +383,15 @@ def _load_side(
 ) -> tuple[Side, Evaluation]:
     """Load a run directory or a predictions file; score it unless its scores have the policy's identity.
 
-    Scores stored in a run directory are reused only when the judge (its configuration, id and version), the
-    scoring settings and the rag-gate version equal the policy's and the run scored every policy metric;
-    otherwise the side is rescored and the comparison says why.
+    Scores stored in a run directory are reused only when they were computed against the same golden set, and
+    the judge (its configuration, id and version), the scoring settings and the rag-gate version equal the
+    policy's, and the run scored every policy metric; otherwise the side is rescored and the comparison says
+    why. Predictions of cases that are not in ``golden_path`` are left out (a head's added cases, when the base's
+    golden set is the contract).
 
     Raises:
-        InputError: an unreadable or incomplete run directory (status not ``complete``), bad files.
+        InputError: an unreadable or incomplete run directory (status not ``complete``), bad files, or an output
+            directory that would overwrite the run's own scores.
     """
     manifest: dict[str, Any] = {}
     if source.is_dir():
@@ -407,23 +410,38 @@ def _load_side(
         Evaluation.from_dict(manifest["evaluation"]) if "evaluation" in manifest else Evaluation()
     )
     repeats = manifest.get("repeats") or 1 + max((p.repeat for p in predictions), default=0)
+    warnings: list[str] = []
+    ids = {case.id for case in golden}
+    if source.is_dir() and (extra := {p.id for p in predictions} - ids):
+        predictions = [p for p in predictions if p.id in ids]
+        warnings.append(
+            f"{label}: {len(extra)} case(s) not in the compared golden set left out (the base's golden set is the "
+            "contract; `rag-gate pr` evaluates added cases on both sides)"
+        )
     table = align(golden, predictions, preds_path, repeats)
     _require_some_predictions(table, preds_path)
     judge = make_judge(evaluation)
     stored = RunIdentity.from_manifest(manifest)
-    wanted = run_identity(evaluation, judge, stored.golden_sha256, stored.config_sha256, repeats, stored.shard)
-    stale = stored.differences(wanted, RunIdentity.SCORE_FIELDS)
+    wanted = run_identity(evaluation, judge, file_sha256(golden_path), stored.config_sha256, repeats, stored.shard)
+    stale = stored.differences(wanted, ("golden_sha256", *RunIdentity.SCORE_FIELDS))
     scored = set(evaluation.metrics) - set(evaluation.paired_metrics)  # paired metrics are scored at compare time
     missing = sorted(scored - set(manifest.get("evaluation", {}).get("metrics", [])))
-    warnings: list[str] = []
     if source.is_dir() and not stale and not missing and (source / SCORES).exists():
         scores = load_scores(source / SCORES)
     else:
         if source.is_dir():
             warnings.append(_rescored(label, stored, wanted, stale, missing))
+            if (out_dir / label).resolve() == source.resolve():
+                raise InputError(
+                    f"--out {out_dir}: rescoring {label} would overwrite {source / SCORES}; use another --out"
+                )
         (out_dir / label).mkdir(parents=True, exist_ok=True)
         scores = _score_to(out_dir / label / SCORES, golden, table, repeats, evaluation, judge)
-        manifest = manifest | {"judge": wanted.judge, "judge_usage": judge_usage(judge)}
+        manifest = manifest | {
+            "judge": wanted.judge,
+            "judge_usage": judge_usage(judge),
+            "golden_sha256": wanted.golden_sha256,
+        }
     return Side(label, golden, table, repeats, scores, manifest, tuple(warnings)), evaluation
 
 
@@ -442,6 +460,8 @@ def _rescored(label: str, stored: RunIdentity, wanted: RunIdentity, stale: list[
             why.append(f"its judge options {old.get('config')} differ from the policy's {new['config']}")
     if "scoring" in stale:
         why.append("its refusal or form settings differ from the policy's")
+    if "golden_sha256" in stale:
+        why.append("it was scored against another golden set (the compared one is the contract)")
     if missing:
         why.append(f"it has no scores for {', '.join(missing)}")
     return f"{label}: scores recomputed with the policy's judge because " + "; ".join(why)
@@ -461,6 +481,18 @@ def require_complete(run_dir: Path, manifest: dict[str, Any]) -> None:
         )
     if not (run_dir / SCORES).exists():
         raise InputError(f"{run_dir}: {SCORES} is missing; re-run `rag-gate run` to rescore the run")
+
+
+def _golden_contract(base: Path, head: Path) -> tuple[Path | None, GoldenDiff | None]:
+    """Two run directories on different golden sets: the base's set is the contract both are compared on.
+
+    Returns:
+        (the base's golden file, the diff) when the two runs answered different golden sets, else (None, None).
+    """
+    base_golden, head_golden = (Path(read_manifest(d)["golden"]) for d in (base, head))
+    if base_golden == head_golden or file_sha256(base_golden) == file_sha256(head_golden):
+        return None, None
+    return base_golden, diff_golden(load_golden(base_golden), load_golden(head_golden))
 
 
 def compare_runs(
@@ -489,7 +521,9 @@ def compare_runs(
         golden: the golden set (required when a side is a predictions file).
         strict: turn an inconclusive verdict into fail.
         diff: how the head's golden set differs from the base's when both sides ran the contract set
-            (:func:`gate.golden.contract`); reported in the comparison.
+            (:func:`gate.golden.contract`); reported in the comparison. Two run directories that answered
+            different golden sets are compared on the base's (the contract: a head's missing rows are failures,
+            its added cases are left out) and the diff is computed here.
         files: the files changed between base and head (the PR flow's git diff), shown under "What changed".
         commits: the range ``files`` is of, e.g. ``abc123..def456``.
 
@@ -499,6 +533,8 @@ def compare_runs(
     """
     out_dir = Path(out_dir)
     evaluation = config.evaluation if config else None
+    if golden is None and diff is None and Path(base).is_dir() and Path(head).is_dir():
+        golden, diff = _golden_contract(Path(base), Path(head))
     base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir)
     head_side, _ = _load_side("head", Path(head), golden, evaluation, out_dir)
     if not {c.id for c in base_side.golden} & {c.id for c in head_side.golden}:

@@ -114,7 +114,10 @@ def _run_dir(tmp: Path, name: str, rows: list[dict]) -> Path:
     return tmp / name
 
 
-def _fail_judgments(run: Path, ids: set[str], metric: str = "faithfulness") -> None:
+JUDGED_GATED = "hallucination_rate"  # the judged metric gated by default
+
+
+def _fail_judgments(run: Path, ids: set[str], metric: str = JUDGED_GATED) -> None:
     """Turn a run's judged scores of ``ids`` into judge failures, as a failing judge endpoint leaves them."""
     rows = [json.loads(line) for line in (run / "scores.jsonl").read_text().splitlines()]
     for row in rows:
@@ -136,11 +139,11 @@ def test_evaluation_failures_beyond_the_budget_of_one_metric_on_one_side_are_an_
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["verdict"] == verdict and result.exit_code == {"pass": 0, "error": 3}[verdict]
     (use,) = report["error_budget_use"]
-    assert (use["metric"], use["side"], use["failed"], use["expected"]) == ("faithfulness", "head", n_failed, N)
+    assert (use["metric"], use["side"], use["failed"], use["expected"]) == (JUDGED_GATED, "head", n_failed, N)
     assert use["messages"] == [f"{n_failed}× judge failed: HTTP 429 Too Many Requests"]
     if verdict == "error":
         assert report["reasons"] == [
-            f"faithfulness on head: 3 of 40 evaluations failed (7.5%, budget 5.0%): {use['messages'][0]}"
+            f"{JUDGED_GATED} on head: 3 of 40 evaluations failed (7.5%, budget 5.0%): {use['messages'][0]}"
         ]
 
 
@@ -248,3 +251,31 @@ def test_regressed_cases_say_whether_retrieval_or_generation_broke(tmp_path):
     assert {k for k, v in causes.items() if v[0] == "generation"} == {f"q{i:02d}" for i in range(6, 10)}
     comment = (tmp_path / "out" / "comment.md").read_text()
     assert "10 regressed: 6 retrieval, 4 generation" in comment
+
+
+def test_compare_of_runs_on_different_golden_sets_holds_the_base_set_as_the_contract(tmp_path):
+    """The head ran a golden set without the 5 cases it breaks, with one edited and one added case: compared on
+    the base's set, the 5 missing cases are failures of the head, the edit is scored with the base definition."""
+    cases = golden()
+    write_jsonl(tmp_path / "golden.jsonl", cases)
+    base = _run_dir(tmp_path, "base", [answer(c) for c in cases])
+    trimmed = [c | ({"reference_answers": ["red"]} if c["id"] == "q10" else {}) for c in cases[5:]]
+    trimmed.append({"id": "q99", "question": "What colour is item 99?", "expected_doc_ids": ["d99"]})
+    (tmp_path / "head").mkdir()
+    write_jsonl(tmp_path / "head" / "golden.jsonl", trimmed)
+    write_jsonl(tmp_path / "head" / "preds.jsonl", [answer(c) for c in trimmed[:-1]] + [answer(trimmed[-1], doc="d99")])
+    (tmp_path / "head" / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {predictions: preds.jsonl}\n")
+    run = CliRunner().invoke(
+        main, ["run", "--config", str(tmp_path / "head" / "rag-gate.yml"), "--out", str(tmp_path / "h")]
+    )
+    assert run.exit_code == 0, run.output
+    result = CliRunner().invoke(main, ["compare", str(base), str(tmp_path / "h"), "--out", str(tmp_path / "out")])
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert result.exit_code == 1 and report["n_cases"] == N
+    changes = report["golden_changes"]
+    assert changes["removed"] == [f"q{i:02d}" for i in range(5)] and changes["added"] == ["q99"]
+    assert [e["id"] for e in changes["edited"]] == ["q10"]
+    assert {c["id"] for c in report["regressed_cases"] if c["cause"] == "error"} == {f"q{i:02d}" for i in range(5)}
+    f1 = next(m for m in report["metrics"] if m["name"] == "answer_f1")
+    assert f1["head_mean"] == 1.0  # q10 scored with its base reference ("Item 10 is blue."), not "red"
+    assert any("1 case(s) not in the compared golden set left out" in w for w in report["warnings"])
