@@ -24,13 +24,18 @@ from gate.metrics import DEFAULT_METRICS, DEFAULT_REFUSAL_PHRASES, resolve
 from gate.models import FormRules
 from gate.sandbox import check_passthrough
 
-PRIMARY_METRICS = ("hit_rate@k", "mrr", "hallucination_rate", "answer_f1", "refusal", "false_refusal", "error_rate",
-                   "head_win_rate")  # fmt: skip
+PRIMARY_FAMILIES: tuple[tuple[str, ...], ...] = (
+    ("hit_rate@k",), ("mrr",), ("hallucination_rate", "faithfulness"), ("answer_f1",), ("refusal",),
+    ("false_refusal",), ("error_rate",), ("head_win_rate",),
+)  # fmt: skip
 """Metric families gated by default: one per question a user asks (found? ranked? grounded? correct? refuses?
-over-refuses? breaks? does a pairwise judge prefer base's answers?). Holm–Bonferroni splits α across gated
-metrics, so gating near-duplicates (recall@k next to hit rate@k, nDCG next to MRR) only costs power; they are still
-reported. "Grounded?" is the hallucination rate, not the supported share (faithfulness): the offline judge cannot
-tell a paraphrase from an invention, so its supported share moves with answer style (README, "Judges")."""
+over-refuses? breaks? does a pairwise judge prefer base's answers?), each with the registry names that answer it in
+order of preference. Holm–Bonferroni splits α across gated metrics, so gating near-duplicates (recall@k next to hit
+rate@k, nDCG next to MRR) only costs power; they are still reported. "Grounded?" is the hallucination rate rather
+than the supported share (faithfulness) when both are computed: the offline judge cannot tell a paraphrase from an
+invention, so its supported share moves with answer style (README, "Judges"); a config that computes only
+faithfulness gets faithfulness gated."""
+
 
 MAX_CONFIG_BYTES = 1 << 20
 """A config file larger than 1 MiB is rejected before it is parsed."""
@@ -44,16 +49,15 @@ billions: the "billion laughs" attack)."""
 def default_gated(metrics: tuple[str, ...]) -> tuple[str, ...]:
     """The gated subset of ``metrics`` when the config has no ``gate:`` key.
 
-    The primary families (the first ``hit_rate@k`` only), or, when none is configured, every metric but latency
-    and cost.
+    One metric per primary family, the family's most preferred one among ``metrics`` (the first ``hit_rate@k`` when
+    several cut-offs are listed), in ``metrics`` order; when no family is configured, every metric but latency and
+    cost.
     """
-    primary, seen = [], set()
+    by_name = {}
     for name in metrics:
-        family = resolve(name).spec.name
-        if family in PRIMARY_METRICS and family not in seen:
-            primary.append(name)
-            seen.add(family)
-    return tuple(primary) or tuple(m for m in metrics if resolve(m).spec.kind != "ratio")
+        by_name.setdefault(resolve(name).spec.name, name)
+    chosen = {next((by_name[o] for o in family if o in by_name), None) for family in PRIMARY_FAMILIES} - {None}
+    return tuple(m for m in metrics if m in chosen) or tuple(m for m in metrics if resolve(m).spec.kind != "ratio")
 
 
 def _key(name: str) -> dict[str, Any]:
