@@ -205,7 +205,7 @@ event octo/rag
 run_action pull_request
 [ "$rc" = 1 ] || { say "FAIL: first run should exit 1"; tail -n 30 "$work/stderr"; exit 1; }
 check "first run takes the base from the cache and posts one marked comment" \
-  'len(comments) == 1 and comments[0]["body"].startswith("<!-- rag-gate -->") and "fail" in comments[0]["body"]
+  'len(comments) == 1 and comments[0]["body"].startswith("<!-- rag-gate") and "fail" in comments[0]["body"]
    and "base from cache" in (work / "stderr").read_text()'
 check "outputs, summary and annotations" \
   'outputs["verdict"] == "fail" and outputs["report-path"] == "rag-gate-out/report.json" and "| metric |" in summary
