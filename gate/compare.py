@@ -54,6 +54,14 @@ from gate.stats.decision import ErrorBudgetUse, gate_decision
 from gate.stats.inputs import case_effects
 from gate.stats.summary import aggregate
 
+LISTED = ("regressed", "suspected", "improved", "flaky")
+"""The per-case lists of the comparison, in the order a case is claimed by them."""
+
+
+def _rows(side: Side, cases: Sequence[GoldenCase]) -> np.ndarray:
+    """Rows of ``cases`` in the side's matrices, shape (N,)."""
+    return np.array([side.index[case.id] for case in cases], dtype=np.intp)
+
 
 def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Values and evaluation-failure flags of one metric, each of shape (N cases, R repeats).
@@ -64,40 +72,29 @@ def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[
     ``error_rate`` metric, not an evaluation failure. A paired metric (``head_win_rate``) has one column: one
     judged pair of answers per case.
     """
-    index = {case.id: i for i, case in enumerate(cases)}
     columns = 1 if resolve(metric).spec.paired else side.repeats
-    values = np.full((len(cases), columns), np.nan)
-    failed = np.ones((len(cases), columns), dtype=bool)
-    for score in side.scores:
-        i = index.get(score.id)
-        if score.metric == metric and i is not None and score.repeat < columns:
-            values[i, score.repeat] = score.value
-            failed[i, score.repeat] = score.error is not None
+    values, failed = side.scores.matrix(metric, _rows(side, cases))
+    values, failed = values[:, :columns], failed[:, :columns]
     failed &= ~system_errors(side, cases)[:, :columns]
     return values, failed
 
 
 def system_errors(side: Side, cases: Sequence[GoldenCase]) -> np.ndarray:
     """Where the pipeline under test failed (a prediction row with ``error``), shape (N cases, R repeats)."""
-    out = np.zeros((len(cases), side.repeats), dtype=bool)
-    for i, case in enumerate(cases):
-        for r in range(side.repeats):
-            prediction = side.table.get((case.id, r))
-            out[i, r] = prediction is None or prediction.error is not None
-    return out
+    return side.table.error_mask([case.id for case in cases])
 
 
 def budget_use(side: Side, cases: Sequence[GoldenCase], metric: str, failed: np.ndarray) -> ErrorBudgetUse:
     """The evaluation failures of one metric on one side, with their most frequent reasons."""
     ids = {c.id for c in cases}
+    broken = side.table.error_mask(side.table.ids)
     reasons = Counter(
-        clip(score.error, 120)
-        for score in side.scores
+        clip(score.message, 120)
+        for score in side.scores.errors
         if score.metric == metric
-        and score.error is not None
         and score.id in ids
-        and (p := side.table.get((score.id, score.repeat))) is not None
-        and p.error is None
+        and score.repeat < side.repeats
+        and not broken[side.table.index[score.id], score.repeat]
     )
     missing = int(failed.sum()) - sum(reasons.values())
     if missing > 0:
@@ -163,31 +160,27 @@ def cluster_labels(cases: Sequence[GoldenCase], cluster_by: str | None) -> np.nd
 
 def _first_answer(side: Side, case_id: str, evaluation: Evaluation) -> Prediction | None:
     """The first valid repeat of a case that is not a refusal (what an out-of-domain failure answered)."""
-    for r in range(side.repeats):
-        prediction = side.table.get((case_id, r))
-        if prediction is not None and prediction.error is None and not detect_refusal(prediction, evaluation):
-            return prediction
-    return None
+    return next((p for p in side.valid(case_id) if not detect_refusal(p, evaluation)), None)
 
 
 def _bad_claims(side: Side, case_id: str) -> tuple[Claim, ...]:
     """Unsupported and contradicted claims of the side's first judged answer, with their closest chunk."""
-    for score in side.scores:
-        if score.id == case_id and score.detail and score.detail.get("claims") is not None:
-            return tuple(
-                Claim(
-                    claim=clip(c.get("claim", "")) or "",
-                    verdict=c.get("verdict", ""),
-                    chunk_id=c.get("chunk_id"),
-                    chunk_text=clip(c.get("chunk_text")),
-                    similarity=float(c.get("similarity") or 0.0),
-                    contradiction_level=c.get("contradiction_level", "NONE"),
-                    reason=clip(c.get("reason", "")) or "",
-                )
-                for c in score.detail["claims"]
-                if c.get("verdict") != "supported"
-            )
-    return ()
+    claims = side.scores.claims(case_id)
+    if claims is None:
+        return ()
+    return tuple(
+        Claim(
+            claim=clip(c.get("claim", "")) or "",
+            verdict=c.get("verdict", ""),
+            chunk_id=c.get("chunk_id"),
+            chunk_text=clip(c.get("chunk_text")),
+            similarity=float(c.get("similarity") or 0.0),
+            contradiction_level=c.get("contradiction_level", "NONE"),
+            reason=clip(c.get("reason", "")) or "",
+        )
+        for c in claims
+        if c.get("verdict") != "supported"
+    )
 
 
 def _dropped_docs(case: GoldenCase, base: Prediction | None, head: Prediction | None, k: int) -> tuple[str, ...]:
@@ -200,11 +193,7 @@ def _dropped_docs(case: GoldenCase, base: Prediction | None, head: Prediction | 
 
 def _refusal_rate(side: Side, case_id: str, evaluation: Evaluation) -> float:
     """Share of the case's valid repeats that refused (NaN when every repeat failed)."""
-    flags = [
-        detect_refusal(p, evaluation)
-        for r in range(side.repeats)
-        if (p := side.table.get((case_id, r))) is not None and p.error is None
-    ]
+    flags = [detect_refusal(p, evaluation) for p in side.valid(case_id)]
     return float(np.mean(flags)) if flags else math.nan
 
 
@@ -299,21 +288,20 @@ def triage(
 
 
 def _first_error(side: Side, case_id: str) -> str | None:
-    for r in range(side.repeats):
-        prediction = side.table.get((case_id, r))
-        if prediction is not None and prediction.error is not None:
-            return prediction.error
-    return None
+    return next((side.table.error(case_id, r) for r in range(side.repeats) if side.table.error(case_id, r)), None)
 
 
 def _case_lists(
     base: Side, head: Side, cases: Sequence[GoldenCase], per_case: dict[int, list[CaseResult]], k_docs: int
 ) -> dict[str, tuple[CaseEntry, ...]]:
     """The regressed, suspected, improved and flaky lists (a regressed case is listed once, under regressed)."""
+    listed = sorted({cases[i].id for i, rs in per_case.items() if any(r.status in LISTED for r in rs)})
+    base_ok, head_ok = base.first_valid_many(listed), head.first_valid_many(listed)
+    head.scores.prefetch_claims(listed)
 
     def entry(i: int, status: str) -> CaseEntry:
         case = cases[i]
-        b_pred, h_pred = base.first_valid(case.id), head.first_valid(case.id)
+        b_pred, h_pred = base_ok[case.id], head_ok[case.id]
         results = [r for r in per_case.get(i, []) if r.status == status]
         dropped = _dropped_docs(case, b_pred, h_pred, k_docs)
         worse = status in ("regressed", "suspected")
@@ -345,7 +333,7 @@ def _case_lists(
         )
 
     lists = {}
-    for status in ("regressed", "suspected", "improved", "flaky"):
+    for status in LISTED:
         chosen = [i for i, rs in per_case.items() if any(r.status == status for r in rs)]
         if status != "regressed":
             chosen = [i for i in chosen if not any(r.status == "regressed" for r in per_case[i])]
@@ -385,12 +373,12 @@ def _errors(sides: Sequence[Side], ids: set[str]) -> tuple[ErrorEntry, ...]:
     """Failed predictions and judge calls of both sides, for the cases in ``ids``."""
     out = []
     for side in sides:
-        for (case_id, repeat), prediction in sorted(side.table.items()):
-            if prediction.error is not None and case_id in ids:
-                out.append(ErrorEntry(side.label, case_id, repeat, None, clip(prediction.error, MESSAGE_LIMIT) or ""))
-        for score in side.scores:
-            if score.error is not None and score.error.startswith("judge"):
-                message = clip(score.error, MESSAGE_LIMIT) or ""
+        for case_id, repeat, error in side.table.error_rows():
+            if case_id in ids:
+                out.append(ErrorEntry(side.label, case_id, repeat, None, clip(error, MESSAGE_LIMIT) or ""))
+        for score in side.scores.errors:
+            if score.message.startswith("judge"):
+                message = clip(score.message, MESSAGE_LIMIT) or ""
                 out.append(ErrorEntry(side.label, score.id, score.repeat, score.metric, message))
     return tuple(out)
 
@@ -408,8 +396,8 @@ def _side_info(side: Side) -> SideInfo:
         judge=JudgeInfo(str(judge["id"]), str(judge["version"])) if judge else None,
         repeats=side.repeats,
         n_cases=len(side.golden),
-        n_prediction_errors=sum(p.error is not None for p in side.table.values()),
-        warmup_ms=tuple(p.warmup_ms for _, p in sorted(side.table.items()) if p.warmup_ms is not None),
+        n_prediction_errors=side.table.n_errors,
+        warmup_ms=side.table.warmup_ms(),
         judge_usage=JudgeUsage.from_dict(usage) if isinstance(usage, dict) else None,
     )
 
@@ -479,9 +467,7 @@ def golden_changes(head: Side, diff: GoldenDiff, policy: Evaluation) -> GoldenCh
     edited = []
     for before, after in diff.edited:
         old, new = before.to_dict(), after.to_dict()
-        answers = [
-            p for r in range(head.repeats) if (p := head.table.get((after.id, r))) is not None and p.error is None
-        ]
+        answers = head.valid(after.id)
         scores = []
         for metric in metrics:
             values = [

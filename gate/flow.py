@@ -30,7 +30,7 @@ from gate.judges import get_judge, get_pairwise_judge
 from gate.judges.base import Judge, judge_usage
 from gate.models import GoldenCase, Prediction, Score
 from gate.pipeline import run_command, run_python
-from gate.predictions import align, load_predictions
+from gate.predictions import PredictionTable, align, load_predictions, scan_predictions
 from gate.runs import (
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
@@ -39,9 +39,9 @@ from gate.runs import (
     RunIdentity,
     Side,
     load_run_predictions,
-    load_scores,
     read_manifest,
     read_partial_predictions,
+    read_scores,
     write_predictions,
 )
 from gate.sandbox import Sandbox
@@ -238,17 +238,20 @@ def _resume_or_archive(out_dir: Path, identity: RunIdentity) -> tuple[list[Predi
     return [], True
 
 
-def _require_some_predictions(table: dict[tuple[str, int], Prediction], where: Path) -> None:
+def _require_some_predictions(table: Mapping[tuple[str, int], Prediction], where: Path) -> None:
     """A side on which every prediction failed cannot be evaluated.
 
     Raises:
         EvaluationError: naming the count and the first error (exit code 3).
     """
-    failed = [p for p in table.values() if p.error is not None]
-    if failed and len(failed) == len(table):
+    if isinstance(table, PredictionTable):
+        n_failed, first = table.n_errors, table.first_error()
+    else:
+        failed = [(p.id, p.repeat, p.error) for p in table.values() if p.error is not None]
+        n_failed, first = len(failed), failed[0] if failed else None
+    if first is not None and n_failed == len(table):
         raise EvaluationError(
-            f"{where}: every prediction failed ({len(failed)} of {len(table)}), "
-            f"e.g. case '{failed[0].id}': {failed[0].error}"
+            f"{where}: every prediction failed ({n_failed} of {len(table)}), e.g. case '{first[0]}': {first[2]}"
         )
 
 
@@ -397,28 +400,28 @@ def _load_side(
     if source.is_dir():
         manifest = read_manifest(source)
         require_complete(source, manifest)
-        predictions = load_run_predictions(source)
+        predictions = scan_predictions(source / PREDICTIONS)
         preds_path = source / PREDICTIONS
         golden_path = golden_path or Path(manifest["golden"])
     else:
         if golden_path is None:
             raise InputError(f"{source}: a predictions file needs --golden")
-        predictions = load_predictions(source)
+        predictions = scan_predictions(source)
         preds_path = source
     golden = load_golden(golden_path)
     evaluation = evaluation or (
         Evaluation.from_dict(manifest["evaluation"]) if "evaluation" in manifest else Evaluation()
     )
-    repeats = manifest.get("repeats") or 1 + max((p.repeat for p in predictions), default=0)
+    repeats = manifest.get("repeats") or predictions.repeats
     warnings: list[str] = []
     ids = {case.id for case in golden}
-    if source.is_dir() and (extra := {p.id for p in predictions} - ids):
-        predictions = [p for p in predictions if p.id in ids]
+    if source.is_dir() and (extra := predictions.ids - ids):
+        predictions = predictions.restricted(ids)
         warnings.append(
             f"{label}: {len(extra)} case(s) not in the compared golden set left out (the base's golden set is the "
             "contract; `rag-gate pr` evaluates added cases on both sides)"
         )
-    table = align(golden, predictions, preds_path, repeats)
+    table = predictions.index(golden, repeats)
     _require_some_predictions(table, preds_path)
     judge = make_judge(evaluation)
     stored = RunIdentity.from_manifest(manifest)
@@ -427,7 +430,7 @@ def _load_side(
     scored = set(evaluation.metrics) - set(evaluation.paired_metrics)  # paired metrics are scored at compare time
     missing = sorted(scored - set(manifest.get("evaluation", {}).get("metrics", [])))
     if source.is_dir() and not stale and not missing and (source / SCORES).exists():
-        scores = load_scores(source / SCORES)
+        scores = read_scores(source / SCORES, [case.id for case in golden], repeats)
     else:
         if source.is_dir():
             warnings.append(_rescored(label, stored, wanted, stale, missing))
@@ -583,6 +586,6 @@ def judge_pairwise(base: Side, head: Side, evaluation: Evaluation, out_dir: Path
             record = {"id": case.id, **(dataclasses.asdict(judgment) if judgment else {"outcome": None})}
             sink.write(dumps(record) + "\n")
     run = PairwiseRun(judge.id, judge.version, tuple((c.id, j) for c, j in zip(cases, judgments, strict=True)), usage)
-    base = dataclasses.replace(base, scores=[*base.scores, *(b for b, _ in rows)])
-    head = dataclasses.replace(head, scores=[*head.scores, *(h for _, h in rows)])
+    base = dataclasses.replace(base, scores=base.scores.extended(b for b, _ in rows))
+    head = dataclasses.replace(head, scores=head.scores.extended(h for _, h in rows))
     return base, head, run

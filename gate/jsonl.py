@@ -211,6 +211,20 @@ def read_jsonl(path: Path | str, problems: list[str] | None = None) -> Iterator[
             (including ``NaN``/``Infinity`` and nesting deeper than :data:`MAX_DEPTH`).
 
     """
+    for number, _, record in scan_jsonl(path, problems):
+        yield number, record
+
+
+def scan_jsonl(path: Path | str, problems: list[str] | None = None) -> Iterator[tuple[int, int, Any]]:
+    """:func:`read_jsonl` with each line's byte offset: ``(line_number, offset, object)``.
+
+    A row can be read again later with :func:`read_jsonl_rows` from its line and offset, so a large file is
+    streamed once and need not be held in memory.
+
+    Raises:
+        InputError: as :func:`read_jsonl`.
+
+    """
     path = Path(path)
     try:
         handle = path.open("rb")
@@ -218,8 +232,10 @@ def read_jsonl(path: Path | str, problems: list[str] | None = None) -> Iterator[
         raise InputError(f"{path}: file not found") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory, expected a JSONL file") from None
+    offset = 0
     with handle:
         for number, raw in enumerate(handle, start=1):
+            start, offset = offset, offset + len(raw)
             try:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:
@@ -232,11 +248,31 @@ def read_jsonl(path: Path | str, problems: list[str] | None = None) -> Iterator[
                 except InputError as exc:
                     message = str(exc)
                 else:
-                    yield number, record
+                    yield number, start, record
                     continue
             if problems is None:
                 raise InputError(message)
             problems.append(message)
+
+
+def read_jsonl_rows(path: Path | str, rows: Iterable[tuple[int, int]]) -> list[Any]:
+    """Parse again the rows at ``(line_number, offset)`` of a file read before with :func:`scan_jsonl`.
+
+    Raises:
+        InputError: the file changed since it was read (a row is gone or no longer valid JSON).
+
+    """
+    path = Path(path)
+    out = []
+    try:
+        with path.open("rb") as handle:
+            for number, offset in rows:
+                handle.seek(offset)
+                text = handle.readline().decode("utf-8-sig" if number == 1 else "utf-8", errors="replace")
+                out.append(parse_json(text, path, number))
+    except (OSError, InputError) as exc:
+        raise InputError(f"{path}: changed while rag-gate was reading it ({exc}); read it again") from None
+    return out
 
 
 def clean_nan(value: Any) -> Any:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gate.errors import InputError, located
-from gate.jsonl import read_jsonl, validate
+from gate.jsonl import read_jsonl, read_jsonl_rows, scan_jsonl, validate
 from gate.models import Chunk, GoldenCase, Prediction
 
 MISSING = "missing prediction: no row for this case and repeat"
@@ -91,3 +95,256 @@ def align(
         for repeat in range(repeats):
             table.setdefault((case.id, repeat), Prediction(id=case.id, repeat=repeat, error=MISSING))
     return table
+
+
+class PredictionTable(Mapping[tuple[str, int], Prediction]):
+    """Predictions of one side by (case id, repeat), complete: a missing row reads as an error row (:data:`MISSING`).
+
+    Built by :func:`index_predictions` from a file, whose rows stay on disk: each row's line and byte offset are
+    kept and the row is parsed again when it is read (100,000 cases × R repeats need not hold every answer and
+    chunk in memory), or by :meth:`from_mapping` from predictions in memory. Which rows failed, and why, is kept
+    for every row, so :meth:`error_mask` and :meth:`error_rows` read nothing from disk.
+    """
+
+    CACHE = 4096
+    """Rows read from disk that are kept parsed (the most recently used)."""
+
+    def __init__(
+        self,
+        ids: Sequence[str],
+        repeats: int,
+        errors: Mapping[tuple[int, int], str],
+        *,
+        warmups: Mapping[tuple[int, int], float] | None = None,
+        rows: Mapping[tuple[int, int], Prediction] | None = None,
+        path: Path | None = None,
+        where: np.ndarray | None = None,
+    ) -> None:
+        """Use :func:`index_predictions` or :meth:`from_mapping`.
+
+        Args:
+            ids: case ids in golden order (row i of every matrix).
+            repeats: repeats per case (R ≥ 1).
+            errors: ``(case index, repeat)`` → error message of every failed row (missing rows are added).
+            warmups: ``(case index, repeat)`` → ``warmup_ms`` of the rows that have one.
+            rows: predictions in memory by ``(case index, repeat)``; or
+            path: the predictions file, with
+            where: shape (N, R, 2) int64, the 1-based line and byte offset of each row; line 0 = missing row.
+        """
+        self.ids = tuple(ids)
+        self.repeats = int(repeats)
+        self.index = {case_id: i for i, case_id in enumerate(self.ids)}
+        self._rows = rows
+        self._warmups = dict(warmups or {})
+        self._path = path
+        self._where = where
+        present = np.zeros((len(self.ids), self.repeats), dtype=bool)
+        if rows is not None:
+            for i, r in rows:
+                present[i, r] = True
+        elif where is not None:
+            present = where[:, :, 0] > 0
+        self._errors = dict(errors)
+        for i, r in zip(*np.nonzero(~present), strict=True):
+            self._errors[(int(i), int(r))] = MISSING
+        self._failed = np.zeros_like(present)
+        for i, r in self._errors:
+            self._failed[i, r] = True
+        self._cache: OrderedDict[tuple[int, int], Prediction] = OrderedDict()
+
+    @classmethod
+    def from_mapping(
+        cls, golden: Sequence[GoldenCase], repeats: int, table: Mapping[tuple[str, int], Prediction]
+    ) -> PredictionTable:
+        """A table over predictions in memory (rows of unknown cases or repeats ≥ ``repeats`` are left out)."""
+        ids = [case.id for case in golden]
+        index = {case_id: i for i, case_id in enumerate(ids)}
+        rows = {
+            (index[case_id], r): p
+            for (case_id, r), p in table.items()
+            if case_id in index and 0 <= r < repeats and p.error != MISSING
+        }
+        errors = {key: p.error for key, p in rows.items() if p.error is not None}
+        warmups = {key: p.warmup_ms for key, p in rows.items() if p.warmup_ms is not None}
+        return cls(ids, repeats, errors, warmups=warmups, rows=rows)
+
+    def __len__(self) -> int:
+        return len(self.ids) * self.repeats
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return ((case_id, r) for case_id in self.ids for r in range(self.repeats))
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and len(key) == 2 and key[0] in self.index and 0 <= key[1] < self.repeats
+
+    def __getitem__(self, key: tuple[str, int]) -> Prediction:
+        if key not in self:
+            raise KeyError(key)
+        return self.read([key])[0]
+
+    def read(self, keys: Iterable[tuple[str, int]]) -> list[Prediction]:
+        """The predictions of ``keys`` (case id, repeat), reading the file once for all rows not in the cache.
+
+        Raises:
+            KeyError: an unknown case id or a repeat out of range.
+            InputError: the predictions file changed since it was indexed.
+        """
+        keys = list(keys)
+        for key in keys:
+            if key not in self:
+                raise KeyError(key)
+        cells = [(self.index[case_id], r) for case_id, r in keys]
+        wanted = sorted({c for c in cells if c not in self._cache and self._stored(c)}, key=self._offset)
+        if wanted and self._path is not None and self._where is not None:
+            records = read_jsonl_rows(self._path, [tuple(self._where[c]) for c in wanted])
+            for cell, record in zip(wanted, records, strict=True):
+                line = int(self._where[cell][0])
+                self._remember(cell, prediction_from_record(record, line))
+        out = []
+        for i, r in cells:
+            if (i, r) in self._cache:
+                self._cache.move_to_end((i, r))
+                out.append(self._cache[(i, r)])
+            elif self._rows is not None and (i, r) in self._rows:
+                out.append(self._rows[(i, r)])
+            else:
+                out.append(Prediction(id=self.ids[i], repeat=r, error=MISSING))
+        return out
+
+    def _stored(self, cell: tuple[int, int]) -> bool:
+        return self._rows is None and self._where is not None and self._where[cell][0] > 0
+
+    def _offset(self, cell: tuple[int, int]) -> int:
+        return int(self._where[cell][1]) if self._where is not None else 0
+
+    def _remember(self, cell: tuple[int, int], prediction: Prediction) -> None:
+        self._cache[cell] = prediction
+        while len(self._cache) > self.CACHE:
+            self._cache.popitem(last=False)
+
+    def error_mask(self, case_ids: Sequence[str]) -> np.ndarray:
+        """Where the pipeline failed or left no row, shape (len(case_ids), R) bool.
+
+        Raises:
+            KeyError: an id that is not in the table.
+        """
+        return self._failed[[self.index[case_id] for case_id in case_ids]]
+
+    def error(self, case_id: str, repeat: int) -> str | None:
+        """Why the row failed (:data:`MISSING` for a missing row), None when it did not; nothing is read from disk.
+
+        Raises:
+            KeyError: an unknown case id.
+        """
+        return self._errors.get((self.index[case_id], repeat))
+
+    def first_error(self) -> tuple[str, int, str] | None:
+        """``(case id, repeat, message)`` of the first failed row: in file order, then the first missing row."""
+        for (i, r), message in self._errors.items():
+            return self.ids[i], r, message
+        return None
+
+    @property
+    def n_errors(self) -> int:
+        """Failed or missing rows."""
+        return len(self._errors)
+
+    def warmup_ms(self) -> tuple[float, ...]:
+        """The ``warmup_ms`` of the rows that have one (a worker's first call), sorted by case id then repeat."""
+        return tuple(v for _, _, v in sorted((self.ids[i], r, v) for (i, r), v in self._warmups.items()))
+
+    def error_rows(self) -> list[tuple[str, int, str]]:
+        """``(case id, repeat, message)`` of every failed or missing row, sorted by case id then repeat."""
+        return sorted((self.ids[i], r, message) for (i, r), message in self._errors.items())
+
+
+@dataclass(frozen=True)
+class PredictionRows:
+    """Where each row of a predictions file is, validated and free of duplicates, before the golden set is known."""
+
+    path: Path
+    """The predictions file."""
+    rows: list[tuple[str, int, int, int]]
+    """``(case id, repeat, line, byte offset)`` of every row, in file order."""
+    errors: dict[tuple[str, int], str]
+    """``(case id, repeat)`` → error message of every failed row, in file order."""
+    warmups: dict[tuple[str, int], float]
+    """``(case id, repeat)`` → ``warmup_ms`` of the rows that have one."""
+
+    @property
+    def ids(self) -> set[str]:
+        """The case ids of the rows."""
+        return {case_id for case_id, _, _, _ in self.rows}
+
+    def restricted(self, ids: set[str]) -> PredictionRows:
+        """The rows of the cases in ``ids`` only."""
+        keep = [row for row in self.rows if row[0] in ids]
+        errors = {key: message for key, message in self.errors.items() if key[0] in ids}
+        warmups = {key: value for key, value in self.warmups.items() if key[0] in ids}
+        return PredictionRows(self.path, keep, errors, warmups)
+
+    @property
+    def repeats(self) -> int:
+        """One more than the highest repeat index present (at least 1)."""
+        return 1 + max((r for _, r, _, _ in self.rows), default=0)
+
+    def index(self, golden: Sequence[GoldenCase], repeats: int | None = None) -> PredictionTable:
+        """Match the rows with the golden set (the checks and messages of :func:`align`, first row in file order).
+
+        Args:
+            golden: the cases (the table's row order).
+            repeats: repeats per case; default :attr:`repeats`.
+
+        Raises:
+            InputError: a row whose id is not in the golden set, or whose repeat is ≥ ``repeats``.
+        """
+        repeats = self.repeats if repeats is None else repeats
+        index = {case.id: i for i, case in enumerate(golden)}
+        where = np.zeros((len(golden), repeats, 2), dtype=np.int64)
+        for case_id, repeat, line, offset in self.rows:
+            if case_id not in index:
+                raise InputError(located(self.path, line, "id", f"'{case_id}' is not in the golden set"))
+            if repeat >= repeats:
+                raise InputError(located(self.path, line, "repeat", f"{repeat} ≥ repeats ({repeats})"))
+            where[index[case_id], repeat] = (line, offset)
+        errors = {(index[case_id], r): message for (case_id, r), message in self.errors.items()}
+        warmups = {(index[case_id], r): value for (case_id, r), value in self.warmups.items()}
+        ids = [case.id for case in golden]
+        return PredictionTable(ids, repeats, errors, warmups=warmups, path=self.path, where=where)
+
+
+def scan_predictions(path: Path | str) -> PredictionRows:
+    """Read and validate a predictions file in one streaming pass, keeping where each row is, not the row.
+
+    The checks and messages of :func:`load_predictions`; :meth:`PredictionRows.index` then does those of
+    :func:`align`, so the two together refuse what ``align(golden, load_predictions(path), path)`` refuses, in
+    the same order, and give the same table.
+
+    Raises:
+        InputError: ``file:line: field: message`` for malformed JSON, a missing or mistyped field, or a duplicate
+            (id, repeat) pair.
+    """
+    path = Path(path)
+    first_line: dict[tuple[str, int], int] = {}
+    rows: list[tuple[str, int, int, int]] = []
+    errors: dict[tuple[str, int], str] = {}
+    warmups: dict[tuple[str, int], float] = {}
+    for line, offset, record in scan_jsonl(path):
+        validate(record, "prediction", path, line)
+        key = (record["id"], record.get("repeat", 0))
+        if key in first_line:
+            raise InputError(
+                located(
+                    path,
+                    line,
+                    "id",
+                    f"duplicate prediction for id '{key[0]}' repeat {key[1]} (first on line {first_line[key]})",
+                )
+            )
+        first_line[key] = line
+        rows.append((key[0], key[1], line, offset))
+        if record.get("error") is not None:
+            errors[key] = record["error"]
+        if record.get("warmup_ms") is not None:
+            warmups[key] = record["warmup_ms"]
+    return PredictionRows(path, rows, errors, warmups)

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
 from gate.errors import InputError
-from gate.jsonl import parse_json, read_jsonl, validate, write_jsonl
+from gate.jsonl import parse_json, read_jsonl, read_jsonl_rows, scan_jsonl, validate, write_jsonl
 from gate.models import GoldenCase, Prediction, Score
-from gate.predictions import load_predictions, prediction_from_record
+from gate.predictions import PredictionTable, load_predictions, prediction_from_record
 
 PREDICTIONS = "predictions.jsonl"
 SCORES = "scores.jsonl"
@@ -181,6 +185,156 @@ def write_predictions(path: Path, predictions: list[Prediction]) -> None:
 
 
 @dataclass(frozen=True)
+class ScoreError:
+    """A score row that records a failure (its ``error``)."""
+
+    id: str
+    """Golden case id."""
+    repeat: int
+    """0-based repeat index."""
+    metric: str
+    """Metric name."""
+    message: str
+    """Why the case could not be scored."""
+
+
+class ScoreTable:
+    """One side's scores as matrices: per metric, values and failure flags of shape (N cases, R repeats).
+
+    Built by :func:`read_scores` from ``scores.jsonl`` in one streaming pass (no object per row: 100,000 cases ×
+    R × 14 metrics fit in a few tens of MB) or by :meth:`from_scores` from :class:`~gate.models.Score` objects.
+    Row i is case ``ids[i]``; rows of other cases or repeats ≥ R are left out of the matrices (as before, when the
+    comparison scanned the rows). Where a row appears twice, the later one counts. Rows with an ``error`` are kept
+    in :attr:`errors`, in file order, and the claims of each case's first judged row are read back on demand.
+    """
+
+    def __init__(self, ids: Sequence[str], repeats: int) -> None:
+        """An empty table over ``ids`` (golden order) and ``repeats``; fill it with :meth:`add`."""
+        self.ids = tuple(ids)
+        self.repeats = int(repeats)
+        self.index = {case_id: i for i, case_id in enumerate(self.ids)}
+        self.errors: list[ScoreError] = []
+        """Every row with an ``error``, in file order (any case, any repeat)."""
+        self.n_rows = 0
+        """Rows read."""
+        self._values: dict[str, np.ndarray] = {}
+        self._failed: dict[str, np.ndarray] = {}
+        self._claims: dict[str, Any] = {}
+        self._path: Path | None = None
+
+    def add(self, case_id: str, repeat: int, metric: str, value: float, error: str | None) -> None:
+        """Record one row (a later row of the same case, repeat and metric replaces an earlier one)."""
+        self.n_rows += 1
+        if error is not None:
+            self.errors.append(ScoreError(case_id, repeat, metric, error))
+        i = self.index.get(case_id)
+        if i is None or repeat >= self.repeats:
+            return
+        values = self._values.get(metric)
+        if values is None:
+            values = self._values[metric] = np.full((len(self.ids), self.repeats), np.nan)
+            self._failed[metric] = np.ones((len(self.ids), self.repeats), dtype=bool)
+        values[i, repeat] = value
+        self._failed[metric][i, repeat] = error is not None
+
+    @classmethod
+    def from_scores(cls, ids: Sequence[str], repeats: int, scores: Iterable[Score]) -> ScoreTable:
+        """A table over scores in memory (their ``detail`` is kept for :meth:`claims`)."""
+        table = cls(ids, repeats)
+        for score in scores:
+            table.add(score.id, score.repeat, score.metric, score.value, score.error)
+            if score.detail and score.detail.get("claims") is not None:
+                table._claims.setdefault(score.id, score.detail)
+        return table
+
+    def extended(self, scores: Iterable[Score]) -> ScoreTable:
+        """A copy of the table with ``scores`` added after its rows (e.g. the pairwise judge's rows)."""
+        table = ScoreTable(self.ids, self.repeats)
+        table.errors, table.n_rows = list(self.errors), self.n_rows
+        table._values = {metric: values.copy() for metric, values in self._values.items()}
+        table._failed = {metric: failed.copy() for metric, failed in self._failed.items()}
+        table._claims, table._path = dict(self._claims), self._path
+        for score in scores:
+            table.add(score.id, score.repeat, score.metric, score.value, score.error)
+            if score.detail and score.detail.get("claims") is not None:
+                table._claims.setdefault(score.id, score.detail)
+        return table
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """Metrics with at least one row of a listed case."""
+        return tuple(self._values)
+
+    def matrix(self, metric: str, rows: np.ndarray | Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(values, failed) of one metric, each of shape (len(rows), R), new arrays.
+
+        ``values`` is NaN where there is no value (not applicable, a failure, or no row); ``failed`` is True where
+        the row records an error or is missing (a missing row is a failure, never "not applicable").
+
+        Args:
+            metric: the metric name.
+            rows: case indices (into :attr:`ids`); default every case.
+        """
+        take = slice(None) if rows is None else np.asarray(rows, dtype=np.intp)
+        if metric not in self._values:
+            n = len(self.ids) if rows is None else len(take)
+            return np.full((n, self.repeats), np.nan), np.ones((n, self.repeats), dtype=bool)
+        return self._values[metric][take].copy(), self._failed[metric][take].copy()
+
+    def prefetch_claims(self, case_ids: Iterable[str]) -> None:
+        """Read the claims of these cases from the scores file in one pass (:meth:`claims` then reads nothing).
+
+        Raises:
+            InputError: the scores file changed since it was read.
+        """
+        pending = sorted(
+            {case_id for case_id in case_ids if isinstance(self._claims.get(case_id), tuple)},
+            key=lambda case_id: self._claims[case_id][1],
+        )
+        if pending and self._path is not None:
+            for case_id, record in zip(
+                pending, read_jsonl_rows(self._path, [self._claims[c] for c in pending]), strict=True
+            ):
+                self._claims[case_id] = record.get("detail")
+
+    def claims(self, case_id: str) -> list[dict[str, Any]] | None:
+        """The ``claims`` of the case's first row (file order) whose ``detail`` has claims, else None.
+
+        Raises:
+            InputError: the scores file changed since it was read.
+        """
+        found = self._claims.get(case_id)
+        if isinstance(found, tuple):  # (line, offset) in the file: read the row again
+            (record,) = read_jsonl_rows(self._path, [found])
+            found = self._claims[case_id] = record.get("detail")
+        return None if found is None else found.get("claims")
+
+
+def read_scores(path: Path, ids: Sequence[str], repeats: int) -> ScoreTable:
+    """Read ``scores.jsonl`` into a :class:`ScoreTable`, each row validated against the score schema (null → NaN).
+
+    Raises:
+        InputError: ``file:line: field: message`` for a malformed row (missing ``metric``, wrong types, ...).
+    """
+    table = ScoreTable(ids, repeats)
+    table._path = Path(path)
+    for line, offset, record in scan_jsonl(path):
+        validate(record, "score", path, line)
+        value = record["value"]
+        table.add(
+            record["id"],
+            record["repeat"],
+            record["metric"],
+            math.nan if value is None else float(value),
+            record.get("error"),
+        )
+        detail = record.get("detail")
+        if detail and detail.get("claims") is not None and record["id"] not in table._claims:
+            table._claims[record["id"]] = (line, offset)
+    return table
+
+
+@dataclass(frozen=True)
 class Side:
     """One side of a comparison, loaded: its cases, predictions and scores."""
 
@@ -188,21 +342,42 @@ class Side:
     """Which side."""
     golden: list[GoldenCase]
     """The cases the side is compared on, in order."""
-    table: dict[tuple[str, int], Prediction]
-    """Predictions by (case id, repeat), complete: a missing row is an error row."""
+    table: PredictionTable
+    """Predictions by (case id, repeat), complete: a missing row is an error row. A mapping of predictions is
+    turned into a :class:`~gate.predictions.PredictionTable`."""
     repeats: int
     """Repeats per case (≥ 1)."""
-    scores: list[Score]
-    """One score per case × repeat × metric."""
+    scores: ScoreTable
+    """One score per case × repeat × metric; a sequence of :class:`~gate.models.Score` is turned into a
+    :class:`ScoreTable`."""
     manifest: dict[str, Any]
     """The run's manifest (empty for a predictions file)."""
     warnings: tuple[str, ...] = ()
     """What a reader of the comparison should know about how this side was loaded (e.g. rescored)."""
+    index: dict[str, int] = field(init=False, repr=False, compare=False)
+    """Case id → row of the side's matrices (golden order)."""
+
+    def __post_init__(self) -> None:
+        """Index the cases; wrap predictions and scores given in memory."""
+        ids = [case.id for case in self.golden]
+        object.__setattr__(self, "index", {case_id: i for i, case_id in enumerate(ids)})
+        if not isinstance(self.table, PredictionTable):
+            object.__setattr__(self, "table", PredictionTable.from_mapping(self.golden, self.repeats, self.table))
+        if not isinstance(self.scores, ScoreTable):
+            object.__setattr__(self, "scores", ScoreTable.from_scores(ids, self.repeats, self.scores))
+
+    def valid(self, case_id: str) -> list[Prediction]:
+        """The case's predictions without ``error``, in repeat order (only these rows are read from disk)."""
+        failed = self.table.error_mask([case_id])[0]
+        return self.table.read([(case_id, r) for r in range(self.repeats) if not failed[r]])
 
     def first_valid(self, case_id: str) -> Prediction | None:
         """The case's first prediction without ``error`` (lowest repeat), or None when every repeat failed."""
-        for r in range(self.repeats):
-            prediction = self.table.get((case_id, r))
-            if prediction is not None and prediction.error is None:
-                return prediction
-        return None
+        return self.first_valid_many([case_id])[case_id]
+
+    def first_valid_many(self, case_ids: Sequence[str]) -> dict[str, Prediction | None]:
+        """:meth:`first_valid` of many cases, reading the predictions file once."""
+        failed = self.table.error_mask(case_ids)
+        keys = [(case_id, int(np.argmin(row))) for case_id, row in zip(case_ids, failed, strict=True) if not row.all()]
+        found = dict(zip((case_id for case_id, _ in keys), self.table.read(keys), strict=True))
+        return {case_id: found.get(case_id) for case_id in case_ids}

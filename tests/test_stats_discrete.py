@@ -18,7 +18,7 @@ from statsmodels.stats.multitest import multipletests
 
 from gate.stats import MetricInput, analyze_cases, analyze_metrics, discrete_bh, fisher_case, permutation_case
 from gate.stats import selection as selection_module
-from gate.stats.discrete import ENUMERATION_LIMIT
+from gate.stats.discrete import ENUMERATION_LIMIT, fisher_cases, permutation_cases
 from gate.stats.selection import KINDS, REPEATS, TABLE, CaseTest, MetricTest, select
 
 
@@ -279,3 +279,40 @@ def test_smallest_flaggable_binary_change_at_r5_is_hand_computed():
     assert status([1, 1, 1], [0, 0, 0], r=3) == "regressed"
     assert status([1, 1, 1], [1, 0, 0], r=3) == "suspected"
     assert status([1, 1], [0, 0], r=2) == "suspected"  # min p = 1/6 > 0.0909: R = 2 can never flag a case
+
+
+# ---------------------------------------------------------------- the vectorised per-case tests equal the per-case ones
+
+
+def _same(ours, reference):
+    assert (ours.p_value, ours.effect, ours.drop_p_value, ours.method) == (
+        reference.p_value,
+        reference.effect,
+        reference.drop_p_value,
+        reference.method,
+    )
+    assert (ours.drop_support is None) == (reference.drop_support is None)
+    if reference.drop_support is not None:
+        np.testing.assert_array_equal(ours.drop_support, reference.drop_support)
+
+
+@pytest.mark.parametrize(("n_base", "n_head"), [(3, 3), (2, 4), (5, 5), (1, 3), (8, 8)])
+@pytest.mark.parametrize("grid", [None, 0.25, 1.0])
+def test_permutation_cases_equal_permutation_case_row_by_row(n_base, n_head, grid):
+    """Continuous scores, rubric grids (ties, two-valued and constant cases) and the Student fallback (8 + 8)."""
+    rng = np.random.default_rng(n_base * 10 + n_head)
+    base, head = rng.random((300, n_base)), rng.random((300, n_head)) - 0.2
+    if grid is not None:
+        base, head = np.round(base / grid) * grid, np.round(np.clip(head, 0, 1) / grid) * grid
+    base[:5] = head[:5, :1]  # constant cases
+    for tau in (0.2, 0.5):
+        for i, result in enumerate(permutation_cases(base, head, tau=tau)):
+            _same(result, permutation_case(base[i], head[i], tau=tau))
+
+
+def test_fisher_cases_equal_fisher_case():
+    rng = np.random.default_rng(4)
+    r_base, r_head = rng.integers(1, 6, 500), rng.integers(1, 6, 500)
+    k_base, k_head = rng.integers(0, r_base + 1), rng.integers(0, r_head + 1)
+    for i, result in enumerate(fisher_cases(k_base, k_head, r_base, r_head, tau=0.5)):
+        _same(result, fisher_case(int(k_base[i]), int(k_head[i]), int(r_base[i]), int(r_head[i]), tau=0.5))

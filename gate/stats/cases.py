@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-from gate.stats.discrete import ExactCaseTest, discrete_bh, fisher_case, permutation_case
+from gate.stats.discrete import ExactCaseTest, discrete_bh, fisher_cases, permutation_cases
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
 from gate.stats.selection import CaseTest, select
 
@@ -70,12 +70,19 @@ def _case_tests(
     out: list[ExactCaseTest | None] = [None] * base.shape[0]
     if test is CaseTest.NONE:
         return out
-    for i in np.flatnonzero(testable):
-        a, b = base[i][~np.isnan(base[i])], head[i][~np.isnan(head[i])]
-        if test is CaseTest.FISHER_EXACT:
-            out[i] = fisher_case(int(a.sum()), int(b.sum()), a.size, b.size, tau=tau)
-        else:
-            out[i] = permutation_case(a, b, tau=tau)
+    rows = np.flatnonzero(testable)
+    n_base, n_head = np.sum(~np.isnan(base[rows]), axis=1), np.sum(~np.isnan(head[rows]), axis=1)
+    if test is CaseTest.FISHER_EXACT:
+        k_base, k_head = np.nansum(base[rows], axis=1), np.nansum(head[rows], axis=1)
+        for i, result in zip(rows, fisher_cases(k_base, k_head, n_base, n_head, tau=tau), strict=True):
+            out[i] = result
+        return out
+    for shape in set(zip(n_base.tolist(), n_head.tolist(), strict=True)):  # cases with the same numbers of runs
+        same = rows[(n_base == shape[0]) & (n_head == shape[1])]
+        a = base[same][~np.isnan(base[same])].reshape(same.size, shape[0])  # valid runs, in repeat order
+        b = head[same][~np.isnan(head[same])].reshape(same.size, shape[1])
+        for i, result in zip(same, permutation_cases(a, b, tau=tau), strict=True):
+            out[i] = result
     return out
 
 

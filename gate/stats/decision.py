@@ -13,10 +13,10 @@ from scipy import special
 
 from gate.stats import numbers
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
-from gate.stats.intervals import bootstrap_ci, clustered_se, n_units, paired_se
+from gate.stats.intervals import bootstrap_cis, clustered_se, n_units, paired_se, units_of
 from gate.stats.power import recommendation, variance_decomposition
 from gate.stats.selection import MetricTest, select
-from gate.stats.significance import holm, mcnemar_exact, sign_flip_test
+from gate.stats.significance import EXACT_MAX_UNITS, holm, mcnemar_exact, sign_flip_hits, sign_flip_test
 
 Status = Literal["pass", "fail", "inconclusive", "not_applicable"]
 """A metric's outcome; ``not_applicable`` when the metric applies to no case (e.g. refusal without out-of-domain
@@ -122,6 +122,7 @@ class _Paired:
     clusters: np.ndarray | None
     n_failed_base: int
     n_failed_head: int
+    ok: np.ndarray
 
 
 def _pair(inp: MetricInput) -> _Paired:
@@ -140,6 +141,7 @@ def _pair(inp: MetricInput) -> _Paired:
         clusters=clusters,
         n_failed_base=int(np.asarray(inp.failed_base, dtype=bool).any(axis=1).sum()),
         n_failed_head=int(np.asarray(inp.failed_head, dtype=bool).any(axis=1).sum()),
+        ok=ok,
     )
 
 
@@ -153,23 +155,92 @@ def _has_values(inp: MetricInput) -> bool:
     )
 
 
-def _metric_rngs(seed: int, name: str) -> tuple[np.random.Generator, np.random.Generator]:
-    """Two generators (test, bootstrap) derived from the seed and the metric name only."""
-    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
-    test_ss, boot_ss = np.random.SeedSequence([seed, key]).spawn(2)
-    return np.random.default_rng(test_ss), np.random.default_rng(boot_ss)
+@dataclass(frozen=True)
+class _Group:
+    """Metrics paired over the same cases (and clusters): they share their resamples."""
+
+    members: tuple[int, ...]
+    """Indices of the metrics in the input order."""
+    test_rng: np.random.Generator
+    """Sign vectors of the Monte Carlo sign-flip test."""
+    boot_rng: np.random.Generator
+    """Resamples of the bootstrap."""
 
 
-def _test(inp: MetricInput, pair: _Paired, rng: np.random.Generator, n_resamples: int) -> tuple[float, str]:
-    """One-sided "head worse" p-value from the test :func:`gate.stats.selection.select` picks for the metric."""
-    if pair.d.size < 2:
-        return float("nan"), "none (fewer than 2 pairs)"
-    test = select(inp.kind, pair.base_rep.shape[1], pair.head_rep.shape[1], inp.clusters is not None).metric
-    if test is MetricTest.MCNEMAR_EXACT:
-        res = mcnemar_exact(pair.base_rep[:, 0], pair.head_rep[:, 0], alternative="less")
-    else:
-        res = sign_flip_test(pair.d, rng=rng, n_resamples=n_resamples, clusters=pair.clusters, alternative="less")
-    return res.p_value, res.method
+def _groups(pairs: Sequence[_Paired], seed: int) -> list[_Group]:
+    """Group metrics by the cases (and cluster labels) they are paired over; seed each group from its case set.
+
+    Two generators (test, bootstrap) per group, derived from the seed and a digest of the paired case set only —
+    not from which metrics are in the group — so adding a metric changes no other metric's result, and metrics
+    over the same cases resample the same golden sets (one draw serves them all).
+    """
+    by_key: dict[bytes, list[int]] = {}
+    for k, pair in enumerate(pairs):
+        digest = hashlib.sha256(np.packbits(pair.ok).tobytes() + pair.ok.size.to_bytes(8, "little"))
+        if pair.clusters is not None:
+            _, inverse = np.unique(pair.clusters, return_inverse=True)
+            digest.update(b"clusters" + inverse.astype(np.int64).tobytes())
+        by_key.setdefault(digest.digest(), []).append(k)
+    out = []
+    for key, members in by_key.items():
+        test_ss, boot_ss = np.random.SeedSequence([seed, int.from_bytes(key[:8], "little")]).spawn(2)
+        out.append(_Group(tuple(members), np.random.default_rng(test_ss), np.random.default_rng(boot_ss)))
+    return out
+
+
+def _tests(
+    inputs: Sequence[MetricInput], pairs: Sequence[_Paired], groups: Sequence[_Group], n_resamples: int
+) -> list[tuple[float, str]]:
+    """One-sided "head worse" p-value and method per metric, from the test :func:`select` picks.
+
+    Exact McNemar and exact sign-flip tests need no generator; the Monte Carlo sign-flip tests of a group share
+    one set of sign vectors (:func:`gate.stats.significance.sign_flip_hits`).
+    """
+    out: list[tuple[float, str]] = [(float("nan"), "none (fewer than 2 pairs)")] * len(inputs)
+    for group in groups:
+        monte_carlo = []
+        for k in group.members:
+            inp, pair = inputs[k], pairs[k]
+            if pair.d.size < 2:
+                continue
+            test = select(inp.kind, pair.base_rep.shape[1], pair.head_rep.shape[1], inp.clusters is not None).metric
+            if test is MetricTest.MCNEMAR_EXACT:
+                res = mcnemar_exact(pair.base_rep[:, 0], pair.head_rep[:, 0], alternative="less")
+                out[k] = (res.p_value, res.method)
+            elif n_units(pair.d, pair.clusters) <= EXACT_MAX_UNITS:
+                res = sign_flip_test(pair.d, rng=group.test_rng, clusters=pair.clusters, alternative="less")
+                out[k] = (res.p_value, res.method)
+            else:
+                monte_carlo.append(k)
+        if monte_carlo:
+            first = pairs[monte_carlo[0]]
+            units = np.column_stack([units_of(pairs[k].d, first.clusters)[0] for k in monte_carlo])
+            observed = units.sum(axis=0)
+            tol = 1e-10 * np.abs(units).sum(axis=0)
+            hits = sign_flip_hits(units, observed, tol, group.test_rng, n_resamples, "less")
+            where = "clusters" if first.clusters is not None else "cases"
+            method = f"sign-flip randomization (one-sided, head worse, Monte Carlo B={n_resamples} over {where})"
+            for k, b in zip(monte_carlo, hits, strict=True):
+                out[k] = (min(1.0, (1 + int(b)) / (1 + n_resamples)), method)
+    return out
+
+
+def _intervals(
+    pairs: Sequence[_Paired], groups: Sequence[_Group], confidences: np.ndarray, n_resamples: int
+) -> list[tuple[float, float, str]]:
+    """(low, high, method) of every metric: one bootstrap draw per group (:func:`bootstrap_cis`)."""
+    out: list[tuple[float, float, str]] = [(float("nan"), float("nan"), "none")] * len(pairs)
+    for group in groups:
+        members = [k for k in group.members if pairs[k].d.size >= 2]
+        if not members:
+            continue
+        d = np.column_stack([pairs[k].d for k in members])
+        found = bootstrap_cis(
+            d, confidences[members], rng=group.boot_rng, n_resamples=n_resamples, clusters=pairs[members[0]].clusters
+        )
+        for k, ci in zip(members, found, strict=True):
+            out[k] = ci
+    return out
 
 
 def _holm_levels(
@@ -296,8 +367,10 @@ def analyze_metrics(
     FAIL iff U < 0, Δ̂ ≤ −m and p_Holm ≤ α_k; PASS iff L ≥ −m; else INCONCLUSIVE (FAIL if ``strict``).
     α_k = α, or 0.01 for a metric whose margin is 0. Requiring the Holm p as well as U < 0 makes the
     family-wise false-fail rate rest on the exact/randomization test rather than on bootstrap coverage.
-    Each metric draws from its own generator, derived from ``seed`` and its name, so adding a metric
-    does not change another's result; the same inputs and seed give identical results.
+    Metrics paired over the same cases (and clusters) share their random draws: one set of sign vectors and one
+    set of bootstrap resamples serves them all (a paired design resamples golden sets, and every metric of a
+    resampled golden set is computed on it), drawn from generators derived from ``seed`` and that case set
+    only, so adding a metric does not change another's result; the same inputs and seed give identical results.
 
     Args:
         inputs: one :class:`MetricInput` per metric; names must be unique.
@@ -323,15 +396,16 @@ def analyze_metrics(
     if not 0 < alpha < 0.5 or seed < 0:
         raise ValueError(f"need 0 < alpha < 0.5 and seed ≥ 0, got {alpha}, {seed}")
     pairs = [_pair(inp) for inp in inputs]
-    rngs = [_metric_rngs(seed, inp.name) for inp in inputs]
-    tested = [_test(inp, pair, rng[0], n_resamples) for inp, pair, rng in zip(inputs, pairs, rngs, strict=True)]
+    groups = _groups(pairs, seed)
+    tested = _tests(inputs, pairs, groups, n_resamples)
     p = np.array([t[0] for t in tested], dtype=float)
     alphas = np.array([ZERO_MARGIN_ALPHA if inp.margin == 0 else alpha for inp in inputs], dtype=float)
     gated = np.array([inp.gated for inp in inputs], dtype=bool)
     testable = np.array([bool(np.any(pair.d != 0)) for pair in pairs], dtype=bool)
     p_adj, levels = _holm_levels(p, alphas, gated, testable)
+    intervals = _intervals(pairs, groups, 1.0 - 2.0 * levels, n_resamples)
     return [
-        _result(inp, pairs[k], rngs[k][1], n_resamples, p[k], p_adj[k], tested[k][1], alphas[k], levels[k], strict)
+        _result(inp, pairs[k], intervals[k], p[k], p_adj[k], tested[k][1], alphas[k], levels[k], strict)
         for k, inp in enumerate(inputs)
     ]
 
@@ -339,8 +413,7 @@ def analyze_metrics(
 def _result(
     inp: MetricInput,
     pair: _Paired,
-    rng: np.random.Generator,
-    n_resamples: int,
+    interval: tuple[float, float, str],
     p: float,
     p_adj: float,
     test_method: str,
@@ -353,9 +426,7 @@ def _result(
     confidence = 1.0 - 2.0 * level
     if n >= 2:
         se = paired_se(d) if pair.clusters is None else clustered_se(d, pair.clusters)
-        low, high, ci_method = bootstrap_ci(
-            d, confidence=confidence, rng=rng, n_resamples=n_resamples, clusters=pair.clusters
-        )
+        low, high, ci_method = interval
         omega2, s2_a, s2_b, icc = variance_decomposition(pair.base_rep, pair.head_rep)
     else:
         se = low = high = omega2 = s2_a = s2_b = icc = float("nan")

@@ -160,6 +160,105 @@ def permutation_case(base: np.ndarray, head: np.ndarray, *, tau: float) -> Exact
     return _finish(p_obs, effect, cdf, effects, tau, "permutation")
 
 
+def fisher_cases(
+    k_base: np.ndarray, k_head: np.ndarray, r_base: np.ndarray, r_head: np.ndarray, *, tau: float
+) -> list[ExactCaseTest]:
+    """:func:`fisher_case` for many cases at once: each distinct (k_base, k_head, r_base, r_head) is tested once.
+
+    Args:
+        k_base: shape (C,), passes on base per case.
+        k_head: shape (C,), passes on head.
+        r_base: shape (C,), runs on base (≥ 1).
+        r_head: shape (C,), runs on head (≥ 1).
+        tau: effect threshold τ > 0.
+
+    Returns:
+        One :class:`ExactCaseTest` per case, equal to ``fisher_case`` of its counts (cases with the same counts share
+        one object).
+
+    Raises:
+        ValueError: as :func:`fisher_case`.
+
+    """
+    keys = np.column_stack([k_base, k_head, r_base, r_head]).astype(np.int64)
+    if not keys.size:
+        return []
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    tests = [fisher_case(*map(int, key), tau=tau) for key in unique]
+    return [tests[j] for j in inverse.ravel()]
+
+
+def permutation_cases(base: np.ndarray, head: np.ndarray, *, tau: float) -> list[ExactCaseTest]:
+    """:func:`permutation_case` for C cases with the same numbers of runs, vectorised over the cases.
+
+    The same computation, row by row, as :func:`permutation_case` (and the same results: ``tests/test_stats_discrete
+    .py`` compares them): the head sums of every split are enumerated for all cases at once; cases with at most two
+    distinct values go to :func:`fisher_cases`, cases beyond :data:`ENUMERATION_LIMIT` splits to the per-case test.
+
+    Args:
+        base: shape (C, n_base), each case's valid runs on base (oriented), finite.
+        head: shape (C, n_head), each case's valid runs on head.
+        tau: effect threshold τ > 0.
+
+    Returns:
+        One :class:`ExactCaseTest` per row.
+
+    Raises:
+        ValueError: non-finite runs, empty sides or tau ≤ 0.
+
+    """
+    a, b = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[0] or not a.shape[1] or not b.shape[1] or not tau > 0:
+        raise ValueError("base and head must be (C, n) arrays with the same C, n ≥ 1, and tau > 0")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("runs must be finite")
+    n_cases, n_a, n_b = a.shape[0], a.shape[1], b.shape[1]
+    pooled = np.concatenate([a, b], axis=1)
+    n = n_a + n_b
+    out: list[ExactCaseTest | None] = [None] * n_cases
+    ordered = np.sort(pooled, axis=1)
+    n_values = 1 + np.count_nonzero(np.diff(ordered, axis=1) != 0, axis=1)
+    effect = b.mean(axis=1) - a.mean(axis=1)
+    two = np.flatnonzero(n_values <= 2)
+    if two.size:
+        lo, hi = ordered[two, 0], ordered[two, -1]
+        constant = hi == lo
+        spread = np.where(constant, 1.0, hi - lo)
+        for j, i in enumerate(two):
+            if constant[j]:
+                out[i] = ExactCaseTest(1.0, 0.0, 1.0, np.array([1.0]), "permutation")
+        varied = two[~constant]
+        if varied.size:
+            taus = tau / spread[~constant]
+            for i, t in zip(varied, taus, strict=True):
+                hi_i = ordered[i, -1]
+                res = fisher_case(int((a[i] == hi_i).sum()), int((b[i] == hi_i).sum()), n_a, n_b, tau=float(t))
+                out[i] = ExactCaseTest(res.p_value, float(effect[i]), res.drop_p_value, res.drop_support, "permutation")
+    rest = np.flatnonzero(n_values > 2)
+    if rest.size and math.comb(n, n_b) > ENUMERATION_LIMIT:
+        for i in rest:
+            out[i] = permutation_case(a[i], b[i], tau=tau)
+    elif rest.size:
+        p, bb = pooled[rest], b[rest]
+        splits = _splits(n, n_b)
+        k = splits.shape[0]
+        sums = np.sort(p[:, splits].sum(axis=2), axis=1)
+        tol = _REL_TOL * (1.0 + np.abs(p).sum(axis=1))
+        total = p.sum(axis=1)
+        distinct = np.concatenate([np.diff(sums, axis=1) > tol[:, None], np.ones((rest.size, 1), bool)], axis=1)
+        observed = bb.sum(axis=1) + tol
+        effects = sums / n_b - (total[:, None] - sums) / n_a
+        tol2 = _REL_TOL * (1.0 + np.where(distinct, np.abs(effects), 0.0).max(axis=1))
+        drop = distinct & (effects <= -tau + tol2[:, None])
+        is_drop = effect[rest] <= -tau + tol2
+        for j, i in enumerate(rest):
+            cdf = np.searchsorted(sums[j], sums[j][drop[j]] + tol[j], side="right") / k
+            support = np.unique(np.append(cdf, 1.0))
+            p_j = float(min(1.0, np.searchsorted(sums[j], observed[j], side="right") / k))
+            out[i] = ExactCaseTest(p_j, float(effect[i]), p_j if is_drop[j] else 1.0, support, "permutation")
+    return out  # type: ignore[return-value]
+
+
 class _StepCDFs:
     """Σ_i w_i·F_i(t) and Σ_i F_i(t)/(1 − F_i(t)) for many discrete CDFs as cumulative jump tables."""
 
