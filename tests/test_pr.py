@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -186,9 +187,15 @@ def test_setup_command_failure_is_exit_3(tmp_path, fake, scratch):
 
 def test_local_mode_prints_the_comment_and_posts_nothing(tmp_path, scratch):
     env = dict.fromkeys(GITHUB_VARS)
-    result = run_pr(tmp_path, scratch, env, "--base-ref", "main")
+    result = run_pr(tmp_path, scratch, env, "--base-ref", "main", "--junit", str(tmp_path / "junit.xml"))
     assert result.exit_code == 1
     assert result.stdout.startswith(sticky_marker("rag-gate.yml"))
+    junit = ET.fromstring((tmp_path / "junit.xml").read_text(encoding="utf-8"))
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert junit.get("failures") == str(len(junit.findall(".//failure"))) != "0"
+    assert {c.get("name") for c in junit.findall(".//testcase[@classname='rag-gate.cases']")} == {
+        c["id"] for c in report["regressed_cases"]
+    }
     assert not any(line.startswith("::") for line in result.stdout.splitlines())
     assert (tmp_path / "out" / "comment.md").read_text() in result.stdout
     assert "comment: local" in result.stderr

@@ -207,10 +207,22 @@ def run(
     type=click.Choice(["text", "markdown", "json"]),
     help="What to print on stdout: text (default on a terminal), markdown (the comment; default when piped) or json.",
 )
+@click.option(
+    "--junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write JUnit XML (a test case per gated metric and per regressed case) to this file.",
+)
 @click.option("--strict", is_flag=True, help="Treat an inconclusive verdict as fail.")
 @handle_errors
 def compare(
-    base: Path, head: Path, golden: Path | None, config_path: Path | None, out: Path, fmt: str | None, strict: bool
+    base: Path,
+    head: Path,
+    golden: Path | None,
+    config_path: Path | None,
+    out: Path,
+    fmt: str | None,
+    junit: Path | None,
+    strict: bool,
 ) -> None:
     """Compare BASE and HEAD (run directories or predictions JSONL files).
 
@@ -231,6 +243,12 @@ def compare(
     config = load_config(config_path) if config_path else None
     comparison = compare_runs(base, head, out, config=config, golden=golden, strict=strict)
     texts = outputs.write(comparison, out, [outputs.Output.JSON, outputs.Output.COMMENT])
+    if junit is not None:
+        from gate.files import write_text_atomic
+
+        golden_file = str(golden) if golden else None
+        options = outputs.RenderOptions(golden_file=golden_file)
+        write_text_atomic(junit, outputs.render(comparison, outputs.Output.JUNIT, options))
     fmt = fmt or ("text" if sys.stdout.isatty() else "markdown")
     shown = {"json": outputs.Output.JSON, "markdown": outputs.Output.COMMENT, "text": outputs.Output.TEXT}[fmt]
     text = texts.get(shown) or outputs.render(comparison, shown)

@@ -112,6 +112,12 @@ def _switch(ctx: click.Context, param: click.Parameter, value: str | None) -> bo
     metavar="BRANCH",
     help="Branch that holds history.jsonl (default: rag-gate-history).",
 )
+@click.option(
+    "--junit",
+    default="",
+    metavar="FILE",
+    help="Also write JUnit XML (gated metrics, regressed cases) to FILE, relative to --working-directory.",
+)
 @click.option("--strict", is_flag=True, help="Treat an inconclusive verdict as fail.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 @handle_errors
@@ -129,6 +135,7 @@ def pr(
     allow_privileged_event: bool,
     history: str,
     history_branch: str,
+    junit: str,
     strict: bool,
     progress: bool | None,
 ) -> None:
@@ -162,6 +169,7 @@ def pr(
         allow_privileged_event=allow_privileged_event,
         history=_blank_to_none(history),
         history_branch=_blank_to_none(history_branch),
+        junit=Path(junit) if junit else None,
         strict=strict,
         progress=sys.stderr.isatty() if progress is None else progress,
     )

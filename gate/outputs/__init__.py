@@ -15,6 +15,7 @@ from pathlib import Path
 from gate.comparison import Comparison
 from gate.jsonl import write_text_atomic
 from gate.outputs.annotations import render_annotations
+from gate.outputs.junit import render_junit
 from gate.outputs.markdown import DEFAULT_MAX_CHARS, MARKER, SUMMARY_LIMIT, render_comment
 from gate.outputs.text import render_text
 
@@ -32,6 +33,8 @@ class Output(StrEnum):
     """``::error`` / ``::warning`` workflow commands for failing cases."""
     TEXT = "text"
     """The comparison as plain text for a terminal (no markdown, no escapes)."""
+    JUNIT = "junit"
+    """JUnit XML (a test case per gated metric, regressed case and new out-of-domain failure), for other CIs."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ RENDERERS: dict[Output, Renderer] = {
     ),
     Output.ANNOTATIONS: Renderer(lambda c, o: render_annotations(c, o.golden_file), None),
     Output.TEXT: Renderer(lambda c, o: render_text(c), None),
+    Output.JUNIT: Renderer(lambda c, o: render_junit(c, o.golden_file), None),
 }
 """Every :class:`Output` and its renderer."""
 

@@ -107,6 +107,8 @@ class PrOptions:
     ``working_directory`` (read on pull requests, appended on pushes to the default branch)."""
     history_branch: str | None = None
     """The history branch (None: ``rag-gate-history``)."""
+    junit: Path | None = None
+    """Also write the comparison as JUnit XML to this file, relative to ``working_directory`` (None: not)."""
 
 
 @dataclass(frozen=True)
@@ -544,6 +546,9 @@ def _run(
         config=options.config.as_posix(),
     )
     texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
+    if options.junit is not None:
+        where = contained_dir((workdir / options.junit).parent, repo, f"--junit {options.junit}")
+        write_text_atomic(where / options.junit.name, outputs.render(comparison, Output.JUNIT, render_options))
     status, url, warning = _post_comment(
         options, context, token, texts[Output.COMMENT], render_options.marker, policy, redact
     )
