@@ -10,6 +10,7 @@ recorded (path, headers, parsed body) so tests can assert what a judge sent.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -240,3 +241,40 @@ def fast_judge_options(fake: FakeOpenAI, cache_dir: Any, model: str) -> dict[str
         model=model, base_url=fake.base_url, cache_dir=cache_dir, timeout_s=2.0, max_retries=2,
         backoff_s=0.01, max_wait_s=0.5, environ={},
     )  # fmt: skip
+
+
+# ------------------------------------------------------------------ stub judges (smoke tests, not LLMs)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def word_novelty(answer: str, context: str) -> float:
+    """Share of the answer's words (lower-cased ``\\w+`` tokens) absent from the context; 0 for an empty answer."""
+    words, known = _words(answer), set(_words(context))
+    return sum(w not in known for w in words) / len(words) if words else 0.0
+
+
+def _sections(prompt: str, tag: str) -> list[str]:
+    return re.findall(rf"<{tag}>\n(.*?)\n</{tag}>", prompt, re.S)
+
+
+def novelty_rubric(body: dict[str, Any]) -> Reply:
+    """A stub rubric judge: faithfulness from the answer's word novelty against the context (≤ 10 % → 3, ≤ 25 % →
+    2, else 1); answer relevance, completeness and form 3, correctness null. Not an LLM: a smoke-test stand-in."""
+    prompt = body["messages"][-1]["content"]
+    novelty = word_novelty(_sections(prompt, "answer")[-1], _sections(prompt, "context")[0])
+    faithfulness = 3 if novelty <= 0.10 else 2 if novelty <= 0.25 else 1
+    grades = {"faithfulness": faithfulness, "answer_relevance": 3, "correctness": None, "completeness": 3, "form": 3}
+    return Reply.json(grades | {"reasons": {"faithfulness": f"word novelty {novelty:.2f}"}})
+
+
+def novelty_pairwise(body: dict[str, Any]) -> Reply:
+    """A stub pairwise judge: the answer with the lower word novelty against its own context is better (a tie within
+    0.02), whatever the order shown. Not an LLM: a smoke-test stand-in."""
+    prompt = body["messages"][-1]["content"]
+    contexts, answers = _sections(prompt, "context"), _sections(prompt, "answer")
+    a, b = (word_novelty(answer, context) for answer, context in zip(answers[-2:], contexts[-2:], strict=True))
+    better = "tie" if abs(a - b) <= 0.02 else "A" if a < b else "B"
+    return Reply.json({"better": better, "reason": f"word novelty A {a:.2f}, B {b:.2f}"})
