@@ -174,7 +174,7 @@ def test_missing_base_commit_asks_for_fetch_depth_0(tmp_path, fake, scratch):
     result = run_pr(tmp_path, scratch, env)
     assert result.exit_code == 2 and "fetch-depth: 0" in result.stderr and f"{'f' * 40}" in result.stderr
     (comment,) = fake.comments  # no verdict: the sticky comment says why, so no earlier verdict stays up
-    assert comment["body"].splitlines()[1].startswith("## 🛑 rag-gate: **error** (exit 2: bad input or usage)")
+    assert comment["body"].splitlines()[2].startswith("## 🛑 rag-gate: **error** (exit 2: bad input or usage)")
     assert "fetch-depth: 0" in comment["body"]
 
 
@@ -381,4 +381,4 @@ def test_committed_out_dir_symlink_out_of_the_checkout_is_refused(tmp_path, fake
         link.unlink()
     assert result.exit_code == 2 and "--out-dir escape-link: resolves through a symbolic link" in result.stderr
     assert sorted(p.relative_to(victim).as_posix() for p in victim.rglob("*")) == ["head", "head/precious.txt"]
-    assert [c["body"].splitlines()[1][:30] for c in fake.comments] == ["## 🛑 rag-gate: **error** (exit"]
+    assert [c["body"].splitlines()[2][:30] for c in fake.comments] == ["## 🛑 rag-gate: **error** (exit"]

@@ -22,6 +22,8 @@ from gate.outputs.escape import code_block, escape_markdown
 from gate.outputs.trend import trend_markdown
 from gate.stats import numbers
 
+CONFIG_LINE = "<!-- rag-gate config:"
+"""How the second line of a config's sticky marker starts (see :func:`sticky_marker`)."""
 MARKER = "<!-- rag-gate -->"
 """Hidden marker that identifies the sticky comment (of a run without a named config; see :func:`sticky_marker`)."""
 GITHUB_COMMENT_LIMIT = 65_536
@@ -101,15 +103,16 @@ def sticky_marker(config: str | None) -> str:
     """The hidden marker of the sticky comment of one config: each config keeps its own comment on a PR.
 
     Args:
-        config: the config's path as the workflow names it (e.g. ``rag-gate.yml``); None: :data:`MARKER`.
+        config: the config's path as the workflow names it (e.g. ``rag-gate.yml``); None: :data:`MARKER` alone.
 
     Returns:
-        e.g. ``<!-- rag-gate: rag-gate.yml -->``; characters other than letters, digits and ``._/-`` become ``_``
-        (nothing can close the HTML comment early).
+        :data:`MARKER`, a newline and ``<!-- rag-gate config: rag-gate.yml -->``: every rag-gate comment starts with
+        the same first line, and the second tells the configs apart. Characters other than letters, digits and
+        ``._/-`` become ``_`` (nothing can close the HTML comment early).
     """
     if not config:
         return MARKER
-    return f"<!-- rag-gate: {re.sub(r'[^A-Za-z0-9._/-]|-(?=-)', '_', config)} -->"
+    return f"{MARKER}\n{CONFIG_LINE} {re.sub(r'[^A-Za-z0-9._/-]|-(?=-)', '_', config)} -->"
 
 
 def render_error_comment(exit_code: int, kind: str, message: str, *, marker: str, config: str | None) -> str:

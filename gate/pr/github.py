@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from gate.errors import InputError, located
 from gate.jsonl import parse_json
 from gate.outputs.annotations import escape_data
+from gate.outputs.markdown import CONFIG_LINE, MARKER, SUMMARY_LIMIT, cap_text
 from gate.outputs.markdown import GITHUB_COMMENT_LIMIT as COMMENT_LIMIT
-from gate.outputs.markdown import MARKER, SUMMARY_LIMIT, cap_text
 
 if TYPE_CHECKING:
     from github import Github
@@ -312,15 +312,23 @@ def own_login(client: Github) -> str:
 
 
 def find_sticky(issue: Any, marker: str, login: str) -> Any | None:
-    """The first comment on ``issue`` written by ``login`` whose body starts with ``marker``, or None.
+    """The comment on ``issue`` written by ``login`` that is the sticky comment of ``marker``, or None.
 
-    Walks every page (``Link: rel="next"``). Comments by anyone else are never candidates, whatever they hold.
+    Walks every page (``Link: rel="next"``). Comments by anyone else are never candidates, whatever they hold. A
+    comment that starts with ``marker`` is taken first; otherwise a comment of an older rag-gate, marked with
+    :data:`MARKER` alone (no config line), is adopted, so an upgrade leaves no stale comment behind.
     """
+    legacy = None
     for comment in issue.get_comments():
         author = comment.user.login if comment.user is not None else ""
-        if author.lower() == login.lower() and (comment.body or "").lstrip().startswith(marker):
+        if author.lower() != login.lower():
+            continue
+        body = (comment.body or "").lstrip()
+        if body.startswith(marker):
             return comment
-    return None
+        if legacy is None and body.startswith(MARKER) and not body[len(MARKER) :].lstrip().startswith(CONFIG_LINE):
+            legacy = comment
+    return legacy
 
 
 def _lost_response(exc: BaseException) -> bool:
