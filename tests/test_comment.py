@@ -227,3 +227,40 @@ def test_report_of_schema_2_reads_back_with_the_display_fields(comparison, tmp_p
     assert (hit.moved, hit.change, hit.difference) == ("fell", "worse", pytest.approx(-0.25))
     assert latency.statistic == "mean" and latency.timed and old.changes is None
     assert math.isnan(latency.difference)
+
+
+def test_mermaid_chart_shows_base_head_and_heads_interval_of_the_gated_metrics(comparison):
+    text = render_comment(comparison)
+    chart = text[text.index("```mermaid") : text.index("```\n", text.index("```mermaid") + 3)]
+    series = {kind: [] for kind in ("bar", "line")}
+    for line in chart.splitlines():
+        kind, _, values = line.strip().partition(" ")
+        if kind in series:
+            series[kind].append([float(x) for x in values.strip("[]").split(",")])
+    drawn = [m for m in comparison.gated if m.kind != "ratio"]
+    assert [m.name for m in drawn] == ["hit_rate@1", "false_refusal", "refusal"]
+    expected_bars = [v for m in drawn for v in (m.base_value, m.head_value)]
+    assert series["bar"] == [pytest.approx(expected_bars, abs=5e-4)]
+    low, high = series["line"]
+    for i, m in enumerate(drawn):  # the lines start at base and open to base + the interval of Δ (within [0, 1])
+        assert low[2 * i] == high[2 * i] == pytest.approx(m.base_value, abs=5e-4)
+        assert low[2 * i + 1] == pytest.approx(max(0.0, m.base_value + m.difference_ci_low), abs=5e-4)
+        assert high[2 * i + 1] == pytest.approx(min(1.0, m.base_value + m.difference_ci_high), abs=5e-4)
+        assert low[2 * i + 1] <= m.head_value <= high[2 * i + 1]
+
+
+def test_the_artifact_gets_a_png_of_every_drawable_metric(comparison, tmp_path):
+    pytest.importorskip("matplotlib")
+    from gate.outputs import write_chart
+    from gate.outputs.charts import plot_metrics
+
+    path = write_chart(comparison, tmp_path)
+    assert path == tmp_path / "metrics.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    height, width, _ = matplotlib.image.imread(path).shape
+    assert width == 7 * 120 and height > 200  # 7 inches at 120 dpi, a row per metric
+    drawn = plot_metrics(comparison, tmp_path / "again.png")
+    assert [b.label for b in drawn] == [m.label for m in comparison.metrics if m.kind != "ratio"]
+    hit = next(b for b in drawn if b.label == "Hit rate@1")
+    assert (hit.base, hit.head, hit.worse, hit.gated) == (1.0, 0.75, True, True)

@@ -243,6 +243,7 @@ def compare(
     config = load_config(config_path) if config_path else None
     comparison = compare_runs(base, head, out, config=config, golden=golden, strict=strict)
     texts = outputs.write(comparison, out, [outputs.Output.JSON, outputs.Output.COMMENT])
+    outputs.write_chart(comparison, out)  # out/metrics.png, with the plot extra
     if junit is not None:
         from gate.files import write_text_atomic
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from gate.comparison import Comparison
 from gate.jsonl import write_text_atomic
 from gate.outputs.annotations import render_annotations
+from gate.outputs.charts import CHART_FILE, plot_metrics
 from gate.outputs.junit import render_junit
 from gate.outputs.markdown import DEFAULT_MAX_CHARS, MARKER, SUMMARY_LIMIT, render_comment
 from gate.outputs.text import render_text
@@ -112,6 +113,19 @@ def render(comparison: Comparison, output: Output, options: RenderOptions | None
     return RENDERERS[output].render(comparison, options or RenderOptions())
 
 
+def write_chart(comparison: Comparison, out_dir: Path) -> Path | None:
+    """Draw the base-vs-head chart to ``out_dir/metrics.png`` when matplotlib is installed (the ``plot`` extra).
+
+    Returns:
+        The PNG's path, or None when matplotlib is missing or no metric can be drawn.
+    """
+    try:
+        drawn = plot_metrics(comparison, out_dir / CHART_FILE)
+    except ImportError:
+        return None
+    return out_dir / CHART_FILE if drawn else None
+
+
 def write(
     comparison: Comparison, out_dir: Path, outputs: Iterable[Output], options: RenderOptions | None = None
 ) -> dict[Output, str]:
@@ -129,4 +143,4 @@ def write(
     return texts
 
 
-__all__ = ["RENDERERS", "Output", "RenderOptions", "Renderer", "path", "render", "write"]
+__all__ = ["RENDERERS", "Output", "RenderOptions", "Renderer", "path", "render", "write", "write_chart"]

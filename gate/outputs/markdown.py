@@ -18,6 +18,7 @@ from markupsafe import Markup
 
 from gate.comparison import Comparison
 from gate.outputs import cells
+from gate.outputs.charts import mermaid_metrics
 from gate.outputs.escape import code_block, escape_markdown
 from gate.outputs.trend import trend_markdown
 from gate.stats import numbers
@@ -92,6 +93,7 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         files_total=cells.files_total,
         file_change=cells.file_change,
         code_block=code_block,
+        metrics_chart=mermaid_metrics,
         max_files=MAX_FILES,
     )
     env.tests["finite"] = lambda x: isinstance(x, int | float) and math.isfinite(x)

@@ -546,6 +546,7 @@ def _run(
         config=options.config.as_posix(),
     )
     texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
+    outputs.write_chart(comparison, out)  # metrics.png in the artifact, with the plot extra
     if options.junit is not None:
         where = contained_dir((workdir / options.junit).parent, repo, f"--junit {options.junit}")
         write_text_atomic(where / options.junit.name, outputs.render(comparison, Output.JUNIT, render_options))
