@@ -21,6 +21,18 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+ITALIAN_STOP_WORDS = frozenset(
+    """a ad al allo ai agli all alla alle anche ancora avere aveva avevano c che chi ci coi col come con contro
+    cui da dal dallo dai dagli dall dalla dalle degli dei del dell della delle dello di dove e ed è era erano
+    essere fa fra gli ha hanno ho i il in io l la le lei li lo loro lui ma me mi mia mie miei mio ne negli nei
+    nel nell nella nelle nello noi o ogni per perché più poi può qua quale quali qualche quando quanto quella
+    quelle quelli quello questa queste questi questo se sei si sia sono su sua sue sugli sui sul sull sulla
+    sulle sullo suo suoi te ti tra tu tua tue tuo tuoi tutti tutto tutte tutta un una uno vi voi sì stato
+    stata stati state molto molti molte tanto tante così già solo sempre""".split()
+)
+"""Italian function words (articles, prepositions, pronouns, auxiliaries), after the Snowball Italian list."""
+
+
 JUDGE_LANGUAGES = frozenset({"en", "it"})
 """Languages the lexical judge reads (ISO 639-1)."""
 
@@ -143,7 +155,7 @@ def identify(text: str) -> Language:
     https://aclanthology.org/P12-3005 (py3langid's model).
 
     """
-    from gate.judges.text import ENGLISH_STOP_WORDS, ITALIAN_STOP_WORDS
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # scikit-learn is slow to import: here only
 
     script = dominant_script(text)
     if not script:
