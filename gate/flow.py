@@ -14,13 +14,11 @@ import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tqdm import tqdm
 
 from gate import __version__
-from gate.compare import compare
-from gate.comparison import ChangedFile, Comparison
 from gate.config import Config, Evaluation, PipelineSpec
 from gate.errors import EvaluationError, InputError
 from gate.files import archive_previous, atomic_writer, refuse_inputs_inside
@@ -46,6 +44,9 @@ from gate.runs import (
 )
 from gate.sandbox import Sandbox
 from gate.scoring import PairwiseRun, judge_pairs, pair_scores, score_all
+
+if TYPE_CHECKING:  # the comparison (and scipy, which it needs) is imported by compare_runs: `run` needs neither
+    from gate.comparison import ChangedFile, Comparison
 
 log = logging.getLogger("rag-gate")
 
@@ -547,6 +548,8 @@ def compare_runs(
     pairwise = None
     if evaluation.pairwise is not None and evaluation.paired_metrics:
         base_side, head_side, pairwise = judge_pairwise(base_side, head_side, evaluation, out_dir)
+    from gate.compare import compare
+
     return compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
 
 

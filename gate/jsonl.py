@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from gate.errors import InputError, located
 from gate.files import atomic_writer, write_text_atomic  # noqa: F401 - write_text_atomic is re-exported
+
+if TYPE_CHECKING:  # imported when a record needs explaining: the fast path below decides valid ones
+    import jsonschema
 
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects accepted in any JSON input (a case, a prediction, a manifest).
@@ -53,6 +54,8 @@ def _schema(name: str) -> dict[str, Any]:
 @cache
 def schema_validator(name: str) -> jsonschema.protocols.Validator:
     """The validator for a schema shipped in ``gate/schemas`` (``golden`` → ``golden.schema.json``)."""
+    import jsonschema  # about 0.1 s to import: only to explain a record the compiled check does not accept
+
     schema = _schema(name)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -112,6 +115,8 @@ def validate(record: Any, schema: str, path: Path | str, line: int | None) -> No
             return
         except Exception:  # noqa: BLE001, S110 - any doubt goes to jsonschema, which decides and explains
             pass
+    import jsonschema
+
     error = jsonschema.exceptions.best_match(schema_validator(schema).iter_errors(record))
     if error is not None:
         field, message = _describe(error)

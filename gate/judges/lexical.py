@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from gate.judges.base import ClaimVerdict, ContradictionLevel, Judgment
 from gate.judges.claims import distinct_claims, extract_claims, split_sentences
@@ -74,6 +73,8 @@ def tfidf_similarities(claims: Sequence[str], sentences: Sequence[str], lang: La
     """
     if not claims or not sentences:
         return np.zeros((len(claims), len(sentences)))
+    from sklearn.feature_extraction.text import TfidfVectorizer  # only when judging (about 1 s to import)
+
     vectorizer = TfidfVectorizer(analyzer=lambda text: analyzer(text, lang))
     try:
         evidence = vectorizer.fit_transform(sentences)

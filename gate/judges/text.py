@@ -7,13 +7,37 @@ safe) and one Snowball stemmer per thread, so the functions are safe to call fro
 from __future__ import annotations
 
 import functools
+import importlib.util
 import re
 import threading
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 
 import snowballstemmer
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+
+def _english_stop_words() -> frozenset[str]:
+    """scikit-learn's English stop words, read from its ``_stop_words.py`` without importing scikit-learn.
+
+    Importing ``sklearn.feature_extraction`` takes about a second (it loads scipy and pandas); the list is a plain
+    frozenset in a module of its own, so it is executed alone. Falls back to the regular import.
+    """
+    spec = importlib.util.find_spec("sklearn")
+    origin = Path(spec.origin).parent / "feature_extraction" / "_stop_words.py" if spec and spec.origin else None
+    if origin is not None and origin.is_file():
+        source = importlib.util.spec_from_file_location("gate.judges._sklearn_stop_words", origin)
+        if source is not None and source.loader is not None:
+            module = importlib.util.module_from_spec(source)
+            source.loader.exec_module(module)
+            return frozenset(module.ENGLISH_STOP_WORDS)
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # pragma: no cover - another layout
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+ENGLISH_STOP_WORDS = _english_stop_words()
+"""scikit-learn's English stop-word list (the Glasgow IR group's)."""
 
 from gate.language import ITALIAN_STOP_WORDS
 
