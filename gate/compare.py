@@ -240,7 +240,7 @@ def _case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int,
     """
     per_case: dict[int, list[CaseResult]] = {}
     for inp in inputs:
-        if inp.gated and inp.kind != "ratio" and inp.name != "refusal":
+        if inp.gated and inp.kind != "ratio" and not resolve(inp.name).spec.out_of_domain:
             for result in analyze_cases(inp):
                 if result.status == "suspected" and result.single_observation:
                     result = replace(result, status="regressed")
@@ -579,7 +579,7 @@ def compare(
     decision = gate_decision(
         results,
         new_ood_failures=sum(f.new for f in ood),
-        refusal=next((r for r in results if r.name == "refusal"), None),
+        refusal=next((r for r in results if resolve(r.name).spec.out_of_domain), None),
         fail_on_new_ood=policy.fail_on_new_ood,
         alpha=policy.alpha,
         new_system_failures=int(broke.sum()),

@@ -92,6 +92,9 @@ class MetricSpec:
     scores_failures: bool = False
     """True for a metric that scores a failed prediction itself (``error_rate``); every other metric has no
     value for a failed prediction (the failure is a system error, counted by ``error_rate``)."""
+    out_of_domain: bool = False
+    """True for the metric of out-of-domain refusals (``refusal``): the comparison lists its failing cases as
+    out-of-domain failures, not as regressed cases, and its test decides whether new ones block."""
 
     def __post_init__(self) -> None:
         """A paired metric has neither ``fn`` nor ``judgment_field``; any other at least one (ValueError)."""
@@ -355,7 +358,7 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec("exact_match", "Exact match", "higher", "binary", 0.03,
                    "SQuAD exact match against any reference answer.", fn=_answer(exact_match)),
         MetricSpec("refusal", "Refusal (out-of-domain)", "higher", "binary", 0.03,
-                   "Share of out-of-domain questions the system refused.", fn=refusal),
+                   "Share of out-of-domain questions the system refused.", fn=refusal, out_of_domain=True),
         MetricSpec("false_refusal", "False refusal", "lower", "binary", 0.03,
                    "Share of answerable questions the system refused.", fn=false_refusal),
         MetricSpec("error_rate", "Error rate", "lower", "binary", 0.0,
