@@ -57,7 +57,7 @@ def hallucinated(judgment: Judgment) -> float:
     return 0.0 if value != value else value
 
 
-def detection_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, boot: int) -> None:
+def detection_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, boot: int) -> dict[str, Judgment]:
     """Balanced accuracy and AUROC with 95 % CIs on the test half, next to the word-novelty baseline."""
     dev, test = split_by_source(cases)
     judged = {c.id: judge.judge(c.question, c.response, c.chunks) for c in cases}
@@ -87,6 +87,17 @@ def detection_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, b
             f"  {label:28} bal.acc {found.balanced_accuracy}  AUROC {found.auroc}  "
             f"flags {found.flag_rate:.0%} (cut > {cut:g})"
         )
+    return judged
+
+
+def model_rates(cases: list[LabeledCase], judged: dict[str, Judgment]) -> None:
+    """Per model: the share of answers people flag next to the judge's hallucination rate (all answers)."""
+    print("  per model, all answers: people flag / judge's hallucination_rate / mean faithfulness")
+    for model in sorted({c.model for c in cases}):
+        mine = [c for c in cases if c.model == model]
+        rate = np.mean([hallucinated(judged[c.id]) for c in mine])
+        faith = np.nanmean([judged[c.id].faithfulness for c in mine if judged[c.id].claims])
+        print(f"    {model:24} {np.mean([c.hallucinated for c in mine]):5.0%}  {rate:5.0%}  {faith:.3f}")
 
 
 def gate_report(cases: list[LabeledCase]) -> None:
@@ -179,7 +190,7 @@ def main() -> None:
     ragtruth = load_ragtruth(args.data / "ragtruth-subset")
     faithbench = load_faithbench(args.data / "faithbench")
     if not args.dev_only:
-        detection_report("RAGTruth subset", ragtruth, judge, args.boot)
+        model_rates(ragtruth, detection_report("RAGTruth subset", ragtruth, judge, args.boot))
         detection_report("FaithBench", faithbench, judge, args.boot)
 
     test, test_j = labeled_report("RAGTruth subset", ragtruth, judge, args.dev_only)
