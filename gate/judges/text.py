@@ -16,6 +16,8 @@ from pathlib import Path
 
 import snowballstemmer
 
+from gate.language import ITALIAN_STOP_WORDS
+
 
 def _english_stop_words() -> frozenset[str]:
     """scikit-learn's English stop words, read from its ``_stop_words.py`` without importing scikit-learn.
@@ -38,8 +40,6 @@ def _english_stop_words() -> frozenset[str]:
 
 ENGLISH_STOP_WORDS = _english_stop_words()
 """scikit-learn's English stop-word list (the Glasgow IR group's)."""
-
-from gate.language import ITALIAN_STOP_WORDS
 
 Lang = str
 """Language code: "en" or "it"."""
