@@ -44,6 +44,7 @@ from gate.comparison import (
 )
 from gate.config import Evaluation
 from gate.golden import GoldenDiff
+from gate.language import f1_unreadable
 from gate.metrics import resolve, score_case
 from gate.models import GoldenCase, Prediction
 from gate.runs import Side
@@ -383,6 +384,26 @@ def _errors(sides: Sequence[Side], ids: set[str]) -> tuple[ErrorEntry, ...]:
     return tuple(out)
 
 
+def _unreadable(sides: Sequence[Side], cases: Sequence[GoldenCase], policy: Evaluation) -> list[str]:
+    """Warnings for text a scorer could not read (never scored 0 or 1: not applicable), counted per side.
+
+    The judge says so in its judgment (e.g. an answer in a language the lexical judge does not read); answer F1 and
+    exact match cannot split text written without spaces (:func:`gate.language.f1_unreadable`).
+    """
+    uses_f1 = any(resolve(name).spec.name in ("answer_f1", "exact_match") for name in policy.metrics)
+    out = []
+    for side in sides:
+        reasons: Counter[str] = Counter({f"not judged: {n}": k for n, k in side.scores.not_applicable.items()})
+        for case in cases if uses_f1 else ():
+            for r in range(side.repeats):
+                prediction = side.table.get((case.id, r))
+                if prediction is not None and prediction.error is None and not case.out_of_domain:
+                    if note := f1_unreadable(prediction.answer, case.reference_answers):
+                        reasons[note] += 1
+        out += [f"{side.label}: {n} answer(s) {reason}" for reason, n in reasons.most_common(3)]
+    return out
+
+
 def _side_info(side: Side) -> SideInfo:
     m = side.manifest
     judge = m.get("judge")
@@ -610,7 +631,8 @@ def compare(
         warnings=decision.warnings
         + base.warnings
         + head.warnings
-        + tuple(_golden_warnings(base, head, len(cases), len(base_ids ^ head_ids))),
+        + tuple(_golden_warnings(base, head, len(cases), len(base_ids ^ head_ids)))
+        + tuple(_unreadable((base, head), cases, policy)),
         gate_version=__version__,
         n_cases=len(cases),
         n_out_of_domain=sum(c.out_of_domain for c in cases),

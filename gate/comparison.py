@@ -190,6 +190,9 @@ class Claim:
     """NONE, SOMETIMES or ALL across the chunks that cover the claim."""
     reason: str = ""
     """The judge's one-line reason."""
+    unsupported_facts: tuple[str, ...] = ()
+    """Numbers, dates or names the claim states that its chunk does not hold (what makes an answer count as a
+    hallucination)."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,14 +218,21 @@ class ScoreTable:
         """Every row with an ``error``, in file order (any case, any repeat)."""
         self.n_rows = 0
         """Rows read."""
+        self.not_applicable: Counter[str] = Counter()
+        """Why a scorer found rows not applicable (e.g. text in a language the judge does not read), with counts."""
         self._values: dict[str, np.ndarray] = {}
         self._failed: dict[str, np.ndarray] = {}
         self._claims: dict[str, Any] = {}
         self._path: Path | None = None
 
-    def add(self, case_id: str, repeat: int, metric: str, value: float, error: str | None) -> None:
-        """Record one row (a later row of the same case, repeat and metric replaces an earlier one)."""
+    def add(self, case_id: str, repeat: int, metric: str, value: float, error: str | None, note: Any = None) -> None:
+        """Record one row (a later row of the same case, repeat and metric replaces an earlier one).
+
+        ``note`` is the row's ``detail["not_applicable"]``, when the scorer said why it could not score.
+        """
         self.n_rows += 1
+        if isinstance(note, str):
+            self.not_applicable[note] += 1
         if error is not None:
             self.errors.append(ScoreError(case_id, repeat, metric, error))
         i = self.index.get(case_id)
@@ -242,7 +250,7 @@ class ScoreTable:
         """A table over scores in memory (their ``detail`` is kept for :meth:`claims`)."""
         table = cls(ids, repeats)
         for score in scores:
-            table.add(score.id, score.repeat, score.metric, score.value, score.error)
+            table.add(score.id, score.repeat, score.metric, score.value, score.error, _note(score.detail))
             if score.detail and score.detail.get("claims") is not None:
                 table._claims.setdefault(score.id, score.detail)
         return table
@@ -250,12 +258,12 @@ class ScoreTable:
     def extended(self, scores: Iterable[Score]) -> ScoreTable:
         """A copy of the table with ``scores`` added after its rows (e.g. the pairwise judge's rows)."""
         table = ScoreTable(self.ids, self.repeats)
-        table.errors, table.n_rows = list(self.errors), self.n_rows
+        table.errors, table.n_rows, table.not_applicable = list(self.errors), self.n_rows, Counter(self.not_applicable)
         table._values = {metric: values.copy() for metric, values in self._values.items()}
         table._failed = {metric: failed.copy() for metric, failed in self._failed.items()}
         table._claims, table._path = dict(self._claims), self._path
         for score in scores:
-            table.add(score.id, score.repeat, score.metric, score.value, score.error)
+            table.add(score.id, score.repeat, score.metric, score.value, score.error, _note(score.detail))
             if score.detail and score.detail.get("claims") is not None:
                 table._claims.setdefault(score.id, score.detail)
         return table
@@ -310,6 +318,11 @@ class ScoreTable:
         return None if found is None else found.get("claims")
 
 
+def _note(detail: Any) -> Any:
+    """A score row's ``detail["not_applicable"]``, if any."""
+    return detail.get("not_applicable") if isinstance(detail, dict) else None
+
+
 def read_scores(path: Path, ids: Sequence[str], repeats: int) -> ScoreTable:
     """Read ``scores.jsonl`` into a :class:`ScoreTable`, each row validated against the score schema (null → NaN).
 
@@ -327,6 +340,7 @@ def read_scores(path: Path, ids: Sequence[str], repeats: int) -> ScoreTable:
             record["metric"],
             math.nan if value is None else float(value),
             record.get("error"),
+            _note(record.get("detail")),
         )
         detail = record.get("detail")
         if detail and detail.get("claims") is not None and record["id"] not in table._claims:

@@ -279,3 +279,19 @@ def test_compare_of_runs_on_different_golden_sets_holds_the_base_set_as_the_cont
     f1 = next(m for m in report["metrics"] if m["name"] == "answer_f1")
     assert f1["head_mean"] == 1.0  # q10 scored with its base reference ("Item 10 is blue."), not "red"
     assert any("1 case(s) not in the compared golden set left out" in w for w in report["warnings"])
+
+
+def test_text_a_scorer_cannot_read_is_not_scored_and_the_report_says_so(tmp_path):
+    """An answer in a language the lexical judge does not read, or in a script answer F1 cannot split, is not
+    applicable (never 0 or 1), and the comparison warns, naming the language or script."""
+    cases = golden()
+    head = [answer(c) for c in cases]
+    head[0] = answer(cases[0], text="El artículo 0 es azul y fue pintado en mil ochocientos cincuenta.")
+    head[1] = answer(cases[1], text="物品一是蓝色的。")
+    write_pair(tmp_path, cases, [answer(c) for c in cases], head)
+    _, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out")
+    hallucination = next(m for m in report["metrics"] if m["name"] == "hallucination_rate")
+    assert hallucination["n_pairs"] == N - 2  # neither answer was scored, so neither is paired
+    warnings = [w for w in report["warnings"] if w.startswith("head: 1 answer(s)")]
+    assert any("Spanish" in w and "not judged" in w for w in warnings), report["warnings"]
+    assert any("Han script" in w for w in warnings), report["warnings"]
