@@ -114,6 +114,14 @@ def expectations_prompt(case: GoldenCase | None, form: FormRules | None) -> str:
     return "".join(f"\n{part}\n" for part in parts)
 
 
+def context_prompt(chunks: Sequence[Chunk]) -> str:
+    """Retrieved chunks for an LLM judge's prompt, rank 1 first; "(no context retrieved)" without chunks.
+
+    Each chunk is ``[rank] (id: …)`` then its text, with blank lines between chunks.
+    """
+    return "\n\n".join(f"[{i}] (id: {c.id})\n{c.text}" for i, c in enumerate(chunks, 1)) or "(no context retrieved)"
+
+
 def build_messages(
     question: str,
     answer: str,
@@ -131,10 +139,9 @@ def build_messages(
         form: the form rules that apply to the case (word limit, citation, free-text rules).
 
     """
-    context = "\n\n".join(f"[{i}] (id: {c.id})\n{c.text}" for i, c in enumerate(chunks, 1))
     user = RUBRIC.format(
         question=question,
-        context=context or "(no context retrieved)",
+        context=context_prompt(chunks),
         expectations=expectations_prompt(case, form),
         answer=answer,
     )

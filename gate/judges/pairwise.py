@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import jsonschema
 
-from gate.judges.llm import expectations_prompt
+from gate.judges.llm import context_prompt, expectations_prompt
 from gate.judges.llmclient import ChatClient, EndpointConfig, JudgeCallError, extract_json, make_cache
 from gate.models import Chunk, FormRules, GoldenCase
 
@@ -84,10 +84,6 @@ PREFERENCE_SCHEMA: dict[str, Any] = {
 _PREFERENCE = jsonschema.Draft202012Validator(PREFERENCE_SCHEMA)
 
 
-def _context(chunks: Sequence[Chunk]) -> str:
-    return "\n\n".join(f"[{i}] (id: {c.id})\n{c.text}" for i, c in enumerate(chunks, 1)) or "(no context retrieved)"
-
-
 def build_messages(
     question: str,
     first: tuple[str, Sequence[Chunk]],
@@ -108,9 +104,9 @@ def build_messages(
     user = PROMPT.format(
         question=question,
         expectations=expectations_prompt(case, form),
-        context_a=_context(first[1]),
+        context_a=context_prompt(first[1]),
         answer_a=first[0],
-        context_b=_context(second[1]),
+        context_b=context_prompt(second[1]),
         answer_b=second[0],
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
