@@ -2,8 +2,9 @@
 #
 # Supply chain: the base is pinned by digest (the multi-arch index of python:3.12-slim; refresh it with
 # `docker buildx imagetools inspect python:3.12-slim` or `skopeo inspect docker://python:3.12-slim`), every Python
-# package is installed from requirements-action.txt with --require-hashes (see its header to regenerate it), and the
-# one Debian package it may add (git) is pinned to the version of the base's Debian release.
+# package is installed from requirements-action.txt (requirements-action-ragas.txt for the -ragas variant) with
+# --require-hashes (see its header to regenerate it), and the one Debian package it may add (git) is pinned to the
+# version of the base's Debian release.
 # CI builds it on a locally made base: --build-arg BASE_IMAGE=localhost/debian-py:bookworm
 ARG BASE_IMAGE=python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea
 FROM ${BASE_IMAGE}
@@ -37,10 +38,14 @@ RUN if ! command -v git >/dev/null; then \
 ARG PIP_CERT
 ARG PIP_INDEX_URL
 
+# Variant: the default image holds rag-gate's core (every judge but ragas, and matplotlib for the artifact's chart);
+# the -ragas image adds ragas, langchain, pandas and pyarrow: --build-arg REQUIREMENTS=requirements-action-ragas.txt
+ARG REQUIREMENTS=requirements-action.txt
+
 # Pinned, hashed dependencies first, so that changing the code does not re-install them (layer caching).
-COPY requirements-action.txt /opt/rag-gate-src/
+COPY requirements-action.txt requirements-action-ragas.txt /opt/rag-gate-src/
 RUN python3 -m venv /opt/rag-gate \
-    && pip install --no-cache-dir --require-hashes --no-deps -r /opt/rag-gate-src/requirements-action.txt
+    && pip install --no-cache-dir --require-hashes --no-deps -r "/opt/rag-gate-src/${REQUIREMENTS}"
 
 # The package itself, built with the hashed setuptools above (no build isolation: nothing unhashed is fetched).
 COPY pyproject.toml README.md /opt/rag-gate-src/

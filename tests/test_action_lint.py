@@ -23,9 +23,10 @@ WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml")) + sorted(
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())
 SECRET_INPUTS = {"github-token": "GITHUB_TOKEN", "cache-signing-key": "RAG_GATE_CACHE_KEY"}
 """Inputs that hold secrets: passed to the container in these variables only."""
-NOT_IN_IMAGE = {"sentence-transformers", "torch", "transformers", "matplotlib"}
-"""The nli judge's stack (about 1.5 GB): users who need it install it with the action's setup-command; matplotlib
-(the plot extra) draws `rag-gate history show` charts, which the action never makes (its charts are mermaid)."""
+NOT_IN_IMAGE = {"sentence-transformers", "torch", "transformers"}
+"""The nli judge's stack (about 1.5 GB): users who need it install it with the action's setup-command."""
+RAGAS_ONLY = {"ragas", "langchain-core", "langchain-community", "langchain-openai", "instructor", "pandas", "pyarrow"}
+"""What only the -ragas image variant carries (requirements-action-ragas.txt)."""
 
 
 def tool(name: str) -> str:
@@ -92,8 +93,13 @@ def test_dockerfile_shape():
 
 
 def requirements() -> dict[str, tuple[str, list[str]]]:
-    """requirements-action.txt: normalised name → (version, sha256 hashes)."""
-    text = (REPO / "requirements-action.txt").read_text().replace("\\\n", " ")
+    """requirements-action.txt (the default image): normalised name → (version, sha256 hashes)."""
+    return requirements_file("requirements-action.txt")
+
+
+def requirements_file(name: str) -> dict[str, tuple[str, list[str]]]:
+    """A lock file of the image: normalised name → (version, sha256 hashes)."""
+    text = (REPO / name).read_text().replace("\\\n", " ")
     found = {}
     for line in text.splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
@@ -142,15 +148,17 @@ def test_every_third_party_import_of_the_package_is_pinned_for_the_image():
     third_party = {m for m in modules - set(sys.stdlib_module_names) - {"gate"} if m in distributions}
     needed = {re.sub(r"[-_.]+", "-", distributions[m][0].lower()) for m in third_party}
     assert needed, "no third-party import found"
-    missing = needed - set(pinned()) - NOT_IN_IMAGE
+    missing = needed - set(pinned()) - NOT_IN_IMAGE - RAGAS_ONLY
     assert not missing, f"add to requirements-action.txt (and pyproject.toml): {sorted(missing)}"
+    ragas = set(requirements_file("requirements-action-ragas.txt"))
+    assert not (needed & RAGAS_ONLY) - ragas, "add to requirements-action-ragas.txt"
 
 
 def test_ragas_extra_pins_match_the_image():
     import tomllib
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    pins = pinned()
+    pins = {name: version for name, (version, _) in requirements_file("requirements-action-ragas.txt").items()}
     for requirement in project["optional-dependencies"]["ragas"]:
         name, version = requirement.lower().split("==")
         assert pins[re.sub(r"[-_.]+", "-", name.split("[")[0])] == version
@@ -162,3 +170,43 @@ def test_dockerignore_keeps_the_build_context_small():
     lines = (REPO / ".dockerignore").read_text().splitlines()
     assert lines[[i for i, line in enumerate(lines) if not line.startswith("#")][0]] == "*"
     assert {"!gate/", "!pyproject.toml", "!requirements-action.txt"} <= set(lines)
+
+
+def test_release_commit_names_the_prebuilt_image_and_changes_nothing_else(tmp_path):
+    sys.path.insert(0, str(REPO / "scripts"))
+    from release_action import main as release_main
+    from release_action import release_action
+
+    text = (REPO / "action.yml").read_text()
+    assert ACTION["runs"]["image"] == "Dockerfile"  # main builds from source: the self-test runs this commit's code
+    released = release_action(text, "v1.4.2", "ghcr.io/rag-gate/rag-gate")
+    action = yaml.safe_load(released)
+    assert action["runs"]["image"] == "docker://ghcr.io/rag-gate/rag-gate:v1.4.2"
+    assert action | {"runs": ACTION["runs"]} == ACTION and action["runs"]["args"] == ACTION["runs"]["args"]
+    changed = [(a, b) for a, b in zip(text.splitlines(), released.splitlines(), strict=True) if a != b]
+    assert len(changed) == 1  # one line, the rest byte for byte
+    (tmp_path / "action.yml").write_text(released)
+    done = run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions", str(tmp_path / "action.yml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    for bad in (("1.4.2", "ghcr.io/a/b"), ("v1.4", "ghcr.io/a/b"), ("v1.4.2", "Not An Image")):
+        with pytest.raises(ValueError):
+            release_action(text, *bad)
+    with pytest.raises(ValueError, match="exactly one"):
+        release_action(released, "v1.4.3", "ghcr.io/a/b")  # a release commit is not released again
+    (tmp_path / "twice.yml").write_text(released)
+    assert release_main(["v1.0.0", "--file", str(tmp_path / "twice.yml")]) == 2
+
+
+def test_image_variants_share_one_dockerfile_and_the_core_lock_has_no_ragas():
+    text = (REPO / "Dockerfile").read_text()
+    assert "ARG REQUIREMENTS=requirements-action.txt" in text and '-r "/opt/rag-gate-src/${REQUIREMENTS}"' in text
+    core = requirements()
+    ragas = requirements_file("requirements-action-ragas.txt")
+    heavy = {"ragas", "langchain-core", "langchain-community", "pandas", "pyarrow", "datasets"}
+    assert not heavy & set(core) and heavy <= set(ragas)
+    assert {"openai", "matplotlib", "numpy", "scipy"} <= set(core)  # the LLM judge and the chart stay in the core
+    shared = set(core) & set(ragas)
+    assert all(core[name][0] == ragas[name][0] for name in shared)  # one version of each package in both images
+    release = yaml.safe_load((REPO / ".github" / "workflows" / "release.yml").read_text())
+    variants = release["jobs"]["images"]["strategy"]["matrix"]["variant"]
+    assert {v["requirements"] for v in variants} == {"requirements-action.txt", "requirements-action-ragas.txt"}

@@ -113,3 +113,8 @@ def test_compare_writes_junit(tmp_path):
     root = ET.fromstring(text)
     assert len(root.findall(".//testcase[@classname='rag-gate.cases']")) == 10
     assert "golden case: " in root.find(".//testcase[@classname='rag-gate.cases']/failure").text
+    # piped, compare prints the markdown comment; --format text prints plain text (what a terminal gets)
+    assert result.stdout.startswith("<!-- rag-gate -->")
+    args = ["compare", "--golden", str(tmp_path / "golden.jsonl"), *sides, "--out", str(tmp_path / "out")]
+    text = CliRunner().invoke(main, [*args, "--format", "text"])
+    assert text.exit_code == 1 and text.stdout.startswith("rag-gate: FAIL\n") and "\\_" not in text.stdout
