@@ -186,7 +186,7 @@ TYPICAL = {  # values that are mostly valid, so that both outcomes are explored
 SEEN = {True: 0, False: 0}
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, derandomize=True)  # the same examples every run: SEEN below is stable
 @given(schema=st.sampled_from(sorted(TYPICAL)), data=st.data())
 def test_the_fast_schema_check_agrees_with_jsonschema(schema, data):
     fields = TYPICAL[schema]
