@@ -84,6 +84,9 @@ def score_one(
             scores.append(Score(*key, metric.name, value))
         elif judgment.error is not None:
             scores.append(Score(*key, metric.name, math.nan, error=f"judge failed: {judgment.error}"))
+        elif spec.judgment_field in judgment.extra.get("ungraded", ()):
+            message = f"judge failed: its answer has no grade for {spec.judgment_field}"
+            scores.append(Score(*key, metric.name, math.nan, error=message))
         else:
             judged = getattr(judgment, spec.judgment_field)
             value = spec.combined(value, judged) if spec.fn else judged

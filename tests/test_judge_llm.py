@@ -102,7 +102,6 @@ def test_fenced_json_after_prose_is_accepted(fake, make_judge):
         ('{"faithfulness": 3, "answer_relevance": ', "no JSON object"),
         (json.dumps(rubric(f=4)), "field 'faithfulness': 4 is not one of [1, 2, 3"),
         (json.dumps(rubric(faithfulness=DROP)), "'faithfulness' is a required property"),
-        (json.dumps(rubric(form=DROP)), "'form' is a required property"),
         (json.dumps(rubric(c=0)), "field 'correctness': 0 is not one of [1, 2, 3"),
         (json.dumps(rubric(reasons=["x"])), "field 'reasons': ['x'] is not of type 'object'"),
         (json.dumps(rubric(f=True)), "field 'faithfulness': True is not one of"),
@@ -119,6 +118,31 @@ def test_broken_json_is_a_failure_not_a_score_and_is_not_cached(fake, make_judge
     assert judge.client.stats.failures == 1
     assert judge.judge(QUESTION, ANSWER, CHUNKS).score == 1.0  # asked again, not served from the cache
     assert len(fake.requests) == 2
+
+
+def test_an_answer_without_some_dimensions_fails_those_metrics_only(fake, make_judge):
+    """The first rubric's shape ({faithfulness, relevance}) still grades faithfulness and relevance; the other
+    dimensions, absent from the answer, are judge failures of their own metrics (never scores, never N/A)."""
+    from gate.config import Evaluation
+    from gate.metrics import resolve
+    from gate.models import GoldenCase, Prediction
+    from gate.scoring import score_one
+
+    fake.script(Reply.json({"faithfulness": 2, "relevance": 3, "reason": "old shape"}))
+    judge = make_judge()
+    assert parse_grades(json.dumps({"faithfulness": 2, "relevance": 3})) == (
+        {"faithfulness": 2, "answer_relevance": 3},
+        {},
+    )
+    names = ("faithfulness", "answer_relevance", "completeness", "form")
+    case = GoldenCase("q1", QUESTION, ("d1",), ("Paris",), required_points=("the capital",))
+    prediction = Prediction("q1", answer=ANSWER, retrieved=CHUNKS)
+    scores = {s.metric: s for s in score_one(case, prediction, [resolve(n) for n in names], Evaluation(), judge)}
+    assert (scores["faithfulness"].value, scores["answer_relevance"].value) == (0.5, 1.0)
+    assert scores["faithfulness"].error is None and scores["answer_relevance"].error is None
+    for name in ("completeness", "form"):
+        assert math.isnan(scores[name].value)
+        assert scores[name].error == f"judge failed: its answer has no grade for {name}"
 
 
 def test_429_retry_after_is_honoured_then_success(fake, make_judge):

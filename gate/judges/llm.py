@@ -153,15 +153,20 @@ _GRADE = {"enum": [1, 2, 3, "1", "2", "3"]}
 GRADES_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
-    "required": list(DIMENSIONS),
+    "required": ["faithfulness"],
     "properties": {
         **{name: _GRADE for name in DIMENSIONS},
+        "relevance": _GRADE,
         "correctness": {"enum": [*_GRADE["enum"], None]},
         "reasons": {"type": "object", "additionalProperties": {"type": "string"}},
     },
 }
-"""JSON Schema of the rubric's answer: the five grades required, each 1, 2 or 3 (3.0 and "3" accepted, true not;
-correctness may be null); ``reasons`` optional, one text per dimension; other keys ignored."""
+"""JSON Schema of the rubric's answer: each grade 1, 2 or 3 (3.0 and "3" accepted, true not; correctness may be
+null); ``reasons`` optional, one text per dimension; other keys ignored. Faithfulness is required; a dimension the
+answer leaves out is a judge failure of that dimension's metric only (see :func:`parse_grades`), and ``relevance``
+(the first rubric's key) is read as ``answer_relevance``."""
+LEGACY_KEYS = {"relevance": "answer_relevance"}
+"""Keys of the first (two-dimension) rubric, read as today's dimension names."""
 
 _GRADES = jsonschema.Draft202012Validator(GRADES_SCHEMA)
 
@@ -175,7 +180,7 @@ def parse_grades(text: str) -> tuple[dict[str, int | None], dict[str, str]]:
 
     Returns:
         ``({dimension: grade in {1, 2, 3} or None}, {dimension: one-line reason})``, dimensions in
-        :data:`gate.judges.base.DIMENSIONS` order; a reason the model did not give is absent.
+        :data:`gate.judges.base.DIMENSIONS` order; a dimension or a reason the model did not give is absent.
 
     Raises:
         ValueError: when no JSON object follows the reasoning, or the final one does not match the schema (the
@@ -187,7 +192,10 @@ def parse_grades(text: str) -> tuple[dict[str, int | None], dict[str, str]]:
     if error is not None:
         where = f"field {error.path[0]!r}: " if error.path else ""
         raise ValueError(f"final JSON answer does not match the rubric: {where}{error.message}")
-    grades = {name: None if obj[name] is None else int(float(obj[name])) for name in DIMENSIONS}
+    for legacy, name in LEGACY_KEYS.items():
+        if legacy in obj and name not in obj:
+            obj[name] = obj[legacy]
+    grades = {name: None if obj[name] is None else int(float(obj[name])) for name in DIMENSIONS if name in obj}
     reasons = {name: " ".join(r.split()) for name, r in obj.get("reasons", {}).items() if name in DIMENSIONS}
     return grades, reasons
 
@@ -314,6 +322,7 @@ class RubricJudge:
             return Judgment(error=f"{self.id}: {exc}")
         if case is None or not (case.reference_answers or case.criteria):
             grades["correctness"] = None  # nothing to be correct against
+        ungraded = tuple(name for name in DIMENSIONS if name not in grades)
         units = {name: to_unit(grade) for name, grade in grades.items() if name != "faithfulness"}
-        extra = {"grades": grades, "reasons": reasons}
+        extra = {"grades": grades, "reasons": reasons, **({"ungraded": list(ungraded)} if ungraded else {})}
         return Judgment(score=to_unit(grades["faithfulness"]), grades=units, extra=extra)
