@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +100,9 @@ class Chunk:
     """Retriever score, if the pipeline reports one."""
 
 
+_CHUNK_ID = operator.attrgetter("id")
+
+
 @dataclass(frozen=True)
 class Prediction:
     """One answer of the pipeline for one case and one repeat (one line of ``predictions.jsonl``)."""
@@ -130,7 +134,7 @@ class Prediction:
     @property
     def retrieved_ids(self) -> list[str]:
         """Ids of the retrieved chunks, rank 1 first."""
-        return [c.id for c in self.retrieved]
+        return list(map(_CHUNK_ID, self.retrieved))
 
     def to_dict(self) -> dict[str, Any]:
         """The prediction as the JSON object written to ``predictions.jsonl``."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from gate.judges.base import Judge, Judgment, graded_dimensions
 from gate.metrics import Metric, resolve, score_case
 from gate.metrics.generation import strip_citations
 from gate.metrics.refusal import is_refusal
+from gate.metrics.retrieval import expected_ranks
 from gate.models import GoldenCase, Prediction, Score
 
 if TYPE_CHECKING:  # the pairwise judge needs the llm extra: imported when it is built
@@ -48,7 +50,12 @@ def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, evaluatio
 
 
 def score_one(
-    case: GoldenCase, prediction: Prediction, metrics: Sequence[Metric], evaluation: Evaluation, judge: Judge | None
+    case: GoldenCase,
+    prediction: Prediction,
+    metrics: Sequence[Metric],
+    evaluation: Evaluation,
+    judge: Judge | None,
+    given: Mapping[str, float] | None = None,
 ) -> list[Score]:
     """All metric scores of one prediction, in ``metrics`` order (resolved from ``evaluation.metrics``).
 
@@ -59,7 +66,8 @@ def score_one(
     gives failures for those metrics only. A metric the judge does not grade takes its deterministic value (NaN
     when it has none). The judge is not called on a refusal (a refusal makes no claims): judged metrics are then
     their deterministic value (0 for correctness and completeness of an answerable case) or NaN. Paired metrics
-    (``head_win_rate``) have no per-side rows.
+    (``head_win_rate``) have no per-side rows. ``given`` holds values already computed for this prediction (by
+    :func:`batch_values`), used instead of the metric's per-case function.
     """
     key = (case.id, prediction.repeat)
     metrics = [m for m in metrics if not m.spec.paired]
@@ -71,15 +79,20 @@ def score_one(
             else Score(*key, m.name, math.nan, error=reason)
             for m in metrics
         ]
-    refused = detect_refusal(prediction, evaluation)
+    given = given or {}
     graded = graded_dimensions(judge) if judge is not None else frozenset()
+    judged = judge is not None and any(m.spec.judgment_field in graded for m in metrics)
+    refused = detect_refusal(prediction, evaluation) if judged or any(m.name not in given for m in metrics) else False
     judgment = None
-    if judge is not None and not refused and any(m.spec.judgment_field in graded for m in metrics):
+    if judged and not refused:
         judgment = call_judge(judge, case, prediction, evaluation)
     scores = []
     for metric in metrics:
         spec = metric.spec
-        value = score_case(metric, case, prediction, refused, evaluation.form) if spec.fn else math.nan
+        if metric.name in given:
+            value = given[metric.name]
+        else:
+            value = score_case(metric, case, prediction, refused, evaluation.form) if spec.fn else math.nan
         if spec.judgment_field not in graded or judgment is None:
             scores.append(Score(*key, metric.name, value))
         elif judgment.error is not None:
@@ -115,14 +128,51 @@ def score_all(
 
     """
     jobs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
+    metrics = [resolve(name) for name in evaluation.metrics]
+    given = batch_values(jobs, metrics)
+    graded = graded_dimensions(judge) if judge is not None else frozenset()
+    calls_judge = any(m.spec.judgment_field in graded for m in metrics if not m.spec.paired)
     out: list[Score] = []
-    with ThreadPoolExecutor(evaluation.judge_concurrency) as pool:
-        metrics = [resolve(name) for name in evaluation.metrics]
-        for scores in pool.map(lambda job: score_one(*job, metrics, evaluation, judge), jobs):
+    names = [m.name for m in metrics if not m.spec.paired]
+    every = len(given) == len(names)  # every metric computed at once: a prediction's rows need no per-case work
+    rows = list(zip(*given.values(), strict=True)) if given else None
+
+    def one(j: int) -> list[Score]:
+        case, prediction = jobs[j]
+        if rows is None:
+            return score_one(case, prediction, metrics, evaluation, judge)
+        if every and prediction.error is None:
+            return [Score(case.id, prediction.repeat, name, value) for name, value in zip(names, rows[j], strict=True)]
+        return score_one(case, prediction, metrics, evaluation, judge, dict(zip(given, rows[j], strict=True)))
+
+    with ThreadPoolExecutor(evaluation.judge_concurrency) if calls_judge else nullcontext() as pool:
+        for scores in (pool.map if pool is not None else map)(one, range(len(jobs))):
             if on_scores is not None:
                 on_scores(scores)
             out.extend(scores)
     return out
+
+
+def batch_values(jobs: Sequence[tuple[GoldenCase, Prediction]], metrics: Sequence[Metric]) -> dict[str, list[float]]:
+    """The values of the metrics that have a form over many predictions (``many``: retrieval), for every job.
+
+    One pass over the predictions finds the first ranks of the expected documents
+    (:func:`gate.metrics.retrieval.expected_ranks`); each metric is then array arithmetic over all of them: the
+    values equal the per-case functions' (tested), at a fraction of the cost. Out-of-domain cases are NaN (the
+    per-case rule); failed predictions get NaN here and are scored as failures by :func:`score_one`.
+
+    Returns:
+        metric name → one value per job, in job order.
+    """
+    batched = [m for m in metrics if m.spec.many is not None and not m.spec.paired]
+    if not batched or not jobs:
+        return {}
+    valid = [prediction.error is None and not case.out_of_domain for case, prediction in jobs]
+    ranks = expected_ranks(
+        (prediction.retrieved_ids if ok else [] for (_, prediction), ok in zip(jobs, valid, strict=True)),
+        [case.expected_doc_ids if ok else () for (case, _), ok in zip(jobs, valid, strict=True)],
+    )
+    return {metric.name: metric.spec.many(ranks, metric.k).tolist() for metric in batched}
 
 
 PAIRED_METRIC = "head_win_rate"

@@ -12,8 +12,11 @@ import inspect
 import json
 import math
 
+import numpy as np
 import pytest
 from conftest import EXAMPLE, SHARED_DATA
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oracles import make_ranx_fixture as ranx_oracle
 from oracles.make_ranx_fixture import CUTOFFS, rank_scores, tfidf_run
 
@@ -239,3 +242,63 @@ def test_score_case_retrieval_in_and_out_of_domain():
     assert score_case(resolve("ndcg@2"), _case(), pred, refused=False) == pytest.approx(1 / math.log2(3))
     for name in ("hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5"):
         assert math.isnan(score_case(resolve(name), _case(ood=True), pred, refused=True))
+
+
+# ------------------------------------------------------------------ many queries at once (the scoring path)
+
+MANY = {
+    "hit_rate": (hit_rate_at_k, "hit_rate_at_k_many"),
+    "recall": (recall_at_k, "recall_at_k_many"),
+    "precision": (precision_at_k, "precision_at_k_many"),
+    "ndcg": (ndcg_at_k, "ndcg_at_k_many"),
+}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    runs=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from([f"d{i}" for i in range(12)]), max_size=25),  # duplicates are common
+            st.lists(st.sampled_from([f"d{i}" for i in range(12)]), max_size=5),  # empty: not applicable
+        ),
+        max_size=30,
+    ),
+    k=st.integers(1, 30),
+)
+def test_many_equal_the_per_query_functions_exactly(runs, k):
+    """Same values (==, NaN where not applicable) on lists with duplicates, k beyond the list, no expected docs."""
+    from gate.metrics import retrieval
+
+    retrieved, expected = [r for r, _ in runs], [e for _, e in runs]
+    ranks = retrieval.expected_ranks(retrieved, expected)
+    for fn, many in MANY.values():
+        ours = getattr(retrieval, many)(ranks, k)
+        reference = [fn(r, e, k) for r, e in runs]
+        np.testing.assert_array_equal(ours, np.array(reference, dtype=float))
+    rr = [reciprocal_rank(r, e) for r, e in runs]
+    np.testing.assert_array_equal(retrieval.reciprocal_rank_many(ranks), np.array(rr, dtype=float))
+
+
+def test_scoring_path_equals_pytrec_eval_on_the_tfidf_run(tfidf):
+    """score_all (the batched path ``rag-gate run`` takes) on the real run gives pytrec_eval's values per query."""
+    import pytrec_eval
+
+    from gate.config import Evaluation
+    from gate.scoring import score_all
+
+    _, run, judged = tfidf
+    qrels = judged["paragraph"]
+    golden = [GoldenCase(qid, "q?", tuple(sorted(rel))) for qid, rel in qrels.items() if qid in run]
+    table = {(c.id, 0): Prediction(c.id, retrieved=tuple(Chunk(d) for d in run[c.id])) for c in golden}
+    names = ("hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5")
+    scores = score_all(golden, table, 1, Evaluation(metrics=names, gated=names), judge=None)
+    ours = {(s.id, s.metric): s.value for s in scores}
+    theirs = pytrec_eval.RelevanceEvaluator(
+        {q: {d: 1 for d in rel} for q, rel in qrels.items()},
+        {"success.5", "recall.5", "P.5", "recip_rank", "ndcg_cut.5"},
+    ).evaluate(rank_scores({c.id: run[c.id] for c in golden}))
+    trec = dict(zip(names, ("success_5", "recall_5", "P_5", "recip_rank", "ndcg_cut_5"), strict=True))
+    assert len(golden) >= 90
+    for case in golden:
+        for name, trec_name in trec.items():
+            assert ours[(case.id, name)] == pytest.approx(theirs[case.id][trec_name], abs=1e-12), (case.id, name)

@@ -23,10 +23,24 @@ from gate.metrics.generation import (
     token_recall,
 )
 from gate.metrics.refusal import DEFAULT_REFUSAL_PHRASES, is_refusal
-from gate.metrics.retrieval import hit_rate_at_k, ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
+from gate.metrics.retrieval import (
+    ExpectedRanks,
+    hit_rate_at_k,
+    hit_rate_at_k_many,
+    ndcg_at_k,
+    ndcg_at_k_many,
+    precision_at_k,
+    precision_at_k_many,
+    recall_at_k,
+    recall_at_k_many,
+    reciprocal_rank,
+    reciprocal_rank_many,
+)
 from gate.models import FormRules, GoldenCase, Prediction
 
 if TYPE_CHECKING:  # defined once, with the statistics; not imported at run time (scipy is slow to import)
+    import numpy as np
+
     from gate.stats.inputs import Direction, Kind
 
 Stage = Literal["retrieval", "generation", "system", "efficiency"]
@@ -77,6 +91,9 @@ class MetricSpec:
     fn: Callable[[ScoreContext], float] | None = None
     """Per-case function computed without a model; its docstring is that of the pure metric function (with its
     ``Source:``). None for a metric only a judge can score."""
+    many: Callable[[ExpectedRanks, int | None], np.ndarray] | None = None
+    """For a retrieval metric: ``fn`` over many predictions at once, from their expected documents' first ranks
+    (:func:`gate.metrics.retrieval.expected_ranks`); the scoring module uses it instead of ``fn`` (equal values)."""
     judgment_field: str | None = None
     """For a judged metric: the attribute of :class:`gate.judges.base.Judgment` that holds its per-case value
     (e.g. ``"faithfulness"``); None for the others. With ``fn`` as well, the judge's grade is used when the judge
@@ -137,9 +154,9 @@ class Metric:
     k: int | None
     """The cut-off for ``@k`` metrics, else None."""
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
-        """Concrete name, e.g. ``"hit_rate@5"``."""
+        """Concrete name, e.g. ``"hit_rate@5"`` (computed once: scoring reads it for every row)."""
         return self.spec.name.replace("@k", f"@{self.k}") if self.spec.needs_k else self.spec.name
 
     @property
@@ -313,19 +330,20 @@ METRICS: dict[str, MetricSpec] = {
     for spec in (
         MetricSpec("hit_rate@k", "Hit rate@{k}", "higher", "binary", 0.03,
                    "Share of questions with an expected document in the top k.",
-                   needs_k=True, stage="retrieval", fn=_retrieval(hit_rate_at_k)),
+                   needs_k=True, stage="retrieval", fn=_retrieval(hit_rate_at_k), many=hit_rate_at_k_many),
         MetricSpec("recall@k", "Recall@{k}", "higher", "graded", 0.03,
                    "Share of the expected documents found in the top k.",
-                   needs_k=True, stage="retrieval", fn=_retrieval(recall_at_k)),
+                   needs_k=True, stage="retrieval", fn=_retrieval(recall_at_k), many=recall_at_k_many),
         MetricSpec("precision@k", "Precision@{k}", "higher", "graded", 0.03,
                    "Expected documents in the top k, divided by k.",
-                   needs_k=True, stage="retrieval", fn=_retrieval(precision_at_k)),
+                   needs_k=True, stage="retrieval", fn=_retrieval(precision_at_k), many=precision_at_k_many),
         MetricSpec("mrr", "MRR", "higher", "graded", 0.03,
                    "Reciprocal rank of the first expected document (whole list).",
-                   stage="retrieval", fn=_retrieval(reciprocal_rank, uses_k=False)),
+                   stage="retrieval", fn=_retrieval(reciprocal_rank, uses_k=False),
+                   many=lambda ranks, k: reciprocal_rank_many(ranks)),
         MetricSpec("ndcg@k", "nDCG@{k}", "higher", "graded", 0.03,
                    "Normalised discounted cumulative gain at k (binary relevance, linear gain).",
-                   needs_k=True, stage="retrieval", fn=_retrieval(ndcg_at_k)),
+                   needs_k=True, stage="retrieval", fn=_retrieval(ndcg_at_k), many=ndcg_at_k_many),
         # 0.05, not 0.03: judged faithfulness also moves with answer style. On RAGTruth prompts, two models with
         # similar human hallucination rates (gpt-4-0613 9 %, gpt-3.5-turbo 7 %) differ by 0.047 in lexical
         # faithfulness, while a 9 % vs 55 % pair differs by 0.087 (tests/test_gate_ragtruth.py).

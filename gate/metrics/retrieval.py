@@ -14,8 +14,12 @@ Conventions shared by every function here (they match trec_eval and ranx on runs
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 
 def _check_k(k: int) -> None:
@@ -170,3 +174,116 @@ def ndcg_at_k(retrieved_ids: Sequence[str], expected_ids: Iterable[str], k: int)
     dcg = sum(1.0 / math.log2(rank + 1) for rank, rel in enumerate(_relevance(retrieved_ids[:k], expected), 1) if rel)
     idcg = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(expected), k) + 1))
     return dcg / idcg
+
+
+# ------------------------------------------------------------------------------------------- many queries at once
+
+
+@dataclass(frozen=True)
+class ExpectedRanks:
+    """Where each query's expected documents first appear in its ranked list, for Q queries at once.
+
+    Every retrieval metric here is a function of these ranks alone (binary relevance, duplicates at their first
+    rank), so the metrics of many queries are computed from them with array operations: the ``*_many`` functions.
+    """
+
+    query: np.ndarray
+    """shape (H,) int: the query of each hit (an expected document that was retrieved), ascending."""
+    rank: np.ndarray
+    """shape (H,) int: its 1-based first rank, ascending within a query."""
+    n_expected: np.ndarray
+    """shape (Q,) int: distinct expected documents per query (0 → the metrics are NaN)."""
+
+    @property
+    def n_queries(self) -> int:
+        """Q, the number of queries."""
+        return int(self.n_expected.size)
+
+
+def expected_ranks(retrieved: Iterable[list[str]], expected: Sequence[Iterable[str]]) -> ExpectedRanks:
+    """First ranks of the expected documents of Q queries (``list.index``: a C-level search per expected document).
+
+    Args:
+        retrieved: Q ranked lists of document ids, rank 1 first, any length (any iterable: a generator keeps one
+            list in memory at a time).
+        expected: Q collections of relevant ids (repeats count once).
+
+    Returns:
+        The :class:`ExpectedRanks`.
+    """
+    queries: list[int] = []
+    ranks: list[int] = []
+    n_expected = np.zeros(len(expected), dtype=np.int64)
+    for q, (ids, wanted) in enumerate(zip(retrieved, expected, strict=True)):
+        if not wanted:
+            continue
+        docs = set(wanted)
+        n_expected[q] = len(docs)
+        found = []
+        for doc in docs:
+            try:
+                found.append(ids.index(doc) + 1)
+            except ValueError:
+                continue
+        found.sort()
+        queries.extend([q] * len(found))
+        ranks.extend(found)
+    return ExpectedRanks(np.array(queries, dtype=np.int64), np.array(ranks, dtype=np.int64), n_expected)
+
+
+def _hits_at(ranks: ExpectedRanks, k: int | None) -> np.ndarray:
+    """Hits within the top k per query, shape (Q,) float (k None: the whole list)."""
+    weights = np.ones(ranks.rank.size) if k is None else (ranks.rank <= k).astype(float)
+    return np.bincount(ranks.query, weights=weights, minlength=ranks.n_queries)
+
+
+def _not_applicable(ranks: ExpectedRanks, values: np.ndarray) -> np.ndarray:
+    return np.where(ranks.n_expected > 0, values, np.nan)
+
+
+def hit_rate_at_k_many(ranks: ExpectedRanks, k: int) -> np.ndarray:
+    """:func:`hit_rate_at_k` of every query, shape (Q,): 1 when a hit is within the top k (NaN: no expected)."""
+    _check_k(k)
+    return _not_applicable(ranks, (_hits_at(ranks, k) > 0).astype(float))
+
+
+def recall_at_k_many(ranks: ExpectedRanks, k: int) -> np.ndarray:
+    """:func:`recall_at_k` of every query, shape (Q,): hits within the top k / distinct expected documents."""
+    _check_k(k)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _not_applicable(ranks, _hits_at(ranks, k) / ranks.n_expected)
+
+
+def precision_at_k_many(ranks: ExpectedRanks, k: int) -> np.ndarray:
+    """:func:`precision_at_k` of every query, shape (Q,): hits within the top k / k."""
+    _check_k(k)
+    return _not_applicable(ranks, _hits_at(ranks, k) / k)
+
+
+def reciprocal_rank_many(ranks: ExpectedRanks) -> np.ndarray:
+    """:func:`reciprocal_rank` of every query, shape (Q,): 1 / the first hit's rank, 0 without a hit."""
+    first = np.zeros(ranks.n_queries)
+    starts = np.flatnonzero(np.r_[True, np.diff(ranks.query) != 0]) if ranks.query.size else np.array([], int)
+    first[ranks.query[starts]] = 1.0 / ranks.rank[starts]
+    return _not_applicable(ranks, first)
+
+
+@functools.cache
+def _discounts(n: int) -> np.ndarray:
+    """1 / log2(r + 1) for r = 0..n (index 0 unused), computed as :func:`ndcg_at_k` computes each term."""
+    return np.array([0.0] + [1.0 / math.log2(r + 1) for r in range(1, n + 1)])
+
+
+def ndcg_at_k_many(ranks: ExpectedRanks, k: int) -> np.ndarray:
+    """:func:`ndcg_at_k` of every query, shape (Q,): DCG of the hits within the top k / the ideal DCG.
+
+    The terms are summed in rank order from 0, as the per-query function sums them, so the values are equal.
+    """
+    _check_k(k)
+    deepest = max(int(ranks.rank.max(initial=0)), int(ranks.n_expected.max(initial=0)), 1)
+    discounts = _discounts(min(k, deepest))
+    within = ranks.rank <= k
+    dcg = np.bincount(ranks.query[within], weights=discounts[ranks.rank[within]], minlength=ranks.n_queries)
+    ideal = np.cumsum(discounts)[np.minimum(ranks.n_expected, k)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _not_applicable(ranks, dcg / ideal)
