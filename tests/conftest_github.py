@@ -118,6 +118,35 @@ def make_scratch_repo(repo: Path) -> dict[str, str]:
     return {"base": base, "head": git(repo, "rev-parse", "HEAD")}
 
 
+GITHUB_VARS = (
+    "GITHUB_EVENT_NAME GITHUB_EVENT_PATH GITHUB_REPOSITORY GITHUB_API_URL GITHUB_ACTIONS GITHUB_STEP_SUMMARY "
+    "GITHUB_OUTPUT GITHUB_WORKSPACE GITHUB_TOKEN GITHUB_RUN_ID GITHUB_REF GITHUB_SHA OPENAI_API_KEY "
+    "RAG_GATE_CACHE_KEY RAG_GATE_EVENT_PATH RAG_GATE_API_URL"
+).split()
+"""Variables a test run must not inherit from the caller's environment (set to None = unset in CliRunner)."""
+
+
+def actions_env(
+    tmp_path: Path, api_url: str, token: str, workspace: Path, event: dict, event_name: str = "pull_request"
+) -> dict[str, str | None]:
+    """The environment of a GitHub Actions step on ``event`` (written to ``tmp_path/event.json``) against a fake
+    GitHub at ``api_url``; the summary and outputs go to ``tmp_path/summary.md`` and ``tmp_path/output.txt``."""
+    event_path = tmp_path / "event.json"
+    event_path.write_text(json.dumps(event))
+    return dict.fromkeys(GITHUB_VARS) | {
+        "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_EVENT_PATH": str(event_path),
+        "GITHUB_REPOSITORY": "octo/rag",
+        "GITHUB_API_URL": api_url,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
+        "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_TOKEN": token,
+        "GITHUB_RUN_ID": "42",
+    }
+
+
 def pull_request_event(shas: dict[str, str], *, repo: str = "octo/rag", number: int = 7, fork: bool = False) -> dict:
     """A ``pull_request`` webhook payload (the fields rag-gate reads)."""
     head_repo = "fork-owner/rag" if fork else repo

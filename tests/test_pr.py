@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest_github import N_FACTS, RAG_TEMPLATE, make_scratch_repo, pull_request_event
+from conftest_github import GITHUB_VARS, N_FACTS, RAG_TEMPLATE, make_scratch_repo, pull_request_event
+from conftest_github import actions_env as shared_actions_env
 from fake_github import FakeGithub
 
 from gate.cli import main
@@ -23,18 +24,6 @@ from gate.pr import github as gh
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE_KEY = "test-cache-signing-key-0123456789"
-GITHUB_VARS = (
-    "GITHUB_EVENT_NAME",
-    "GITHUB_EVENT_PATH",
-    "GITHUB_REPOSITORY",
-    "GITHUB_API_URL",
-    "GITHUB_ACTIONS",
-    "GITHUB_STEP_SUMMARY",
-    "GITHUB_OUTPUT",
-    "GITHUB_WORKSPACE",
-    "GITHUB_TOKEN",
-    "GITHUB_RUN_ID",
-)
 
 
 @pytest.fixture(scope="module")
@@ -53,22 +42,7 @@ def fake():
 
 def actions_env(tmp_path, fake, scratch, event_name="pull_request", event=None):
     repo, shas, _ = scratch
-    event_path = tmp_path / "event.json"
-    event_path.write_text(json.dumps(event or pull_request_event(shas)))
-    env = dict.fromkeys(GITHUB_VARS)
-    env |= {
-        "GITHUB_EVENT_NAME": event_name,
-        "GITHUB_EVENT_PATH": str(event_path),
-        "GITHUB_REPOSITORY": "octo/rag",
-        "GITHUB_API_URL": fake.api_url,
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-        "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
-        "GITHUB_WORKSPACE": str(repo),
-        "GITHUB_TOKEN": fake.token,
-        "GITHUB_RUN_ID": "42",
-    }
-    return env
+    return shared_actions_env(tmp_path, fake.api_url, fake.token, repo, event or pull_request_event(shas), event_name)
 
 
 def run_pr(tmp_path, scratch, env, *extra, out_dir=None):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest_github import git, make_scratch_repo, pull_request_event
+from conftest_github import actions_env, git, make_scratch_repo, pull_request_event
 from fake_github import FakeGithub
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -115,23 +115,6 @@ def test_the_base_config_may_opt_into_the_heads_golden_set(trimmed, tmp_path):
 # ------------------------------------------------------------------ sticky comments: one per config, never stale
 
 
-def _actions_env(tmp_path: Path, fake: FakeGithub, repo: Path, shas: dict[str, str]) -> dict[str, str | None]:
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(pull_request_event(shas)))
-    return {
-        "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_EVENT_PATH": str(event),
-        "GITHUB_REPOSITORY": "octo/rag",
-        "GITHUB_API_URL": fake.api_url,
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-        "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
-        "GITHUB_WORKSPACE": str(repo),
-        "GITHUB_TOKEN": fake.token,
-        "GITHUB_RUN_ID": "42",
-    }
-
-
 def _pr_step(repo: Path, env: dict, config: str, out: Path):
     args = ["pr", "--config", config, "--working-directory", str(repo), "--out-dir", str(out), "--cache-dir", ""]
     return CliRunner().invoke(main, args, env=env)
@@ -151,7 +134,7 @@ def test_each_config_keeps_its_own_sticky_comment_and_errors_replace_stale_verdi
     shas["head"] = git(repo, "rev-parse", "HEAD")
     fake = FakeGithub().start()
     try:
-        env = _actions_env(tmp_path, fake, repo, shas)
+        env = actions_env(tmp_path, fake.api_url, fake.token, repo, pull_request_event(shas))
         first = _pr_step(repo, env, "rag-gate.yml", tmp_path / "out1")
         second = _pr_step(repo, env, "other.yml", tmp_path / "out2")
         assert (first.exit_code, second.exit_code) == (1, 1), first.output + second.output

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest_github import make_scratch_repo, pull_request_event
+from conftest_github import GITHUB_VARS, make_scratch_repo, pull_request_event
+from conftest_github import actions_env as shared_actions_env
 from fake_github import FakeGithub
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,11 +32,6 @@ TOKEN = "ghs_securitytesttoken42"
 FLAG_TOKEN = "ghs_flagtokenonthecommandline7"
 JUDGE_KEY = "sk-judgekeyforthesecuritytest9"
 CACHE_KEY = "cache-signing-key-for-tests-0123"
-GITHUB_VARS = (
-    "GITHUB_EVENT_NAME GITHUB_EVENT_PATH GITHUB_REPOSITORY GITHUB_API_URL GITHUB_ACTIONS GITHUB_STEP_SUMMARY "
-    "GITHUB_OUTPUT GITHUB_WORKSPACE GITHUB_TOKEN GITHUB_RUN_ID GITHUB_REF GITHUB_SHA OPENAI_API_KEY "
-    "RAG_GATE_CACHE_KEY RAG_GATE_EVENT_PATH RAG_GATE_API_URL"
-).split()
 
 # The PR's pipeline: it collects every secret it can find (its environment, its parent's environment and command
 # line), records their hashes (so the test knows what it really had) and leaks each in many encodings: in its
@@ -113,22 +109,8 @@ def scratch_with_pr(tmp_path: Path, pr_code: str, *, base_config_extra: str = ""
 
 
 def actions_env(tmp_path: Path, fake: FakeGithub, scratch: dict, event_name="pull_request", event=None) -> dict:
-    event_path = tmp_path / "event.json"
-    event_path.write_text(json.dumps(event or pull_request_event(scratch)))
-    env = dict.fromkeys(GITHUB_VARS)
-    env |= {
-        "GITHUB_EVENT_NAME": event_name,
-        "GITHUB_EVENT_PATH": str(event_path),
-        "GITHUB_REPOSITORY": "octo/rag",
-        "GITHUB_API_URL": fake.api_url,
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-        "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
-        "GITHUB_WORKSPACE": str(scratch["repo"]),
-        "GITHUB_TOKEN": TOKEN,
-        "GITHUB_RUN_ID": "42",
-    }
-    return env
+    event = event or pull_request_event(scratch)
+    return shared_actions_env(tmp_path, fake.api_url, TOKEN, scratch["repo"], event, event_name)
 
 
 def rag_gate(scratch: dict, env: dict, *args: str):
