@@ -224,7 +224,12 @@ def test_refusals_are_not_sent_and_failures_are_failures_not_scores(fake, judge)
     assert all(math.isnan(refusal[n].value) for n in ("faithfulness", "answer_relevance", "form"))
     fake.script(Reply.text('{"faithfulness": 3}'))
     failed = _scores(CASE, "It is 330 metres tall.", evaluation, judge)
-    assert all(s.error is not None and "'answer_relevance' is a required property" in s.error for s in failed.values())
+    assert (failed["faithfulness"].value, failed["faithfulness"].error) == (1.0, None)
+    left_out = ("answer_relevance", "correctness", "completeness", "form")
+    assert all(math.isnan(failed[n].value) and failed[n].error.endswith(f"no grade for {n}") for n in left_out)
+    fake.script(Reply.text('{"answer_relevance": 3, "correctness": 3, "completeness": 3, "form": 3}'))
+    failed = _scores(CASE, "It is 324 metres tall.", evaluation, judge)
+    assert all(s.error is not None and "'faithfulness' is a required property" in s.error for s in failed.values())
 
 
 def test_config_form_key_is_validated_and_recorded(tmp_path):
