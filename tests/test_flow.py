@@ -258,3 +258,56 @@ def test_repeats_that_never_vary_count_as_one_observation(squad_pair, squad_comp
         assert (three[name]["r_base"], three[name]["p_value"]) == (1, one[name]["p_value"])
     evidence = {m["evidence"] for c in reports["r3"]["regressed_cases"] for m in c["metrics"]}
     assert evidence == {"single observation"}
+
+
+SHARD_PIPELINE = """
+import zlib
+
+WORSE = {worse}
+
+def answer(case):
+    h = zlib.crc32(case["id"].encode())
+    wrong = h % 3 == 0 or (WORSE and h % 2 == 0)
+    doc = "d0" if wrong else case["expected_doc_ids"][0]
+    return {{"answer": "no idea" if wrong else case["reference_answers"][0], "retrieved": [{{"id": doc, "text": "t"}}]}}
+"""
+
+
+def test_sharded_and_merged_runs_give_the_unsharded_report(tmp_path):
+    """``run --shard i/3`` + ``merge`` on both sides: ``compare`` writes the same report.json as unsharded runs."""
+    write_jsonl(
+        tmp_path / "golden.jsonl",
+        [
+            {"id": f"c{i}", "question": f"Question {i}?", "expected_doc_ids": [f"d{i}"], "reference_answers": [f"a{i}"]}
+            for i in range(1, 41)
+        ],
+    )
+    configs = {}
+    for side, worse in (("base", False), ("head", True)):
+        (tmp_path / f"{side}.py").write_text(SHARD_PIPELINE.format(worse=worse))
+        (tmp_path / f"{side}.yml").write_text(
+            f"golden: golden.jsonl\npipeline: {{python: '{side}:answer'}}\nrepeats: 2\n"
+            "metrics: [hit_rate@5, mrr, answer_f1, exact_match, refusal, error_rate]\n"
+        )
+        configs[side] = load_config(tmp_path / f"{side}.yml")
+
+    def report(layout: str) -> dict:
+        runs = {}
+        for side, config in configs.items():
+            if layout == "full":
+                runs[side] = run_side(config, tmp_path / layout / side)
+                continue
+            shards = [run_side(config, tmp_path / layout / f"{side}{i}", shard_spec=(i, 3)) for i in (1, 2, 3)]
+            runs[side] = tmp_path / layout / side
+            merged = CliRunner().invoke(main, ["merge", *map(str, shards), "--out", str(runs[side])])
+            assert merged.exit_code == 0, merged.output
+        out = tmp_path / layout / "report"
+        result = CliRunner().invoke(main, ["compare", str(runs["base"]), str(runs["head"]), "--out", str(out)])
+        assert result.exit_code == 1, result.output
+        return json.loads((out / "report.json").read_text())
+
+    full, sharded = report("full"), report("sharded")
+    assert full["verdict"] == "fail" and full["regressed_cases"]
+    for side in ("base", "head"):  # measured warm-up times are the one thing that differs: each shard warms up
+        assert len(sharded[side].pop("warmup_ms")) == 3 * len(full[side].pop("warmup_ms"))
+    assert sharded == full
