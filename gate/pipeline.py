@@ -14,6 +14,7 @@ back (answers, chunks, ids, error messages) is redacted before rag-gate keeps or
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ import queue
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -42,19 +44,73 @@ from gate.sandbox import Sandbox
 log = logging.getLogger("rag-gate")
 
 
+_PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+_REAP_WAIT_S = 2.0
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Ids of the processes whose process group is ``pgid``, from ``/proc/<pid>/stat`` field 5 (Linux; else [])."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # gone meanwhile, or not Linux's format
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _become_subreaper() -> None:
+    """Make rag-gate the "child subreaper" of its descendants (Linux; elsewhere nothing happens).
+
+    A process whose parent dies is re-parented to its nearest subreaper instead of PID 1, so rag-gate can reap the
+    processes of a group it killed: an init that never reaps (some containers and micro-VMs) would leave them as
+    zombies, which still answer ``kill(pid, 0)`` as if alive.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+
+def _reap(pid: int, pgid: int) -> None:
+    """Wait (at most :data:`_REAP_WAIT_S`) for the killed group member ``pid`` to become rag-gate's child, and reap it.
+
+    It becomes one when its parent, killed too, is gone (:func:`_become_subreaper`); nothing is waited for once the
+    process is gone, reaped elsewhere, or its id belongs to a process outside the group.
+    """
+    deadline = time.monotonic() + _REAP_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:  # not (yet) rag-gate's child
+            if pid not in _group_members(pgid):
+                return
+        time.sleep(0.01)
+
+
 def kill_group(proc: subprocess.Popen[Any]) -> None:
     """Kill ``proc`` and every process of its process group (it must have been started with ``start_new_session``).
 
-    The group is signalled before the leader is reaped, so its id cannot have been reused. Processes that left
-    the group themselves (``setsid``) are out of reach here; the sandbox's sweep of the pipeline user kills those.
+    The group is signalled before the leader is reaped, so its id cannot have been reused; the group's other
+    processes are reaped too, once re-parented to rag-gate (:func:`_become_subreaper`), so none is left as a
+    zombie. Processes that left the group themselves (``setsid``) are out of reach here; the sandbox's sweep of the
+    pipeline user kills those.
 
-    Source: kill(2) and setsid(2): a negative pid signals the process group.
+    Source: kill(2) and setsid(2): a negative pid signals the process group; prctl(2) ``PR_SET_CHILD_SUBREAPER``.
     """
+    members = [pid for pid in _group_members(proc.pid) if pid != proc.pid]
+    _become_subreaper()
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):  # the group is gone already
         proc.kill()
     proc.wait()
+    for pid in members:
+        _reap(pid, proc.pid)
 
 
 class CallFailed(Exception):

@@ -1,4 +1,5 @@
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -180,6 +181,30 @@ def test_command_timeout_kills_children_and_grandchildren(tmp_path):
         (i, "pipeline command timed out after 0.9 s (timeout_s 0.3 per case) before answering it")
         for i in ("a", "b", "c")
     ]
+
+
+def gone(pid: int, seconds: float = 5.0) -> bool:
+    """``kill(pid, 0)`` fails: the process is neither running nor a zombie nobody reaped (as ``kill -0`` sees it)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reaping orphans needs Linux's child subreaper")
+def test_killed_command_leaves_no_zombie_even_when_init_does_not_reap(tmp_path):
+    """The killed group's processes are re-parented to rag-gate and reaped: none lingers as a zombie that
+    ``kill -0`` reports alive (an init that never reaps, as in some containers and micro-VMs, would keep them)."""
+    command = "sleep 1000 & echo $! > bg.pid; sh -c 'echo $$ > child.pid; exec sleep 1000'; true"
+    config = command_config(tmp_path, command, timeout_s=0.2, ids=("a",))
+    assert [r.error is not None for r in run_command(config.pipeline, config.golden, [0], 1, tmp_path)] == [True]
+    pids = [int((tmp_path / name).read_text()) for name in ("bg.pid", "child.pid")]
+    # reaped before run_command returns: no wait for an init that may reap late, or never
+    assert all(gone(pid, 0.2) for pid in pids), [pid for pid in pids if not gone(pid, 0)]
 
 
 def test_command_timeout_keeps_the_rows_written_before(tmp_path):
