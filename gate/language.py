@@ -111,6 +111,8 @@ def unsegmented_script(text: str) -> str | None:
         The script name ("Han", "Thai", ...) or None.
 
     """
+    if text.isascii():  # ASCII letters are all Latin (a script with spaces): the common case, without unicodedata
+        return None
     letters = [s for s in map(char_script, (c for c in text if c.isalpha())) if s]
     if not letters:
         return None

@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from gate.language import Language, dominant_script, f1_unreadable, identify, unreadable, unsegmented_script
+from gate.language import (
+    UNSEGMENTED_SCRIPTS,
+    Language,
+    char_script,
+    dominant_script,
+    f1_unreadable,
+    identify,
+    unreadable,
+    unsegmented_script,
+)
 from gate.metrics.generation import answer_f1, exact_match
 
 
@@ -36,6 +45,13 @@ def test_scripts_from_unicode_names():
     assert dominant_script("abc Привет мир") == "Cyrillic"
     assert unsegmented_script("ราคา 500 บาท") == "Thai"
     assert unsegmented_script("The word 東京 in an English sentence about Tokyo and Kyoto") is None  # < 1/5 of letters
+
+
+def test_ascii_text_takes_the_fast_path_exactly():
+    """unsegmented_script returns None for ASCII text without reading Unicode names: every ASCII letter is Latin."""
+    assert {char_script(chr(c)) for c in range(128) if chr(c).isalpha()} == {"Latin"}
+    assert "Latin" not in UNSEGMENTED_SCRIPTS
+    assert unsegmented_script("Tokyo is the capital of Japan.") is None
 
 
 def test_unreadable_names_the_role_and_the_language():
