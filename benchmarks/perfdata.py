@@ -20,7 +20,8 @@ import numpy as np
 
 METRICS = (
     "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "faithfulness", "contradiction_rate",
-    "hallucination_rate", "answer_f1", "exact_match", "refusal", "false_refusal", "error_rate", "latency_ms", "cost_usd",
+    "hallucination_rate", "answer_f1", "exact_match", "refusal", "false_refusal", "error_rate", "latency_ms",
+    "cost_usd",
 )  # fmt: skip
 WORDS = "alpha beta gamma delta river mountain city paper model answer question record system value".split()
 
@@ -94,9 +95,10 @@ def make(root: Path, n: int, repeats: int, seed: int = 0) -> tuple[Path, Path, P
         run.mkdir(exist_ok=True)
         side_rng = np.random.default_rng([seed, shift > 0])
         n_errors = n_scores = 0
-        with (run / "predictions.jsonl").open("w", encoding="utf-8") as preds, (run / "scores.jsonl").open(
-            "w", encoding="utf-8"
-        ) as scores:
+        with (
+            (run / "predictions.jsonl").open("w", encoding="utf-8") as preds,
+            (run / "scores.jsonl").open("w", encoding="utf-8") as scores,
+        ):
             for r in range(repeats):
                 for i in range(n):
                     p = float(np.clip(skill[i] - shift + side_rng.normal(0, 0.1), 0, 1))
@@ -106,7 +108,11 @@ def make(root: Path, n: int, repeats: int, seed: int = 0) -> tuple[Path, Path, P
                     )
                     hit = side_rng.random() < p
                     retrieved = [
-                        {"id": f"d{i}-0" if hit and k == 0 else f"x{i}-{k}", "text": _text(side_rng, 25), "score": 1 - k / 10}
+                        {
+                            "id": f"d{i}-0" if hit and k == 0 else f"x{i}-{k}",
+                            "text": _text(side_rng, 25),
+                            "score": 1 - k / 10,
+                        }
                         for k in range(5)
                     ]
                     latency = float(100 * (1 + shift) * np.exp(side_rng.normal(0, 0.2)))

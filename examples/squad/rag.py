@@ -46,9 +46,7 @@ def retrieve(question: str, top_k: int) -> list[dict]:
     vectorizer, matrix, docs = _index()
     scores = (matrix @ vectorizer.transform([question]).T).toarray().ravel()
     order = np.argsort(-scores, kind="stable")[:top_k]
-    return [
-        {"id": docs[i]["id"], "text": docs[i]["text"], "score": round(float(scores[i]), 6)} for i in order
-    ]
+    return [{"id": docs[i]["id"], "text": docs[i]["text"], "score": round(float(scores[i]), 6)} for i in order]
 
 
 def best_sentence(question: str, chunks: list[dict]) -> tuple[str, float]:
