@@ -1,0 +1,589 @@
+"""Fast at every size (issue 14): one table of rag-gate's figures next to a reference's, measured in one run.
+
+Every row is measured here, side by side with its reference, as the median of ``--runs`` interleaved runs (this is
+a shared machine: the ratios are the claim, not the seconds). Rows:
+
+1. ``compare`` of two run directories, scores reused (``benchmarks/perfdata.py``: R = 3, 15 metrics), as a child
+   process: wall time and peak RSS (``os.wait4``'s ``ru_maxrss`` of that child). Reference: the same tests as plain
+   scipy calls on the per-case means, per metric: ``scipy.stats.bootstrap`` (BCa, 10,000 resamples) of the
+   per-case differences, ``scipy.stats.permutation_test`` (paired samples, 10,000) and, for binary metrics,
+   ``scipy.stats.binomtest`` on the cases that moved; the files are read beforehand (not timed). The reference is
+   measured up to ``--reference-max`` cases and extrapolated linearly above (labelled so; a lower bound: scipy's
+   BCa jackknife is quadratic in N).
+2. Retrieval metrics through the product's scoring path (``gate.scoring.score_all``, batched) at 100k queries ×
+   100 retrieved documents, 5 metrics, against ``pytrec_eval`` on the same data (values compared).
+3. Startup: ``rag-gate --help`` and ``rag-gate validate`` of a 10-case golden set against ``python -c "import click"``.
+4. ``rag-gate run`` overhead per case × repeat with a trivial Python pipeline and metrics that need no judge.
+5. ``rag-gate run`` with a pipeline that sleeps 100 ms per case against the bound N × 0.1 s / concurrency.
+6. LLM judges against a 200 ms local endpoint (``benchmarks/judge_speed.py``'s stub and runners): efficiency
+   (ideal / measured) of the rubric (llm) judge and the ragas judge, and the ragas judge against ragas' own
+   ``ascore``.
+7. ``rag-gate pr`` with the base cache: a push to main stores the base, then two pushes to a PR (fake GitHub on
+   127.0.0.1, the tests' scratch repository); base cases run each time are counted by the pipeline itself.
+
+usage: python benchmarks/perf.py [--quick] [--skip-judges] [--only compare,retrieval,...] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(ROOT / "tests")]  # perfdata, judge_speed; the tests' scratch repo and fake GitHub
+os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+
+RAG_GATE = str(Path(sys.executable).with_name("rag-gate"))
+SECTIONS = ("compare", "retrieval", "startup", "run", "sleep", "judges", "cache")
+NO_JUDGE_METRICS = (
+    "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "answer_f1", "exact_match", "refusal",
+    "false_refusal", "error_rate", "latency_ms", "cost_usd",
+)  # fmt: skip
+RETRIEVAL = {  # rag-gate metric → pytrec_eval measure (and its result key)
+    "hit_rate@10": ("success.10", "success_10"),
+    "recall@10": ("recall.10", "recall_10"),
+    "precision@10": ("P.10", "P_10"),
+    "mrr": ("recip_rank", "recip_rank"),
+    "ndcg@10": ("ndcg_cut.10", "ndcg_cut_10"),
+}
+
+
+# ------------------------------------------------------------------------------------------------ the table
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a measurement, both figures, their ratio, the goal and whether it is met."""
+
+    measurement: str
+    ours: str
+    reference: str
+    ratio: float | None = None
+    """rag-gate's figure / the reference's (None: no ratio)."""
+    goal: str = ""
+    met: bool | None = None
+    """None: no goal on this row (or not measurable here)."""
+
+
+def ratio_text(ratio: float | None, approx: bool = False) -> str:
+    """``0.12×`` (``~0.12×`` when approximate); ``—`` for None."""
+    if ratio is None or not np.isfinite(ratio):
+        return "—"
+    return f"{'~' if approx else ''}{ratio:.3g}×"
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+    """The rows as a Markdown table (columns: measurement, rag-gate, reference, ratio, goal, met?)."""
+    lines = ["| measurement | rag-gate | reference | ratio | goal | met? |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        approx = "extrapolated" in row.reference
+        met = "—" if row.met is None else ("yes" if row.met else "**no**")
+        cells = (row.measurement, row.ours, row.reference, ratio_text(row.ratio, approx), row.goal or "—", met)
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def seconds(value: float) -> str:
+    """A duration for the table: ``0.123 s``, ``12.3 s``."""
+    return f"{value:.3g} s" if value < 100 else f"{value:.0f} s"
+
+
+def megabytes(value: int) -> str:
+    """Bytes as ``123 MB``."""
+    return f"{value / 2**20:.0f} MB"
+
+
+def say(message: str) -> None:
+    """Progress on stderr."""
+    print(f"[perf {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------ measuring
+def child(cmd: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, int, int]:
+    """Run one child process; return (wall seconds, its peak RSS in bytes, its exit code).
+
+    The peak RSS is ``ru_maxrss`` of the rusage ``os.wait4`` returns for this child alone (Linux: kilobytes).
+    """
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+        process.returncode = code = os.waitstatus_to_exitcode(status)
+        if code not in (0, 1):
+            err.seek(0)
+            raise SystemExit(f"{' '.join(cmd)} exited {code}:\n{err.read().decode(errors='replace')[-3000:]}")
+    return wall, usage.ru_maxrss * 1024, code
+
+
+def runs_at(n: int, runs: int) -> int:
+    """Runs at size n: one above 50,000 cases (a single run takes minutes there), else ``runs``."""
+    return 1 if n > 50_000 else runs
+
+
+def median_of(runs: int) -> str:
+    """``median of 3`` or ``1 run``, for row labels."""
+    return f"median of {runs}" if runs > 1 else "1 run"
+
+
+def interleaved(runs: int, **measures: Callable[[], float]) -> dict[str, float]:
+    """Run each measure ``runs`` times, alternating between them; the median of each."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for _ in range(runs):
+        for name, measure in measures.items():
+            out[name].append(measure())
+    return {name: statistics.median(values) for name, values in out.items()}
+
+
+# ------------------------------------------------------------------------------------------------ 1. compare
+def read_case_means(run: Path) -> dict[str, dict[str, float]]:
+    """metric → case id → mean of the case's finite values over the repeats (the reference's input)."""
+    sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    with (run / "scores.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            row = json.loads(line)
+            if row.get("value") is not None and not row.get("error"):
+                sums[row["metric"]][row["id"]].append(row["value"])
+    return {m: {i: float(np.mean(v)) for i, v in cases.items()} for m, cases in sums.items()}
+
+
+def reference_inputs(root: Path) -> list[tuple[str, np.ndarray, np.ndarray, bool]]:
+    """(metric, base case means, head case means, binary) over the cases both sides scored."""
+    from gate.metrics import resolve
+
+    base, head = read_case_means(root / "base"), read_case_means(root / "head")
+    out = []
+    for metric in sorted(base):
+        ids = sorted(base[metric].keys() & head.get(metric, {}).keys())
+        b = np.array([base[metric][i] for i in ids])
+        h = np.array([head[metric][i] for i in ids])
+        out.append((metric, b, h, resolve(metric).spec.kind == "binary"))
+    return out
+
+
+def scipy_reference(inputs: Sequence[tuple[str, np.ndarray, np.ndarray, bool]], resamples: int = 10_000) -> float:
+    """Seconds the plain scipy tests take on every metric (bootstrap BCa + permutation + binomtest if binary)."""
+    from scipy import stats
+
+    def mean_difference(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+        return np.mean(x - y, axis=axis)
+
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # degenerate metrics (a constant cost) warn and give NaN intervals
+        for _, base, head, binary in inputs:
+            rng = np.random.default_rng(0)
+            d = head - base
+            stats.bootstrap((d,), np.mean, n_resamples=resamples, method="BCa", rng=rng)
+            stats.permutation_test(
+                (head, base), mean_difference, permutation_type="samples", n_resamples=resamples, rng=rng
+            )
+            if binary:
+                worse, better = int(np.sum(d < 0)), int(np.sum(d > 0))
+                if worse + better:
+                    stats.binomtest(better, worse + better, 0.5)
+    return time.perf_counter() - start
+
+
+def compare_rows(sizes: Sequence[int], reference_max: int, runs: int, work: Path) -> list[Row]:
+    """Row 1: ``rag-gate compare`` (R = 3, 15 metrics, 10k resamples) against plain scipy, at each N."""
+    import perfdata
+
+    rows, walls, reference_per_case = [], {}, None
+    goal_n = 5000 if 5000 in sizes else min(reference_max, max(sizes))
+    for n in sizes:
+        root = work / f"compare-{n}"
+        say(f"compare: writing run directories, N = {n}")
+        perfdata.make(root, n, 3)
+        peaks: list[int] = []
+
+        def ours(root: Path = root, peaks: list[int] = peaks) -> float:
+            wall, rss, _ = child([RAG_GATE, "compare", str(root / "base"), str(root / "head"),
+                                  "--out", str(root / "report"), "--format", "json"])  # fmt: skip
+            peaks.append(rss)
+            return wall
+
+        measures: dict[str, Callable[[], float]] = {"ours": ours}
+        if n <= reference_max:
+            inputs = reference_inputs(root)
+            measures["scipy"] = lambda inputs=inputs: scipy_reference(inputs)
+        k = runs_at(n, runs)
+        say(f"compare: measuring, N = {n}, {k} run(s)")
+        medians = interleaved(k, **measures)
+        walls[n] = medians["ours"]
+        label = f"compare N={n:,} (R=3, 15 metrics): wall, peak RSS ({median_of(k)})"
+        ours_text = f"{seconds(medians['ours'])}, {megabytes(max(peaks))}"
+        goal = f"≤ 0.2× scipy (N={goal_n:,})" if n == goal_n else ""
+        if n == max(sizes):
+            goal = (goal + "; " if goal else "") + "peak RSS ≤ 2 GB at N=100k"
+        if "scipy" in medians:
+            reference_per_case = medians["scipy"] / n
+            ratio = medians["ours"] / medians["scipy"]
+            reference = f"{seconds(medians['scipy'])} (scipy, measured)"
+        else:
+            assert reference_per_case is not None
+            estimate = reference_per_case * n
+            ratio = medians["ours"] / estimate
+            reference = f"{seconds(estimate)} (scipy, extrapolated linearly: a lower bound)"
+        met = None
+        if n == goal_n:
+            met = ratio <= 0.2
+        if n == max(sizes) and n >= 100_000:
+            met = (met is not False) and max(peaks) <= 2 * 10**9
+        rows.append(Row(label, ours_text, reference, ratio, goal, met))
+        shutil.rmtree(root)
+    if len(walls) >= 3:  # linear in N: the marginal time per case over the last interval against the one before
+        a, b, c = sorted(walls)[-3:]
+        early = (walls[b] - walls[a]) / (b - a)
+        late = (walls[c] - walls[b]) / (c - b)
+        rows.append(Row(f"compare: marginal time per case, N {b:,}→{c:,} vs {a:,}→{b:,} (linear in N)",
+                        f"{1e6 * late:.0f} µs", f"{1e6 * early:.0f} µs", late / early, "≤ 1.25× (linear)",
+                        late / early <= 1.25))  # fmt: skip
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ 2. retrieval
+def retrieval_data(n_queries: int, n_docs: int = 100, seed: int = 0):
+    """Golden cases, predictions and the same as pytrec_eval qrels and run: ``n_docs`` ranked documents per
+    query, 1–3 relevant ones drawn from 1.5 × ``n_docs`` (so some are not retrieved)."""
+    from gate.models import Chunk, GoldenCase, Prediction
+
+    rng = np.random.default_rng(seed)
+    names = [f"d{j}" for j in range(int(1.5 * n_docs))]
+    chunks = [Chunk(name) for name in names]
+    order = np.argsort(rng.random((n_queries, n_docs)), axis=1)
+    relevant = rng.integers(1, 4, n_queries)
+    golden, table, qrels, run = [], {}, {}, {}
+    scores = {k: float(n_docs - k) for k in range(n_docs)}
+    for q in range(n_queries):
+        qid = f"q{q}"
+        expected = tuple(names[j] for j in rng.choice(len(names), relevant[q], replace=False))
+        ranked = order[q].tolist()
+        golden.append(GoldenCase(qid, "question?", expected))
+        table[(qid, 0)] = Prediction(qid, retrieved=tuple(chunks[j] for j in ranked))
+        qrels[qid] = dict.fromkeys(expected, 1)
+        run[qid] = {names[j]: scores[k] for k, j in enumerate(ranked)}
+    return golden, table, qrels, run
+
+
+def retrieval_rows(n_queries: int, runs: int) -> list[Row]:
+    """Row 2: the batched scoring path against pytrec_eval, values compared."""
+    import pytrec_eval
+
+    from gate.config import Evaluation
+    from gate.scoring import score_all
+
+    say(f"retrieval: building {n_queries:,} queries × 100 documents")
+    golden, table, qrels, run = retrieval_data(n_queries)
+    names = tuple(RETRIEVAL)
+    evaluation = Evaluation(metrics=names, gated=names)
+    measures = {trec for trec, _ in RETRIEVAL.values()}
+    results = {}
+
+    def ours() -> float:
+        start = time.perf_counter()
+        results["ours"] = score_all(golden, table, 1, evaluation, judge=None)
+        return time.perf_counter() - start
+
+    def theirs() -> float:
+        start = time.perf_counter()
+        results["theirs"] = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+        return time.perf_counter() - start
+
+    say("retrieval: measuring")
+    medians = interleaved(runs, ours=ours, theirs=theirs)
+    trec = results["theirs"]
+    diff = max(abs(s.value - trec[s.id][RETRIEVAL[s.metric][1]]) for s in results["ours"])
+    assert len(results["ours"]) == len(golden) * len(names)
+    ratio = medians["ours"] / medians["theirs"]
+    return [
+        Row(
+            f"retrieval metrics via score_all, {n_queries:,} queries × 100 docs, 5 metrics (max abs diff {diff:.1g})",
+            seconds(medians["ours"]),
+            f"{seconds(medians['theirs'])} (pytrec_eval)",
+            ratio,
+            "≤ 1× pytrec_eval",
+            ratio <= 1 and diff < 1e-12,
+        )  # fmt: skip
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ 3. startup
+def startup_rows(runs: int, work: Path) -> list[Row]:
+    """Row 3: ``rag-gate --help`` and ``validate`` of a 10-case golden set against ``python -c "import click"``."""
+    golden = work / "golden-10.jsonl"
+    golden.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Question {i}?", "expected_doc_ids": [f"d{i}"]})
+                              + "\n" for i in range(10)))  # fmt: skip
+    wall = lambda *cmd: lambda: child(cmd)[0]  # noqa: E731
+    medians = interleaved(
+        runs,
+        click=wall(sys.executable, "-c", "import click"),
+        help=wall(RAG_GATE, "--help"),
+        validate=wall(RAG_GATE, "validate", str(golden)),
+    )
+    click = f"{seconds(medians['click'])} (python -c 'import click')"
+    return [
+        Row(
+            "startup: rag-gate --help",
+            seconds(medians["help"]),
+            click,
+            medians["help"] / medians["click"],
+            "≤ 2×",
+            medians["help"] / medians["click"] <= 2,
+        ),  # fmt: skip
+        Row(
+            "startup: rag-gate validate (10-case golden set)",
+            seconds(medians["validate"]),
+            click,
+            medians["validate"] / medians["click"],
+            "≤ 3×",
+            medians["validate"] / medians["click"] <= 3,
+        ),  # fmt: skip
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ 4–5. run
+def run_project(root: Path, n: int, sleep_s: float = 0.0, concurrency: int | None = None) -> Path:
+    """A golden set of n cases, a constant Python pipeline (sleeping ``sleep_s`` per case) and its config."""
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "golden.jsonl").open("w", encoding="utf-8") as out:
+        for i in range(n):
+            record = {"id": f"q{i}", "question": f"What colour is item {i}?", "expected_doc_ids": [f"d{i}"],
+                      "reference_answers": ["blue"]}  # fmt: skip
+            out.write(json.dumps(record) + "\n")
+    sleep = f"    time.sleep({sleep_s!r})\n" if sleep_s else ""
+    answer = "    return {'answer': 'It is blue.', 'retrieved': [{'id': 'd0', 'text': 'Item 0 is blue.'}]}\n"
+    (root / "pipe.py").write_text(f"import time\n\n\ndef answer(case):\n{sleep}{answer}", encoding="utf-8")
+    pipeline = "{python: pipe:answer" + (f", concurrency: {concurrency}" if concurrency else "") + "}"
+    config = root / "rag-gate.yml"
+    config.write_text(f"golden: golden.jsonl\npipeline: {pipeline}\nmetrics: [{', '.join(NO_JUDGE_METRICS)}]\n"
+                      "repeats: 1\n")  # fmt: skip
+    return config
+
+
+def run_once(config: Path) -> float:
+    """Wall seconds of one fresh ``rag-gate run`` (a new output directory: never a resumed run)."""
+    out = config.parent / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    wall, _, code = child([RAG_GATE, "run", "--config", str(config), "--out", str(out), "--no-progress"])
+    assert code == 0
+    return wall
+
+
+def run_rows(sizes: Sequence[int], runs: int, work: Path) -> list[Row]:
+    """Row 4: ``rag-gate run`` wall time per case × repeat with a trivial pipeline, at each N (linear in N)."""
+    configs = {n: run_project(work / f"run-{n}", n) for n in sizes}
+    rows = []
+    for n in sizes:
+        say(f"run: measuring N = {n}, {runs_at(n, runs)} run(s)")
+        wall = interleaved(runs_at(n, runs), run=lambda n=n: run_once(configs[n]))["run"]
+        per_case = 1000 * wall / n
+        label = f"run overhead, N={n:,}, R=1, trivial Python pipeline, {len(NO_JUDGE_METRICS)} judge-free metrics"
+        rows.append(Row(f"{label}: wall / (N·R) ({median_of(runs_at(n, runs))})",
+                        f"{per_case:.3g} ms ({seconds(wall)})", "—", None, "≤ 2 ms", per_case <= 2))  # fmt: skip
+    for n in sizes:
+        shutil.rmtree(work / f"run-{n}")
+    return rows
+
+
+def sleep_rows(per_slot: int, runs: int, work: Path, concurrencies: Sequence[int] = (1, 4, 8)) -> list[Row]:
+    """Row 5: a pipeline sleeping 100 ms per case, against the bound N × 0.1 s / concurrency."""
+    configs = {c: run_project(work / f"sleep-{c}", per_slot * c, 0.1, c) for c in concurrencies}
+    say(f"sleep: measuring concurrency {', '.join(map(str, concurrencies))}")
+    medians = interleaved(runs, **{str(c): lambda cfg=cfg: run_once(cfg) for c, cfg in configs.items()})
+    rows = []
+    for c in concurrencies:
+        bound = per_slot * 0.1
+        wall = medians[str(c)]
+        rows.append(Row(f"run, pipeline sleeping 100 ms, N={per_slot * c}, concurrency {c}: wall vs N·0.1 s/C",
+                        seconds(wall), f"{seconds(bound)} (bound)", wall / bound, "≤ 1.05×",
+                        wall / bound <= 1.05))  # fmt: skip
+        shutil.rmtree(work / f"sleep-{c}")
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ 6. judges
+def judge_rows(concurrencies: Sequence[int], row_seconds: float, runs: int, latency: float = 0.2) -> list[Row]:
+    """Row 6: the judges against judge_speed's 200 ms stub: efficiency, and the ragas judge against ``ascore``."""
+    import judge_speed as js
+
+    stub, url = js.start_stub(latency)
+    try:
+        rounds = round(row_seconds / latency)  # requests per slot
+        return [row for c in concurrencies for row in judge_rows_at(url, c, rounds, runs, latency)]
+    finally:
+        stub.kill()
+        stub.wait()
+
+
+def judge_rows_at(url: str, c: int, rounds: int, runs: int, latency: float) -> list[Row]:
+    """The judge rows at concurrency C: ``rounds`` requests per slot for each of the three ways of judging."""
+    import judge_speed as js
+
+    variants = {  # name → (model calls per answer, runner factory)
+        "llm": (1, lambda n: js.judge_run("llm", url, c, n)),
+        "ragas": (2, lambda n: js.judge_run("ragas", url, c, n)),
+        "ascore": (2, lambda n: js.ragas_ascore_run(url, c, n)),
+    }
+    ideal: dict[str, float] = {}
+
+    def measure(name: str) -> float:
+        calls, make = variants[name]
+        wall, _, requests, _ = js.timed(make(rounds * c // calls), url)
+        ideal[name] = requests * latency / c
+        return wall
+
+    for _, make in variants.values():
+        make(max(c, 4))()  # warm-up: imports, first connections
+    say(f"judges: measuring C = {c}")
+    medians = interleaved(runs, **{name: lambda name=name: measure(name) for name in variants})
+    rows = []
+    for name, label in (("llm", "rubric (llm) judge"), ("ragas", "ragas judge")):
+        efficiency = ideal[name] / medians[name]
+        rows.append(Row(f"{label}, C={c}, {latency * 1000:g} ms endpoint: wall vs ideal (efficiency "
+                        f"{efficiency:.2f})", seconds(medians[name]), f"{seconds(ideal[name])} (ideal)",
+                        1 / efficiency, "efficiency ≥ 0.9 (≤ 1.11×)", efficiency >= 0.9))  # fmt: skip
+    ratio = medians["ragas"] / medians["ascore"]
+    rows.append(Row(f"ragas judge vs ragas' own ascore (asyncio), C={c} (ascore efficiency "
+                    f"{ideal['ascore'] / medians['ascore']:.2f})", seconds(medians["ragas"]),
+                    f"{seconds(medians['ascore'])} (ragas ascore)", ratio, "≤ 1×", ratio <= 1))  # fmt: skip
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ 7. cache
+def cache_rows(work: Path) -> list[Row]:
+    """Row 7: ``rag-gate pr`` on the tests' scratch repository with a fake GitHub: a push to main stores the base,
+    then two pushes to the PR; the pipeline logs every case it answers (base: ``False``, head: ``True``)."""
+    import conftest_github as cg
+    from fake_github import FakeGithub
+
+    log = work / "pipeline-calls.log"
+    hook = f"    with open({str(log)!r}, 'a') as log:\n        log.write(str(BROKEN) + ' ' + case['id'] + '\\n')\n"
+    template = cg.RAG_TEMPLATE
+    cg.RAG_TEMPLATE = template.replace("def answer(case, **options):\n", "def answer(case, **options):\n" + hook)
+    try:
+        shas = cg.make_scratch_repo(work / "repo")
+    finally:
+        cg.RAG_TEMPLATE = template
+    repo, n_cases = work / "repo", cg.N_FACTS + len(cg.OOD)
+    fake = FakeGithub().start()
+    clean = {k: v for k, v in os.environ.items() if k not in cg.GITHUB_VARS}
+    clean |= {"XDG_CACHE_HOME": str(work / "xdg"), "RAG_GATE_CACHE_KEY": "perf-benchmark-cache-key-0123456789"}
+
+    def pr(label: str, event_name: str, event: dict, cache_dir: str, **extra: str) -> tuple[float, int, int, int]:
+        """(wall, base cases run, head cases run, exit code) of one ``rag-gate pr``."""
+        (work / label).mkdir(exist_ok=True)
+        env = cg.actions_env(work / label, fake.api_url, fake.token, repo, event, event_name)
+        env = clean | {k: v for k, v in env.items() if v is not None} | extra
+        log.write_text("")
+        wall, _, code = child([RAG_GATE, "pr", "--config", "rag-gate.yml", "--working-directory", str(repo),
+                               "--cache-dir", cache_dir, "--out-dir", f"rag-gate-out/{label}", "--repeats", "",
+                               "--setup-command", ""], env=env)  # fmt: skip
+        calls = log.read_text().split()[::2]
+        return wall, calls.count("False"), calls.count("True"), code
+
+    try:
+        say("cache: push to main, then two pushes to the PR")
+        push = {"ref": "refs/heads/main", "repository": {"full_name": "octo/rag", "default_branch": "main"}}
+        stored = pr("push", "push", push, ".rag-gate-cache", GITHUB_REF="refs/heads/main", GITHUB_SHA=shas["base"])
+        first = pr("first", "pull_request", cg.pull_request_event(shas), ".rag-gate-cache")
+        second = pr("second", "pull_request", cg.pull_request_event(shas), ".rag-gate-cache")
+        uncached = pr("uncached", "pull_request", cg.pull_request_event(shas), "")
+    finally:
+        fake.stop()
+    shutil.rmtree(work / "repo", ignore_errors=True)
+
+    def text(result: tuple[float, int, int, int]) -> str:
+        return f"{result[1]} of {n_cases} base cases, {result[2]} head cases, {seconds(result[0])}"
+
+    reference = f"{text(uncached)} (the same PR without the cache)"
+    return [
+        Row(
+            "pr: push to main (trusted: stores the base in the cache)",
+            text(stored),
+            "—",
+            None,
+            f"base evaluated once ({n_cases})",
+            stored[1] == n_cases,
+        ),  # fmt: skip
+        Row(
+            "pr: first push to the PR (base from the cache)",
+            text(first),
+            reference,
+            first[0] / uncached[0],
+            "0 base cases",
+            first[1] == 0,
+        ),  # fmt: skip
+        Row(
+            "pr: second push to the same PR",
+            text(second),
+            reference,
+            second[0] / uncached[0],
+            "0 base cases",
+            second[1] == 0,
+        ),  # fmt: skip
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ main
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, one run per row (a smoke test, < 3 min)")
+    parser.add_argument("--skip-judges", action="store_true", help="leave out the LLM-judge rows (the slow ones)")
+    parser.add_argument("--only", help=f"comma-separated sections among {','.join(SECTIONS)}")
+    parser.add_argument("--runs", type=int, help="interleaved runs per row (median; default 3, 1 with --quick)")
+    parser.add_argument("--out", type=Path, help="also write the Markdown table (and its context) to this file")
+    args = parser.parse_args(argv)
+    sections = set(args.only.split(",")) if args.only else set(SECTIONS)
+    if args.skip_judges:
+        sections.discard("judges")
+    if unknown := sections - set(SECTIONS):
+        parser.error(f"unknown section(s): {', '.join(sorted(unknown))}")
+    quick = args.quick
+    runs = args.runs or (1 if quick else 3)
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="rag-gate-perf-") as tmp:
+        work = Path(tmp)
+        if "compare" in sections:
+            sizes = (300, 1000) if quick else (1000, 5000, 20_000, 100_000)
+            rows += compare_rows(sizes, 1000 if quick else 5000, runs, work)
+        if "retrieval" in sections:
+            rows += retrieval_rows(5000 if quick else 100_000, runs)
+        if "startup" in sections:
+            rows += startup_rows(3 if quick else 5, work)
+        if "run" in sections:
+            rows += run_rows((1000, 2000) if quick else (20_000, 100_000), runs, work)
+        if "sleep" in sections:
+            rows += sleep_rows(10 if quick else 140, runs, work)
+        if "judges" in sections:
+            rows += judge_rows((8,) if quick else (8, 32), 1.0 if quick else 4.0, runs)
+        if "cache" in sections:
+            rows += cache_rows(work)
+    elapsed = time.perf_counter() - started
+    header = (
+        f"rag-gate performance (issue 14), {'--quick' if quick else 'full'} mode, median of {runs} interleaved "
+        f"run(s) per row; {os.cpu_count()} CPUs shared with other jobs (load average {load_before:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end); {elapsed / 60:.1f} min in all."
+    )
+    text = f"{header}\n\n{markdown_table(rows)}\n"
+    print("\n" + text)
+    if args.out:
+        args.out.write_text(f"# `python benchmarks/perf.py{' --quick' if quick else ''}`\n\n{text}", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
