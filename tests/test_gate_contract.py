@@ -69,7 +69,10 @@ def test_any_case_the_head_breaks_fails_the_gate(tmp_path_factory, broken):
     cases = golden()
     head = [answer(c, error="KeyError: 'source' (rag.py:7)") if i in broken else answer(c) for i, c in enumerate(cases)]
     write_pair(tmp, cases, [answer(c) for c in cases], head)
-    result, report = compare(tmp, "base.jsonl", "head.jsonl", "out")
+    (tmp / "fast.yml").write_text(  # no judged metric: six compares stay fast
+        "golden: golden.jsonl\npipeline: {predictions: head.jsonl}\nmetrics: [hit_rate@5, mrr, answer_f1, error_rate]\n"
+    )
+    result, report = compare(tmp, "base.jsonl", "head.jsonl", "out", "--config", str(tmp / "fast.yml"))
     assert result.exit_code == 1 and report["verdict"] == "fail", report["reasons"]
     assert report["reasons"][0] == f"the pipeline fails on {len(broken)} case(s) the base answered (system errors)"
     regressed = {c["id"]: c for c in report["regressed_cases"]}
