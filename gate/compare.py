@@ -572,7 +572,9 @@ def compare(
     Cases are paired by id over the cases present in both golden sets (head's order); cases only on one side are
     listed under ``unpaired_cases`` and, with a golden-set change, in ``warnings``. Per-metric statistics come
     from :func:`gate.stats.analyze_metrics`, per-case lists from :func:`gate.stats.analyze_cases` over the gated
-    binary and graded metrics, and the verdict from :func:`gate.stats.decision.gate_decision`.
+    binary and graded metrics, and the verdict from :func:`gate.stats.decision.gate_decision`. Cases the PR added
+    (``diff``, under ``golden_changes: base``) are left out of the metrics, which are gated on the base's cases,
+    and checked case by case: per-case lists, system errors and out-of-domain failures cover every paired case.
 
     Args:
         base: the base side (its run, loaded and scored).
@@ -590,12 +592,17 @@ def compare(
     """
     base_ids, head_ids = {c.id for c in base.golden}, {c.id for c in head.golden}
     cases = [c for c in head.golden if c.id in base_ids]
-    inputs, budget = metric_inputs(base, head, cases, policy)
+    # The metrics are gated on the base's cases: cases a PR adds must not dilute a regression on them. Added cases
+    # are checked case by case (regressions listed; a crash or a new out-of-domain failure still fails the gate).
+    added = {c.id for c in diff.added} if diff is not None and policy.golden_changes == "base" else set()
+    contract = [c for c in cases if c.id not in added]
+    inputs, budget = metric_inputs(base, head, contract, policy)
     results = analyze_metrics(inputs, alpha=policy.alpha, seed=policy.seed, strict=policy.strict)
     base_errors, head_errors = system_errors(base, cases), system_errors(head, cases)
     broke = ~base_errors.any(axis=1) & head_errors.all(axis=1)
     k_docs = max((resolve(n).k or 0 for n in policy.metrics), default=0) or 5
-    lists = _case_lists(base, head, cases, _case_results(inputs, broke), k_docs)
+    case_inputs = metric_inputs(base, head, cases, policy)[0] if added else inputs
+    lists = _case_lists(base, head, cases, _case_results(case_inputs, broke), k_docs)
     ood = _ood_failures(base, head, cases, policy)
     decision = gate_decision(
         results,
@@ -634,8 +641,8 @@ def compare(
         + tuple(_golden_warnings(base, head, len(cases), len(base_ids ^ head_ids)))
         + tuple(_unreadable((base, head), cases, policy)),
         gate_version=__version__,
-        n_cases=len(cases),
-        n_out_of_domain=sum(c.out_of_domain for c in cases),
+        n_cases=len(contract),
+        n_out_of_domain=sum(c.out_of_domain for c in contract),
         repeats=Repeats(base.repeats, head.repeats),
         seed=policy.seed,
         alpha=policy.alpha,

@@ -479,7 +479,7 @@ class Comparison:
     gate_version: str
     """rag-gate version that made the comparison."""
     n_cases: int
-    """Cases compared (present in both golden sets)."""
+    """Cases the metrics compare: present in both golden sets, less those the PR added (checked case by case)."""
     n_out_of_domain: int
     """Of those, out-of-domain cases."""
     repeats: Repeats

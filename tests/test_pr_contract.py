@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest_github import actions_env, git, make_scratch_repo, pull_request_event
+from conftest_github import N_FACTS, actions_env, git, make_scratch_repo, pull_request_event
 from fake_github import FakeGithub
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -81,7 +81,7 @@ def test_a_pr_that_deletes_the_cases_it_breaks_still_fails(trimmed, tmp_path):
     result = _local_pr(repo, tmp_path / "out")
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert result.exit_code == 1 and report["verdict"] == "fail", result.output
-    assert report["n_cases"] == 28 + 1  # the base's 28 cases (removed ones included) and the added one
+    assert report["n_cases"] == 28  # the base's 28 cases, removed ones included; the added one is checked per case
     changes = report["golden_changes"]
     assert changes["policy"] == "base" and set(changes["removed"]) == broken and changes["added"] == ["q-new"]
     (edited,) = changes["edited"]
@@ -97,6 +97,34 @@ def test_a_pr_that_deletes_the_cases_it_breaks_still_fails(trimmed, tmp_path):
     line_of = {json.loads(line)["id"]: n for n, line in enumerate((repo / "golden.jsonl").read_text().splitlines(), 1)}
     listed = {c["id"]: c["line"] for c in report["regressed_cases"]}
     assert all(listed[i] == (line_of.get(i, 0)) for i in listed)  # lines of the PR's own golden file; 0 if removed
+
+
+def test_cases_a_pr_adds_cannot_dilute_a_regression(tmp_path):
+    """The PR breaks 12 of 24 in-domain cases and adds 400 that it answers right: on all 428 cases hit rate@5 would
+    fall by 12/424 ≈ 0.028, inside the 0.03 margin; gated on the base's cases it falls by 0.5 and fails."""
+    repo = tmp_path / "repo"
+    make_scratch_repo(repo)
+    git(repo, "checkout", "-q", "main")
+    (repo / "rag-gate.yml").write_text(
+        (repo / "rag-gate.yml").read_text() + "metrics: [hit_rate@5, error_rate]\nfail_on_new_ood: false\n"
+    )
+    git(repo, "commit", "-q", "-am", "base policy: retrieval only, no out-of-domain rule")
+    git(repo, "checkout", "-q", "feature")
+    git(repo, "merge", "-q", "--no-edit", "main")
+    odd = [i for i in range(N_FACTS) if i % 2] * 34
+    easy = [
+        {"id": f"easy{k}", "question": f"What is the code word for item {i}?", "expected_doc_ids": [f"d{i}"]}
+        for k, i in enumerate(odd[:400])
+    ]
+    _trim_golden(repo, set(), add=easy)
+    git(repo, "commit", "-q", "-am", "add 400 easy golden cases")
+    result = _local_pr(repo, tmp_path / "out")
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert result.exit_code == 1 and report["verdict"] == "fail", report["reasons"]
+    hit = next(m for m in report["metrics"] if m["name"] == "hit_rate@5")
+    assert report["n_cases"] == N_FACTS + 4 and hit["delta"] == pytest.approx(-12 / N_FACTS)
+    assert len(report["golden_changes"]["added"]) == 400
+    assert "cannot dilute a regression" in (tmp_path / "out" / "comment.md").read_text()
 
 
 def test_the_base_config_may_opt_into_the_heads_golden_set(trimmed, tmp_path):
