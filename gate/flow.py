@@ -120,6 +120,7 @@ def run_side(
     git_ref: str | None = None,
     shard_spec: tuple[int, int] | None = None,
     sandbox: Sandbox | None = None,
+    require_answers: bool = True,
 ) -> Path:
     """Run the golden set through one side's pipeline, score it, and write a run directory.
 
@@ -135,13 +136,17 @@ def run_side(
         git_ref: ref of the side, recorded in the manifest.
         shard_spec: ``(i, n)`` to run only the i-th of n shards of the golden set.
         sandbox: where the pipeline runs (default: the allow-listed environment of this process).
+        require_answers: raise when the pipeline cannot start or every prediction failed (``rag-gate run``). The PR
+            flow's head passes False: a head that fails on the cases the base answered is a regression, which the
+            comparison reports; a pipeline that cannot start fails every case with its error.
 
     Returns:
-        ``out_dir``.
+        ``out_dir`` (its run is complete, also when every prediction failed).
 
     Raises:
         InputError: bad golden set, config or precomputed predictions.
-        EvaluationError: the pipeline cannot run at all (import error, command failure).
+        EvaluationError: the pipeline cannot run at all (import error, command failure), or every prediction
+            failed and ``require_answers``; the run directory is written first.
 
     """
     out_dir = Path(out_dir)
@@ -176,13 +181,23 @@ def run_side(
 
     done = {(p.id, p.repeat) for p in kept}
     jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
-    _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox)
+    try:
+        _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox)
+    except (EvaluationError, InputError) as exc:  # the pipeline cannot start (import error, missing function)
+        if require_answers:
+            raise
+        log.error("%s", exc)  # the PR head's pipeline is broken: every case it did not answer fails with this error
+        with JsonlAppender(out_dir / PREDICTIONS) as sink:
+            answered = {(p.id, p.repeat) for p in load_run_predictions(out_dir)}
+            for case, repeat in jobs:
+                if (case.id, repeat) not in answered:
+                    sink.write(Prediction(id=case.id, repeat=repeat, error=str(exc)).to_dict())
 
     table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
     scores = _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge)
     n_errors = sum(p.error is not None for p in table.values())
     manifest |= {
-        "status": "complete" if n_errors < len(table) else "failed",
+        "status": "complete",  # finished; a run whose every prediction failed is complete too (see below)
         "finished": _now(),
         "counts": {
             "predictions": len(table),
@@ -197,7 +212,8 @@ def run_side(
         ],
     }
     write_json(out_dir / MANIFEST, manifest)
-    _require_some_predictions(table, out_dir / PREDICTIONS)
+    if require_answers:
+        _require_some_predictions(table, out_dir / PREDICTIONS)
     return out_dir
 
 
@@ -423,7 +439,8 @@ def _load_side(
             "contract; `rag-gate pr` evaluates added cases on both sides)"
         )
     table = predictions.index(golden, repeats)
-    _require_some_predictions(table, preds_path)
+    if label == "base":  # nothing to compare against; a head that fails everywhere is a regression (compare)
+        _require_some_predictions(table, preds_path)
     judge = make_judge(evaluation)
     stored = RunIdentity.from_manifest(manifest)
     wanted = run_identity(evaluation, judge, file_sha256(golden_path), stored.config_sha256, repeats, stored.shard)

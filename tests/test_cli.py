@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 
@@ -7,6 +8,8 @@ from conftest import write_jsonl
 
 from gate import __version__
 from gate.cli import main
+from gate.config import load_config
+from gate.flow import run_side
 
 
 def invoke(*args):
@@ -101,8 +104,27 @@ def test_a_side_where_every_case_fails_exits_3(tmp_path, tiny_golden):
     assert len((tmp_path / "out" / "predictions.jsonl").read_text().splitlines()) == 4  # error rows kept
     good = write_jsonl(tmp_path / "good.jsonl", [{"id": f"q{i}", "answer": "x"} for i in range(1, 5)])
     empty = write_jsonl(tmp_path / "empty.jsonl", [])
-    result = invoke("compare", "--golden", tiny_golden, good, empty, "--out", tmp_path / "r")
-    assert result.exit_code == 3 and "every prediction failed (4 of 4)" in result.stderr
+    result = invoke("compare", "--golden", tiny_golden, empty, good, "--out", tmp_path / "r")
+    assert result.exit_code == 3 and "every prediction failed (4 of 4)" in result.stderr  # no base to compare with
+
+
+def test_a_head_that_fails_on_every_case_the_base_answered_is_a_regression(tmp_path, tiny_golden):
+    """Not a broken evaluation (exit 3) but the head's pipeline failing (exit 1), every case listed with its error."""
+    (tmp_path / "rag.py").write_text("def answer(case, **kw):\n    raise ImportError('no module named retriever')\n")
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer', retries: 0}\n")
+    write_jsonl(
+        tmp_path / "base.jsonl",
+        [{"id": f"q{i}", "answer": "x", "retrieved": [{"id": f"d{i}", "text": "x"}]} for i in range(1, 4)]
+        + [{"id": "q4", "answer": "I don't have that information.", "refused": True}],
+    )
+    config = load_config(tmp_path / "rag-gate.yml")
+    head = run_side(config, tmp_path / "head", require_answers=False)
+    assert json.loads((head / "manifest.json").read_text())["counts"]["prediction_errors"] == 4
+    result = invoke("compare", "--golden", tiny_golden, tmp_path / "base.jsonl", head, "--out", tmp_path / "r")
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert result.exit_code == 1 and report["verdict"] == "fail", result.output
+    assert report["reasons"][0] == "the pipeline fails on 4 case(s) the base answered (system errors)"
+    assert {c["id"]: c["cause"] for c in report["regressed_cases"]} == {f"q{i}": "error" for i in range(1, 5)}
 
 
 def test_public_api_is_exported_lazily():

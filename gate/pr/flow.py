@@ -521,7 +521,13 @@ def _run(
     head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats, pipeline=pipeline)
     remove_tree(out / "head")
     head_run = run_side(
-        head, out / "head", progress=options.progress, git_sha=head_sha, git_ref="HEAD", sandbox=sandbox
+        head,
+        out / "head",
+        progress=options.progress,
+        git_sha=head_sha,
+        git_ref="HEAD",
+        sandbox=sandbox,
+        require_answers=False,  # failing on every case the base answered is a regression, not a broken run
     )
     base_run = _intact(base_results, out / "base", context, emit)
     comparison = compare_runs(
