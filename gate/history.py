@@ -637,15 +637,18 @@ class Calibration:
     run_sd: float
     """SD of one run's mean (run-to-run noise at a fixed golden set and config)."""
     relative_noise: float
-    """SD of the relative drop of a stable system against a ``window`` baseline: run_sd·√(1 + 1/window)/mean."""
-    suggested_warning: float
-    """WARNING_Z × relative_noise rounded up to 0.005 (at least MIN_WARNING)."""
-    suggested_critical: float
-    """CRITICAL_Z × relative_noise rounded up to 0.005 (at least MIN_CRITICAL and above the warning)."""
-    false_alarm_warning: float
-    """Probability that a stable run reaches the configured warning threshold (normal approximation)."""
-    false_alarm_critical: float
-    """Probability that a stable run reaches the configured critical threshold."""
+    """SD of the relative drop of a stable system against a ``window`` baseline: run_sd·√(1 + 1/window)/mean; 0
+    for a metric that is always 0, inf for one whose mean is 0 but that varies (no relative threshold fits it)."""
+    suggested_warning: float | None
+    """WARNING_Z × relative_noise rounded up to 0.005 (at least MIN_WARNING); None when relative_noise is inf."""
+    suggested_critical: float | None
+    """CRITICAL_Z × relative_noise rounded up to 0.005 (at least MIN_CRITICAL and above the warning); None when
+    relative_noise is inf."""
+    false_alarm_warning: float | None
+    """Probability that a stable run reaches the configured warning threshold (normal approximation); None when
+    relative_noise is inf."""
+    false_alarm_critical: float | None
+    """Probability that a stable run reaches the configured critical threshold; None when relative_noise is inf."""
 
 
 def _mean(values: np.ndarray) -> float | None:
@@ -708,11 +711,18 @@ def calibrate(runs: Sequence[RunSummary], policy: TrendPolicy) -> list[Calibrati
                 )
             method, sd = "within-run repeats", se
         mean = float(np.mean(means))
-        relative = sd * math.sqrt(1 + 1 / policy.window) / abs(mean) if mean else math.inf
-        warning = max(MIN_WARNING, _round_up(WARNING_Z * relative))
-        critical = max(MIN_CRITICAL, _round_up(CRITICAL_Z * relative), warning)
+        if mean:
+            relative = sd * math.sqrt(1 + 1 / policy.window) / abs(mean)
+        else:  # a drop from a zero baseline is 0 or infinite (relative_drop): fine if the metric never moves
+            relative = 0.0 if sd == 0 else math.inf
+        warning = critical = None
+        if math.isfinite(relative):
+            warning = max(MIN_WARNING, _round_up(WARNING_Z * relative))
+            critical = max(MIN_CRITICAL, _round_up(CRITICAL_Z * relative), warning)
 
-        def false_alarm(threshold: float, relative: float = relative) -> float:
+        def false_alarm(threshold: float, relative: float = relative) -> float | None:
+            if not math.isfinite(relative):
+                return None
             return float(norm.sf(threshold / relative)) if relative > 0 else 0.0
 
         direction, label = _direction_and_label(metric)

@@ -398,6 +398,16 @@ def test_calibrate_across_runs_suggests_thresholds_above_the_noise(tmp_path):
     assert "suggested warning 0.06, critical 0.085" in text
 
 
+def test_calibrate_a_metric_that_is_always_zero(tmp_path):
+    """A stable error rate of 0 in every run has no noise: the smallest thresholds, no false alarm (it crashed)."""
+    stable = [binary_run(tmp_path / f"zero{i}", 0.0) for i in range(3)]
+    result = cli("history", "calibrate", *stable, "--format", "json")
+    assert result.exit_code == 0, result.output
+    (cal,) = json.loads(result.stdout)
+    assert (cal["mean"], cal["relative_noise"], cal["false_alarm_warning"]) == (0.0, 0.0, 0.0)
+    assert (cal["suggested_warning"], cal["suggested_critical"]) == (0.01, 0.02)  # MIN_WARNING, MIN_CRITICAL
+
+
 def test_calibrate_from_one_run_with_repeats_and_refuses_one_repeat(tmp_path):
     run = make_run(tmp_path / "rep", {"faithfulness": [[1.0, 0.0], [1.0, 1.0], [0.5, 1.0]]})
     (cal,) = json.loads(cli("history", "calibrate", run, "--format", "json").stdout)

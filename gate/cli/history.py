@@ -260,6 +260,12 @@ def calibrate(
         f"critical {policy.critical:g}"
     )
     for r in results:
+        if r.suggested_warning is None or r.suggested_critical is None:
+            click.echo(
+                f"{r.metric}: mean {num(r.mean)}, run-to-run SD {num(r.run_sd, 4)} ({r.method}): no relative "
+                "threshold fits a metric whose mean is 0 but that varies (any change from 0 is an infinite drop)"
+            )
+            continue
         click.echo(
             f"{r.metric}: mean {num(r.mean)}, run-to-run SD {num(r.run_sd, 4)} ({r.method}), relative noise of the "
             f"drop {100 * r.relative_noise:.2f} % → suggested warning {r.suggested_warning:g}, critical "
