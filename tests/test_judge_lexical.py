@@ -172,6 +172,16 @@ def test_negation_in_another_sentence_is_contradicted():
     assert verdicts("WiFi is available in the lobby.", [chunk]) == ["supported"]
 
 
+def test_a_sentence_quoted_verbatim_is_not_contradicted_by_a_negated_neighbour():
+    """The bundled example's case a1bfce4dee24bee05ee3ece59: the claim is the chunk's second sentence word for
+    word; the first negates "decision problems" about something else (#P), with one more word ("counting")."""
+    chunk = Chunk(
+        "c", "#P is a class of counting problems (not decision problems). ALL is the class of all decision problems."
+    )
+    assert verdicts("ALL is the class of all decision problems.", [chunk]) == ["supported"]
+    assert verdicts("Counting problems are decision problems.", [chunk]) == ["contradicted"]
+
+
 def test_lower_case_entity_swap_is_contradicted():
     claim = JUDGE.judge("", "super bowl lv was played in glendale.", [BOWL]).claims[0]
     assert (claim.verdict, claim.reason) == ("contradicted", "glendale where the chunk names raymond")
@@ -349,7 +359,7 @@ def test_no_chunks_means_unverifiable_without_attribution():
 
 
 def test_identity_and_factory():
-    assert (JUDGE.id, JUDGE.version) == ("lexical", "3")
+    assert (JUDGE.id, JUDGE.version) == ("lexical", "4")
     assert isinstance(JUDGE.version, str)
     assert get_judge({"name": "lexical", "support": 0.6}) == LexicalJudge(support=0.6)
     assert sorted(JUDGES) == ["lexical", "llm", "nli", "ragas"]

@@ -114,9 +114,10 @@ class LexicalJudge:
     """Coverage in [0, 1] from which a chunk supports the claim (if it also agrees on every fact)."""
 
     id: ClassVar[str] = "lexical"
-    version: ClassVar[str] = "3"
+    version: ClassVar[str] = "4"
     """2: refusals detected by gate.metrics.refusal (the rule scoring uses); 3: antonyms, role swaps, relations,
-    polarity across sentences, lower-case name swaps, duplicate claims, unsupported languages."""
+    polarity across sentences, lower-case name swaps, duplicate claims, unsupported languages; 4: a sentence that
+    states the claim with exactly its words outweighs a negated neighbour with more words."""
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -339,13 +340,20 @@ def _polarity_conflicts(
     """Polarity conflicts with the sentences that state the claim, unless a sentence closer to it agrees.
 
     A sentence that states the claim with the same polarity outweighs a conflicting one when it holds more of the
-    claim's words (an antonym does not count as the claim's word): "pour out the hot water" is stated by "pour out
-    the hot water" and not contradicted by "pour cold water over the eggs"; ties go to the conflict ("available
-    in the lobby" vs "not available in the rooms" for the claim "available in the rooms").
+    claim's words (an antonym does not count as the claim's word), or as many with fewer other words (higher
+    Jaccard similarity of content words): "pour out the hot water" is stated by "pour out the hot water" and not
+    contradicted by "pour cold water over the eggs"; "ALL is the class of all decision problems" is stated by
+    itself, not contradicted by "#P is a class of counting problems (not decision problems)" next to it. Full ties
+    go to the conflict ("available in the lobby" vs "not available in the rooms" for the claim "available in the
+    rooms").
     """
-    found = [(_share(rest, f.content), _polarity(claim, f, opposite)) for f in statements]
-    agreeing = max((share for share, reasons in found if not reasons), default=-1.0)
-    return [r for share, reasons in found if reasons and share >= agreeing for r in reasons][:3]
+
+    def closeness(f: Facts) -> tuple[float, float]:
+        return _share(rest, f.content), len(rest & f.content) / (len(rest | f.content) or 1)
+
+    found = [(closeness(f), _polarity(claim, f, opposite)) for f in statements]
+    agreeing = max((close for close, reasons in found if not reasons), default=(-1.0, -1.0))
+    return [r for close, reasons in found if reasons and close >= agreeing for r in reasons][:3]
 
 
 def _role_conflicts(claim: Facts, sentences: Sequence[Facts]) -> tuple[list[str], list[str]]:
