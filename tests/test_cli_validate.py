@@ -49,3 +49,41 @@ def test_the_golden_set_and_predictions_a_config_names_are_validated(tmp_path):
         f"{preds}:2: id: 'zz' is not in the golden set",
         f"rag-gate: error: {path}: 2 problem(s)",
     ]
+
+
+def test_smallest_holm_p_is_the_exact_sign_test_times_the_family():
+    """Oracle: scipy's exact binomial test of n successes in n trials (every case worse) is 2^-n."""
+    from scipy.stats import binomtest
+
+    from gate.stats.power import smallest_holm_p
+
+    for n, k in ((4, 7), (5, 1), (8, 7), (1, 3)):
+        assert smallest_holm_p(n, k) == min(1.0, k * binomtest(n, n, 0.5, alternative="greater").pvalue)
+
+
+def _golden(tmp_path, n):
+    tmp_path.mkdir()
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "expected_doc_ids": [f"d{i}"]} for i in range(n)]
+    write_jsonl(tmp_path / "golden.jsonl", rows)
+    write_jsonl(
+        tmp_path / "base.jsonl",
+        [{"id": r["id"], "answer": "x", "retrieved": [{"id": f"d{i}"}]} for i, r in enumerate(rows)],
+    )
+    write_jsonl(tmp_path / "head.jsonl", [{"id": r["id"], "answer": "x", "retrieved": [{"id": "other"}]} for r in rows])
+    path = tmp_path / "rag-gate.yml"
+    path.write_text("golden: golden.jsonl\npipeline: {predictions: head.jsonl}\nmetrics: [hit_rate@5]\n")
+    return path
+
+
+def test_validate_warns_when_no_case_drop_could_fail_the_gate_and_compare_agrees(tmp_path):
+    """One gated metric at α = 0.05 needs n ≥ 5 cases (2^-5 = 0.031): with 4 every case can get worse and the gate
+    still cannot fail (validate says so); with 5 it fails."""
+    for n, warned, exit_code in ((4, True, 0), (5, False, 1)):
+        path = _golden(tmp_path / str(n), n)
+        result = invoke("validate", path)
+        assert result.exit_code == 0 and ("too few cases for 1 of 1 gated metrics" in result.stderr) == warned
+        if warned:
+            assert "hit_rate@5 (4 in-domain case(s), needs ≥ 5)" in result.stderr
+        args = ("--config", path, "--golden", path.parent / "golden.jsonl", path.parent / "base.jsonl")
+        compared = invoke("compare", *args, path.parent / "head.jsonl", "--out", path.parent / "r")
+        assert compared.exit_code == exit_code, compared.output

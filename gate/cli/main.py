@@ -13,7 +13,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,6 +24,10 @@ from gate.cli.common import CONTEXT, EchoHandler, handle_errors, shard_option, t
 from gate.cli.history import history
 from gate.cli.pr import pr
 from gate.errors import InputError
+
+if TYPE_CHECKING:
+    from gate.config import Evaluation
+    from gate.models import GoldenCase
 
 
 @click.group(context_settings=CONTEXT)
@@ -77,6 +83,39 @@ def _validate(path: Path) -> None:
         f"{len(evaluation.metrics)} metrics ({len(evaluation.gated)} gated); judge {evaluation.judge['name']}; "
         f"repeats {config.repeats}"
     )
+    for warning in _too_few_cases(cases, evaluation):
+        click.echo(f"{path}: warning: {warning}", err=True)
+
+
+def _too_few_cases(cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[str]:
+    """A warning when the golden set is too small for some gated metrics to ever fail (one line, or none).
+
+    A metric over n cases, one of k gated metrics, can fail only when k·2^−n ≤ its α
+    (:func:`gate.stats.power.smallest_holm_p`), i.e. with n ≥ log2(k/α) cases.
+    """
+    import math
+
+    from gate.metrics import resolve
+    from gate.stats.decision import ZERO_MARGIN_ALPHA
+    from gate.stats.power import smallest_holm_p
+
+    gated = [name for name in evaluation.metrics if name in evaluation.gated]
+    n_ood = sum(c.out_of_domain for c in cases)
+    short = []
+    for name in gated:
+        ood = resolve(name).spec.out_of_domain
+        n = n_ood if ood else len(cases) - n_ood
+        alpha = ZERO_MARGIN_ALPHA if evaluation.margin(name) == 0 else evaluation.alpha
+        if smallest_holm_p(n, len(gated)) > alpha:
+            need = math.ceil(math.log2(len(gated) / alpha))
+            short.append(f"{name} ({n} {'out-of-domain' if ood else 'in-domain'} case(s), needs ≥ {need})")
+    if not short:
+        return []
+    return [
+        f"too few cases for {len(short)} of {len(gated)} gated metrics to ever fail, even if every case got worse "
+        f"(the smallest Holm-adjusted p-value is {len(gated)}·2^-n): {', '.join(short)}; a crash on a case the "
+        "base answered still fails the gate"
+    ]
 
 
 @main.command()

@@ -218,3 +218,29 @@ def recommendation(
                 return f"use R = {r} to detect {worsening} of {margin_label}"
     need = math.ceil(sample_size(margin, omega2, s_a, s_b, r_base, r_head, **args))
     return f"grow the golden set to N = {need} (at R = {max(r_base, r_head)}) to detect {worsening} of {margin_label}"
+
+
+def smallest_holm_p(n_units: int, n_tests: int) -> float:
+    """The smallest Holm-adjusted p-value any of ``n_tests`` paired tests over ``n_units`` units can reach.
+
+    Every metric-level test here is a paired sign test in the wide sense (exact McNemar on the discordant cases,
+    the sign-flip randomization test on the per-case differences): its one-sided p-value is at least 2^−n, reached
+    when every one of the n units moves the same way. When all tests reach it together, Holm multiplies it by the
+    number of tests at every step; when one does alone, by ``n_tests`` at the first step. Either way a family can
+    only reject when ``n_tests · 2^−n ≤ α``: a golden set smaller than that can never fail the gate.
+
+    Args:
+        n_units: cases (or clusters) a metric is computed on, ≥ 0.
+        n_tests: gated metrics (Holm's family size), ≥ 1.
+
+    Returns:
+        min(1, n_tests · 2^−n_units), in (0, 1].
+
+    Raises:
+        ValueError: a negative ``n_units`` or ``n_tests`` < 1.
+
+    Source: the sign test's null distribution (Binomial(n, 1/2)) and Holm (1979), Scand. J. Statist. 6(2).
+    """
+    if n_units < 0 or n_tests < 1:
+        raise ValueError(f"need n_units ≥ 0 and n_tests ≥ 1, got {n_units}, {n_tests}")
+    return min(1.0, n_tests * 0.5**n_units)
