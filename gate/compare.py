@@ -85,8 +85,14 @@ def system_errors(side: Side, cases: Sequence[GoldenCase]) -> np.ndarray:
     return side.table.error_mask([case.id for case in cases])
 
 
-def budget_use(side: Side, cases: Sequence[GoldenCase], metric: str, failed: np.ndarray) -> ErrorBudgetUse:
-    """The evaluation failures of one metric on one side, with their most frequent reasons."""
+def budget_use(
+    side: Side, cases: Sequence[GoldenCase], metric: str, failed: np.ndarray, *, unread: int = 0
+) -> ErrorBudgetUse:
+    """The evaluation failures of one metric on one side, with their most frequent reasons.
+
+    ``unread`` of the failures are answers the judge could not read where the other side's were scored
+    (:func:`_unreadable_by_change`).
+    """
     ids = {c.id for c in cases}
     broken = side.table.error_mask(side.table.ids)
     reasons = Counter(
@@ -97,6 +103,9 @@ def budget_use(side: Side, cases: Sequence[GoldenCase], metric: str, failed: np.
         and score.repeat < side.repeats
         and not broken[side.table.index[score.id], score.repeat]
     )
+    if unread:
+        why = ", ".join(note for note, _ in side.scores.not_applicable.most_common(2))
+        reasons[f"not judged ({why}) where the other side was"] = unread
     missing = int(failed.sum()) - sum(reasons.values())
     if missing > 0:
         reasons["no score row (scoring did not finish)"] = missing
@@ -211,8 +220,15 @@ def metric_inputs(
     for name in evaluation.metrics:
         metric = resolve(name)
         base_scores, head_scores = score_matrix(base, cases, name), score_matrix(head, cases, name)
+        if name in evaluation.gated and metric.spec.judged:
+            base_scores, head_scores, unread = _unreadable_by_change(base, head, cases, base_scores, head_scores)
+        else:
+            unread = (0, 0)
         if name in evaluation.gated:
-            budget += [budget_use(base, cases, name, base_scores[1]), budget_use(head, cases, name, head_scores[1])]
+            budget += [
+                budget_use(side, cases, name, scores[1], unread=n)
+                for side, scores, n in ((base, base_scores, unread[0]), (head, head_scores, unread[1]))
+            ]
         (b, fb), (h, fh) = collapse_constant_repeats(base_scores, head_scores)
         inputs.append(
             MetricInput(
@@ -229,6 +245,30 @@ def metric_inputs(
             )
         )
     return inputs, budget
+
+
+def _unreadable_by_change(
+    base: Side,
+    head: Side,
+    cases: Sequence[GoldenCase],
+    base_scores: tuple[np.ndarray, np.ndarray],
+    head_scores: tuple[np.ndarray, np.ndarray],
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], tuple[int, int]]:
+    """Count as a judged metric's evaluation failures the answers one side's judge could not read, the other's scored.
+
+    Text the judge cannot read (a language it does not handle) is never scored; when both sides are unreadable
+    the metric does not apply there. But a head that answers in another language than the base would otherwise
+    leave its gated metric unmeasured, an inconclusive gate: counted as failures, such cells use the error budget
+    (past it, the verdict is ``error``). Repeats are compared by case: a cell counts when the other side has a value
+    for the case in any repeat. Returns both sides' (values, failed) and how many cells each side had added.
+    """
+    out, added = [], []
+    for side, (values, failed), other in ((base, base_scores, head_scores[0]), (head, head_scores, base_scores[0])):
+        unread = side.scores.unreadable(_rows(side, cases))[:, : values.shape[1]]
+        counted = unread & ~failed & ~np.isnan(other).all(axis=1, keepdims=True)
+        out.append((values, failed | counted))
+        added.append(int(counted.sum()))
+    return out[0], out[1], (added[0], added[1])
 
 
 def _case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int, list[CaseResult]]:

@@ -222,6 +222,7 @@ class ScoreTable:
         """Why a scorer found rows not applicable (e.g. text in a language the judge does not read), with counts."""
         self._values: dict[str, np.ndarray] = {}
         self._failed: dict[str, np.ndarray] = {}
+        self._unread = np.zeros((len(self.ids), self.repeats), dtype=bool)
         self._claims: dict[str, Any] = {}
         self._path: Path | None = None
 
@@ -244,6 +245,7 @@ class ScoreTable:
             self._failed[metric] = np.ones((len(self.ids), self.repeats), dtype=bool)
         values[i, repeat] = value
         self._failed[metric][i, repeat] = error is not None
+        self._unread[i, repeat] |= isinstance(note, str)
 
     @classmethod
     def from_scores(cls, ids: Sequence[str], repeats: int, scores: Iterable[Score]) -> ScoreTable:
@@ -261,6 +263,7 @@ class ScoreTable:
         table.errors, table.n_rows, table.not_applicable = list(self.errors), self.n_rows, Counter(self.not_applicable)
         table._values = {metric: values.copy() for metric, values in self._values.items()}
         table._failed = {metric: failed.copy() for metric, failed in self._failed.items()}
+        table._unread = self._unread.copy()
         table._claims, table._path = dict(self._claims), self._path
         for score in scores:
             table.add(score.id, score.repeat, score.metric, score.value, score.error, _note(score.detail))
@@ -288,6 +291,14 @@ class ScoreTable:
             n = len(self.ids) if rows is None else len(take)
             return np.full((n, self.repeats), np.nan), np.ones((n, self.repeats), dtype=bool)
         return self._values[metric][take].copy(), self._failed[metric][take].copy()
+
+    def unreadable(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Where a scorer said it could not read the answer (a row's ``not_applicable`` note), shape (len(rows), R).
+
+        The judge notes it once, on the row of the judged metric that keeps the judgment's detail; it holds for
+        every metric read from that judgment.
+        """
+        return self._unread[np.asarray(rows, dtype=np.intp)].copy()
 
     def prefetch_claims(self, case_ids: Iterable[str]) -> None:
         """Read the claims of these cases from the scores file in one pass (:meth:`claims` then reads nothing).

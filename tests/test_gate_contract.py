@@ -298,3 +298,25 @@ def test_text_a_scorer_cannot_read_is_not_scored_and_the_report_says_so(tmp_path
     warnings = [w for w in report["warnings"] if w.startswith("head: 1 answer(s)")]
     assert any("Spanish" in w and "not judged" in w for w in warnings), report["warnings"]
     assert any("Han script" in w for w in warnings), report["warnings"]
+
+
+# ------------------------------------------------------------------ a head the judge cannot read
+
+
+def test_a_head_that_answers_in_a_language_the_judge_cannot_read_is_not_a_pass(tmp_path):
+    """Base answers in English (judged), head in German with wrong colours (the lexical judge does not read German):
+    the gated hallucination rate would be unmeasured on the head, an inconclusive exit 0. Counted as evaluation
+    failures of the head, past the budget: verdict error (exit 3), naming why. Both sides in German: not applicable,
+    no error (nothing changed in what the judge can read)."""
+    cases = golden(references=False)
+    german = [answer(c, text=f"Artikel {int(c['id'][1:])} ist rot und wurde im Jahr 1850 gebaut.") for c in cases]
+    write_pair(tmp_path, cases, [answer(c) for c in cases], german)
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out")
+    assert result.exit_code == 3 and report["verdict"] == "error", report["reasons"]
+    (use,) = [u for u in report["error_budget_use"] if u["metric"] == "hallucination_rate"]
+    assert (use["side"], use["failed"], use["expected"]) == ("head", N, N)
+    assert "not judged (" in use["messages"][0] and "where the other side was" in use["messages"][0]
+    (tmp_path / "both").mkdir()
+    write_pair(tmp_path / "both", cases, german, german)
+    result, report = compare(tmp_path / "both", "base.jsonl", "head.jsonl", "out")
+    assert report["verdict"] != "error" and not report["error_budget_use"], report["reasons"]
