@@ -264,3 +264,15 @@ def test_the_artifact_gets_a_png_of_every_drawable_metric(comparison, tmp_path):
     assert [b.label for b in drawn] == [m.label for m in comparison.metrics if m.kind != "ratio"]
     hit = next(b for b in drawn if b.label == "Hit rate@1")
     assert (hit.base, hit.head, hit.worse, hit.gated) == (1.0, 0.75, True, True)
+
+
+def test_the_detectable_worsening_line_says_why_it_is_empty():
+    """Identical, deterministic sides: no gated metric varies, every MDE is undefined; the line says so in words
+    instead of ending in a bare colon."""
+    answers = {c.id: (f"The answer is answer {i}.", f"d{i}") for i, c in enumerate(GOLDEN)}
+    side = _side("base", GOLDEN, answers, BASE_LATENCY, BASE_PIPELINE)
+    same = compare(side, dataclasses.replace(side, label="head"), POLICY)
+    assert all(math.isnan(m.mde) for m in same.metrics if m.gated)
+    comment = render_comment(same)
+    assert "repeat(s)): none to show: no gated metric varied from case to case" in comment
+    assert "repeat(s)): ." not in comment
