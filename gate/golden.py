@@ -26,7 +26,7 @@ def check_golden(path: Path | str) -> tuple[list[GoldenCase], list[str]]:
     cases: list[GoldenCase] = []
     problems: list[str] = []
     first_line: dict[str, int] = {}
-    for line, record in read_jsonl(path, problems):
+    for line, record in read_jsonl(path, problems, unique_keys=True):
         try:
             validate(record, "golden", path, line)
         except InputError as exc:

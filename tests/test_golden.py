@@ -86,3 +86,17 @@ def test_encoding_problems_name_the_line(tmp_path):
     assert str(info.value) == f"{path}:2: not UTF-8 text (invalid continuation byte at column 29)"
     path.write_bytes("\ufeff".encode() + b'{"id": "a", "question": "x"}\n')  # a BOM is fine
     assert [c.id for c in load_golden(path)] == ["a"]
+
+
+def test_a_key_named_twice_in_a_golden_line_is_refused(tmp_path):
+    """JSON leaves duplicate names to the reader (json.loads keeps the last): a golden case must not be ambiguous."""
+    path = tmp_path / "golden.jsonl"
+    path.write_text('{"id": "a", "question": "q"}\n{"id": "b", "question": "q", "id": "c"}\n')
+    with pytest.raises(InputError, match=r"golden.jsonl:2: id: duplicate key"):
+        load_golden(path)
+    cases, problems = check_golden(path)
+    assert [c.id for c in cases] == ["a"] and len(problems) == 1 and "golden.jsonl:2: id: duplicate key" in problems[0]
+    nested = tmp_path / "nested.jsonl"
+    nested.write_text('{"id": "a", "question": "q", "metadata": {"k": 1, "k": 2}}\n')
+    with pytest.raises(InputError, match=r"nested.jsonl:1: k: duplicate key"):
+        load_golden(nested)
