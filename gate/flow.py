@@ -136,9 +136,9 @@ def run_side(
         git_ref: ref of the side, recorded in the manifest.
         shard_spec: ``(i, n)`` to run only the i-th of n shards of the golden set.
         sandbox: where the pipeline runs (default: the allow-listed environment of this process).
-        require_answers: raise when the pipeline cannot start or every prediction failed (``rag-gate run``). The PR
-            flow's head passes False: a head that fails on the cases the base answered is a regression, which the
-            comparison reports; a pipeline that cannot start fails every case with its error.
+        require_answers: raise when every prediction failed (``rag-gate run``). The PR flow's head passes False: a
+            head that fails on every case the base answered is a regression, which the comparison reports. A
+            pipeline that cannot start at all (import error, missing function) is raised either way: nothing ran.
 
     Returns:
         ``out_dir`` (its run is complete, also when every prediction failed).
@@ -181,17 +181,7 @@ def run_side(
 
     done = {(p.id, p.repeat) for p in kept}
     jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
-    try:
-        _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox)
-    except (EvaluationError, InputError) as exc:  # the pipeline cannot start (import error, missing function)
-        if require_answers:
-            raise
-        log.error("%s", exc)  # the PR head's pipeline is broken: every case it did not answer fails with this error
-        with JsonlAppender(out_dir / PREDICTIONS) as sink:
-            answered = {(p.id, p.repeat) for p in load_run_predictions(out_dir)}
-            for case, repeat in jobs:
-                if (case.id, repeat) not in answered:
-                    sink.write(Prediction(id=case.id, repeat=repeat, error=str(exc)).to_dict())
+    _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox)
 
     table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
     scores = _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge)

@@ -127,12 +127,15 @@ def test_cases_a_pr_adds_cannot_dilute_a_regression(tmp_path):
     assert "cannot dilute a regression" in (tmp_path / "out" / "comment.md").read_text()
 
 
-def test_a_head_that_cannot_answer_at_all_fails_with_a_comment(tmp_path):
-    """A PR whose pipeline raises on every case (here: at import) is a regression, exit 1, every case listed."""
+def test_a_head_that_fails_on_every_case_fails_with_a_comment(tmp_path):
+    """A PR whose pipeline raises on every case is a regression, exit 1, every case listed with its error; one that
+    cannot even be imported is exit 3 (nothing ran: the evaluation could not run), with the reason."""
     repo = tmp_path / "repo"
     make_scratch_repo(repo)
-    (repo / "rag.py").write_text("import retriever_that_does_not_exist\n\n\ndef answer(case):\n    return {}\n")
-    git(repo, "commit", "-q", "-am", "a PR that breaks the import")
+    (repo / "rag.py").write_text(
+        "def answer(case):\n    import retriever_that_does_not_exist  # noqa: F401\n    return {}\n"
+    )
+    git(repo, "commit", "-q", "-am", "a PR that breaks every call")
     result = _local_pr(repo, tmp_path / "out")
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert result.exit_code == 1 and report["verdict"] == "fail", result.output
@@ -140,6 +143,10 @@ def test_a_head_that_cannot_answer_at_all_fails_with_a_comment(tmp_path):
     assert len(regressed) == N_FACTS + 4
     assert all(c["cause"] == "error" and "retriever_that_does_not_exist" in c["error"] for c in regressed)
     assert "the pipeline fails on 28 case(s) the base answered" in (tmp_path / "out" / "comment.md").read_text()
+    (repo / "rag.py").write_text("import retriever_that_does_not_exist  # noqa: F401\n")
+    git(repo, "commit", "-q", "-am", "a PR that breaks the import")
+    result = _local_pr(repo, tmp_path / "out2")
+    assert result.exit_code == 3 and "cannot import rag:answer" in result.stderr, result.output
 
 
 def test_the_base_config_may_opt_into_the_heads_golden_set(trimmed, tmp_path):
