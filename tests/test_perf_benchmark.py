@@ -15,6 +15,10 @@ def test_child_reports_wall_time_peak_memory_and_exit_code():
     wall, rss, exit_code = child([sys.executable, "-c", code])
     assert exit_code == 1 and 0.2 <= wall < 10
     assert 200 * 2**20 <= rss < 600 * 2**20  # the child's own peak, not this process's
+    held = bytearray(400 * 2**20)  # a big parent: Linux carries its high-water mark into a child forked from it
+    held[::4096] = b"x" * len(held[::4096])
+    assert child([sys.executable, "-c", "pass"])[1] < 200 * 2**20
+    del held
     with pytest.raises(SystemExit, match="exited 2"):
         child([sys.executable, "-c", "exit(2)"])
 
