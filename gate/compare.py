@@ -428,18 +428,22 @@ def _unreadable(sides: Sequence[Side], cases: Sequence[GoldenCase], policy: Eval
     """Warnings for text a scorer could not read (never scored 0 or 1: not applicable), counted per side.
 
     The judge says so in its judgment (e.g. an answer in a language the lexical judge does not read); answer F1 and
-    exact match cannot split text written without spaces (:func:`gate.language.f1_unreadable`).
+    exact match cannot split text written without spaces (:func:`gate.language.f1_unreadable`), which leaves them
+    NaN: only answers with a NaN score and a reference to compare with are read again.
     """
-    uses_f1 = any(resolve(name).spec.name in ("answer_f1", "exact_match") for name in policy.metrics)
+    f1 = next((name for name in policy.metrics if resolve(name).spec.name in ("answer_f1", "exact_match")), None)
     out = []
     for side in sides:
         reasons: Counter[str] = Counter({f"not judged: {n}": k for n, k in side.scores.not_applicable.items()})
-        for case in cases if uses_f1 else ():
-            for r in range(side.repeats):
-                prediction = side.table.get((case.id, r))
-                if prediction is not None and prediction.error is None and not case.out_of_domain:
-                    if note := f1_unreadable(prediction.answer, case.reference_answers):
-                        reasons[note] += 1
+        if f1 is not None:
+            values, failed = side.scores.matrix(f1, _rows(side, cases))
+            for i, r in zip(*np.nonzero(np.isnan(values) & ~failed), strict=True):
+                case = cases[i]
+                prediction = side.table.get((case.id, int(r)))
+                if case.out_of_domain or not case.reference_answers or prediction is None or prediction.error:
+                    continue
+                if note := f1_unreadable(prediction.answer, case.reference_answers):
+                    reasons[note] += 1
         out += [f"{side.label}: {n} answer(s) {reason}" for reason, n in reasons.most_common(3)]
     return out
 
