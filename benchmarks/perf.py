@@ -349,23 +349,14 @@ def startup_rows(runs: int, work: Path) -> list[Row]:
         validate=wall(RAG_GATE, "validate", str(golden)),
     )
     click = f"{seconds(medians['click'])} (python -c 'import click')"
+
+    def startup(measurement: str, key: str, limit: float) -> Row:
+        ratio = medians[key] / medians["click"]
+        return Row(measurement, seconds(medians[key]), click, ratio, f"≤ {limit:g}×", ratio <= limit)
+
     return [
-        Row(
-            "startup: rag-gate --help",
-            seconds(medians["help"]),
-            click,
-            medians["help"] / medians["click"],
-            "≤ 2×",
-            medians["help"] / medians["click"] <= 2,
-        ),  # fmt: skip
-        Row(
-            "startup: rag-gate validate (10-case golden set)",
-            seconds(medians["validate"]),
-            click,
-            medians["validate"] / medians["click"],
-            "≤ 3×",
-            medians["validate"] / medians["click"] <= 3,
-        ),  # fmt: skip
+        startup("startup: rag-gate --help", "help", 2),
+        startup("startup: rag-gate validate (10-case golden set)", "validate", 3),
     ]
 
 
