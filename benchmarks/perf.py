@@ -524,22 +524,13 @@ def cache_rows(work: Path) -> list[Row]:
             f"base evaluated once ({n_cases})",
             stored[1] == n_cases,
         ),  # fmt: skip
-        Row(
-            "pr: first push to the PR (base from the cache)",
-            text(first),
-            reference,
-            first[0] / uncached[0],
-            "0 base cases",
-            first[1] == 0,
-        ),  # fmt: skip
-        Row(
-            "pr: second push to the same PR",
-            text(second),
-            reference,
-            second[0] / uncached[0],
-            "0 base cases",
-            second[1] == 0,
-        ),  # fmt: skip
+        *(
+            Row(label, text(push), reference, push[0] / uncached[0], "0 base cases", push[1] == 0)
+            for label, push in (
+                ("pr: first push to the PR (base from the cache)", first),
+                ("pr: second push to the same PR", second),
+            )
+        ),
     ]
 
 
