@@ -145,8 +145,9 @@ def test_a_head_that_fails_on_every_case_fails_with_a_comment(tmp_path):
     assert "the pipeline fails on 28 case(s) the base answered" in (tmp_path / "out" / "comment.md").read_text()
     (repo / "rag.py").write_text("import retriever_that_does_not_exist  # noqa: F401\n")
     git(repo, "commit", "-q", "-am", "a PR that breaks the import")
-    result = _local_pr(repo, tmp_path / "out2")
+    result = _local_pr(repo, tmp_path / "out")  # the same out-dir: the previous verdict must not stay in it
     assert result.exit_code == 3 and "cannot import rag:answer" in result.stderr, result.output
+    assert not (tmp_path / "out" / "report.json").exists() and not (tmp_path / "out" / "comment.md").exists()
 
 
 def test_the_base_config_may_opt_into_the_heads_golden_set(trimmed, tmp_path):

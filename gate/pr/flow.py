@@ -501,6 +501,8 @@ def _run(
         raise InputError(f"{config_path}: the config must be inside the repository {repo}") from None
     caching = cache_policy(cache_dir, context, environ)
     out = contained_dir(workdir / options.out_dir, repo, f"--out-dir {options.out_dir}")
+    for stale in (outputs.path(out, Output.JSON), outputs.path(out, Output.COMMENT), out / outputs.CHART_FILE):
+        stale.unlink(missing_ok=True)  # a run that reaches no verdict must not leave the previous run's verdict
     secrets = (options.github_token, token)
     store = history_store(options.history, options.history_branch, repo, workdir, context, token)
     if options.base_ref is None and context.pr_number is None and context.event_name in TRUSTED_EVENTS:
