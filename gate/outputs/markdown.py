@@ -136,6 +136,10 @@ def render_error_comment(exit_code: int, kind: str, message: str, *, marker: str
     )
 
 
+_MIN_ITEM_CHARS = 100
+"""Fewer characters than any listed case takes in the comment (its id, status and at least one metric line)."""
+
+
 def render_comment(
     comparison: Comparison,
     *,
@@ -148,8 +152,9 @@ def render_comment(
 ) -> str:
     """Render the markdown comment of a comparison, at most ``max_chars`` characters.
 
-    When the full comment is too long, the per-case lists are cut (fewer and fewer items, down to none) and each
-    cut list ends with a line saying how many cases were left out and where the full list is.
+    When the full comment is too long, the per-case lists are cut (fewer and fewer items, in proportion to the
+    excess, down to none) and each cut list ends with a line saying how many cases were left out and where the
+    full list is.
 
     Args:
         comparison: what to render.
@@ -166,7 +171,9 @@ def render_comment(
     """
     template = _environment(template_dir).get_template("comment.md.j2")
     labels = {m.name: m.label for m in comparison.metrics}
-    limit = max_items
+    # A listed case takes well over 100 characters: more than max_chars / 100 per list never fits, and rendering
+    # thousands of cases only to cut them is most of the work on a large golden set.
+    limit = min(max_items if max_items is not None else max_chars, max_chars // _MIN_ITEM_CHARS)
     while True:
         text = template.render(
             report=comparison, limit=limit, details_url=details_url, marker=Markup(marker), config=config, labels=labels
@@ -176,7 +183,9 @@ def render_comment(
         if limit == 0:
             raise ValueError(f"the comment is {len(text)} characters even without case lists (cap {max_chars})")
         longest = max(len(getattr(comparison, key)) for key in CASE_LISTS)
-        limit = min(longest, limit if limit is not None else longest) // 2
+        limit = min(longest, limit)
+        # scale the lists to the room left (5 % slack), and shrink by a tenth at least
+        limit = max(0, min(limit - max(1, limit // 10), int(limit * 0.95 * max_chars / len(text))))
 
 
 def cap_text(text: str, limit: int, where: str) -> str:
