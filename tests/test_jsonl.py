@@ -192,10 +192,9 @@ def test_the_fast_schema_check_agrees_with_jsonschema(schema, data):
     fields = TYPICAL[schema]
     keys = data.draw(st.lists(st.sampled_from([*fields, "extra"]), unique=True, min_size=len(fields) - 2))
     record = {
-        k: data.draw(
-            fields.get(k, JSON_VALUES) | JSON_VALUES if data.draw(st.integers(0, 3)) == 0 else fields.get(k, JSON_VALUES)
-        )
+        k: data.draw(fields.get(k, JSON_VALUES) | JSON_VALUES if noisy else fields.get(k, JSON_VALUES))
         for k in keys
+        for noisy in [data.draw(st.integers(0, 3)) == 0]  # one field in four may take any JSON value
     }
     authoritative = schema_validator(schema).is_valid(record)
     SEEN[authoritative] += 1
