@@ -26,6 +26,7 @@ from judgeeval import (
     DEFAULT_THRESHOLD,
     JudgeQuality,
     LabeledCase,
+    agreement_summary,
     calibration_sample,
     choose_cut,
     choose_threshold,
@@ -116,13 +117,7 @@ def gate_report(cases: list[LabeledCase]) -> None:
             f"{'yes' if r.human_worse else 'no'} | {r.verdict} | {', '.join(r.failed) or '—'} | "
             f"{'—' if delta is None else f'{delta:+.3f}'} |"
         )
-    worse = [r for r in pairs if r.human_worse]
-    caught = sum(r.verdict == "fail" for r in worse)
-    false_fails = sum(r.verdict == "fail" for r in pairs if not r.human_worse)
-    print(
-        f"  people see a significant drop in {len(worse)} of {len(pairs)} pairs: the gate fails on {caught} "
-        f"(misses {len(worse) - caught}); false fails {false_fails} of {len(pairs) - len(worse)}"
-    )
+    print(agreement_summary(pairs))
 
 
 # RAGTruth paper (Niu et al. 2024, ACL, arXiv:2401.00396), Table 5, response-level detection on the full

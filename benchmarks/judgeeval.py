@@ -754,6 +754,18 @@ class PairResult:
         return self.human_p < 0.05
 
 
+def agreement_summary(pairs: Sequence[PairResult]) -> str:
+    """One line: in how many pairs people see a significant drop, how many of those the gate fails (and misses),
+    and its false fails among the other pairs."""
+    worse = [r for r in pairs if r.human_worse]
+    caught = sum(r.verdict == "fail" for r in worse)
+    false_fails = sum(r.verdict == "fail" for r in pairs if not r.human_worse)
+    return (
+        f"  people see a significant drop in {len(worse)} of {len(pairs)} pairs: the gate fails on {caught} "
+        f"(misses {len(worse) - caught}); false fails {false_fails} of {len(pairs) - len(worse)}"
+    )
+
+
 def mcnemar_worse(base: Sequence[bool], head: Sequence[bool]) -> float:
     """One-sided exact McNemar p-value for "head is hallucinated more often than base" (paired labels).
 

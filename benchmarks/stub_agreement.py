@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from judgeeval import PairResult, gate_pairs, load_ragtruth
+from judgeeval import PairResult, agreement_summary, gate_pairs, load_ragtruth
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -48,13 +48,7 @@ def matrix(name: str, pairs: list[PairResult], metric: str) -> None:
             f"| {r.base} → {r.head} | {r.n} | {r.human_base:.0%} → {r.human_head:.0%} | {r.human_p:.3g} | "
             f"{'yes' if r.human_worse else 'no'} | {r.verdict} | {'—' if delta is None else f'{delta:+.3f}'} |"
         )
-    worse = [r for r in pairs if r.human_worse]
-    caught = sum(r.verdict == "fail" for r in worse)
-    false_fails = sum(r.verdict == "fail" for r in pairs if not r.human_worse)
-    print(
-        f"  people see a significant drop in {len(worse)} of {len(pairs)} pairs: the gate fails on {caught} "
-        f"(misses {len(worse) - caught}); false fails {false_fails} of {len(pairs) - len(worse)}"
-    )
+    print(agreement_summary(pairs))
 
 
 def main() -> None:

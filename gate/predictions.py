@@ -34,6 +34,16 @@ def prediction_from_record(record: dict[str, Any], line: int = 0) -> Prediction:
     )
 
 
+def _refuse_duplicate(
+    path: Path | str, line: int, key: tuple[str, int], first_line: dict[tuple[str, int], int]
+) -> None:
+    """Record where (case id, repeat) ``key`` first appears; a second row of it is an InputError naming both lines."""
+    if key in first_line:
+        message = f"duplicate prediction for id '{key[0]}' repeat {key[1]} (first on line {first_line[key]})"
+        raise InputError(located(path, line, "id", message))
+    first_line[key] = line
+
+
 def load_predictions(path: Path | str) -> list[Prediction]:
     """Read a predictions file, in file order.
 
@@ -49,16 +59,7 @@ def load_predictions(path: Path | str) -> list[Prediction]:
         validate(record, "prediction", path, line)
         prediction = prediction_from_record(record, line)
         key = (prediction.id, prediction.repeat)
-        if key in first_line:
-            raise InputError(
-                located(
-                    path,
-                    line,
-                    "id",
-                    f"duplicate prediction for id '{key[0]}' repeat {key[1]} (first on line {first_line[key]})",
-                )
-            )
-        first_line[key] = line
+        _refuse_duplicate(path, line, key, first_line)
         predictions.append(prediction)
     return predictions
 
@@ -332,16 +333,7 @@ def scan_predictions(path: Path | str) -> PredictionRows:
     for line, offset, record in scan_jsonl(path):
         validate(record, "prediction", path, line)
         key = (record["id"], record.get("repeat", 0))
-        if key in first_line:
-            raise InputError(
-                located(
-                    path,
-                    line,
-                    "id",
-                    f"duplicate prediction for id '{key[0]}' repeat {key[1]} (first on line {first_line[key]})",
-                )
-            )
-        first_line[key] = line
+        _refuse_duplicate(path, line, key, first_line)
         rows.append((key[0], key[1], line, offset))
         if record.get("error") is not None:
             errors[key] = record["error"]

@@ -16,6 +16,8 @@ from conftest import SHARED_DATA
 from judgeeval import (
     DEFAULT_THRESHOLD,
     LabeledCase,
+    PairResult,
+    agreement_summary,
     calibration_sample,
     choose_cut,
     choose_threshold,
@@ -252,3 +254,13 @@ def test_response_level_detection_floors_next_to_the_word_novelty_baseline():
     assert measured["ragtruth"][0] >= 0.72  # measured 0.750 (word novelty 0.773)
     assert measured["faithbench"][0] >= 0.60  # measured 0.637
     assert measured["faithbench"][0] > measured["faithbench"][1]  # above the baseline (0.596)
+
+
+def test_agreement_summary_counts_catches_misses_and_false_fails():
+    def pair(p, verdict):
+        return PairResult("a", "b", 80, 0.1, 0.3, p, verdict, (), {})
+
+    pairs = [pair(0.001, "fail"), pair(0.01, "inconclusive"), pair(0.03, "fail"), pair(0.2, "fail"), pair(0.6, "pass")]
+    assert agreement_summary(pairs) == (
+        "  people see a significant drop in 3 of 5 pairs: the gate fails on 2 (misses 1); false fails 1 of 2"
+    )

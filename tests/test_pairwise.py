@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,13 @@ def test_config_adds_and_checks_the_paired_metric(tmp_path):
     assert "pairwise.temprature: unknown option of the pairwise judge; did you mean `temperature`?" in str(info.value)
     (tmp_path / "rag-gate.yml").write_text(head + "gate: [head_win_rate]\npairwise: {model: m}\n")
     assert load_config(tmp_path / "rag-gate.yml").evaluation.gated == ("head_win_rate",)
+
+
+def test_a_pairwise_judge_of_its_own_generator_warns(fake):
+    from gate.judges.pairwise import PairwiseJudge
+
+    with pytest.warns(UserWarning, match="the pairwise judge model 'Judge-M' is also the generator"):
+        PairwiseJudge(model="Judge-M", base_url=fake.base_url, cache_dir=False, generator_model=" judge-m ")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PairwiseJudge(model="Judge-M", base_url=fake.base_url, cache_dir=False, generator_model="gen-x")

@@ -3,7 +3,7 @@ from conftest import write_jsonl
 
 from gate.errors import InputError
 from gate.golden import load_golden
-from gate.predictions import MISSING, align, load_predictions
+from gate.predictions import MISSING, align, load_predictions, scan_predictions
 
 
 def pred(i, repeat=0, **kw):
@@ -33,6 +33,14 @@ def test_bad_predictions(tmp_path, tiny_golden, rows, message):
     path = write_jsonl(tmp_path / "p.jsonl", rows)
     with pytest.raises(InputError) as info:
         align(load_golden(tiny_golden), load_predictions(path), path)
+    assert str(info.value) == str(tmp_path / message)
+
+
+def test_the_streaming_reader_refuses_a_duplicate_row_like_the_loader(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [pred("q1"), pred("q2"), pred("q1", 1), pred("q2")])
+    with pytest.raises(InputError) as info:
+        scan_predictions(path)
+    message = "p.jsonl:4: id: duplicate prediction for id 'q2' repeat 0 (first on line 2)"
     assert str(info.value) == str(tmp_path / message)
 
 

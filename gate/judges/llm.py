@@ -205,6 +205,22 @@ def to_unit(grade: int | None) -> float:
     return math.nan if grade is None else (grade - 1) / 2
 
 
+def warn_if_self_judging(config: EndpointConfig, generator_model: str | None, judge: str) -> str | None:
+    """Warn (``UserWarning``) when the judge's model is also the generator's, and return the message; else None.
+
+    LLM judges favour their own answers (self-preference bias: Panickssery et al. 2024, arXiv:2404.13076), so a
+    judge should not grade the model it is. Model names are compared without case or surrounding spaces.
+    """
+    if generator_model is None or generator_model.strip().lower() != config.model.strip().lower():
+        return None
+    message = (
+        f"the {judge} model {config.model!r} is also the generator: LLM judges favour their own answers; "
+        "use a different judge model"
+    )
+    warnings.warn(message, UserWarning, stacklevel=3)
+    return message
+
+
 class RubricJudge:
     """Rubric judge over an OpenAI-compatible endpoint (``judge: {name: llm, model: ...}``): all five dimensions.
 
@@ -247,13 +263,8 @@ class RubricJudge:
         self.id = f"llm:{self.config.model}@t{self.config.temperature:g}"
         self.version = VERSION
         self.warnings: list[str] = []
-        if generator_model is not None and generator_model.strip().lower() == self.config.model.strip().lower():
-            message = (
-                f"the judge model {self.config.model!r} is also the generator: LLM judges favour their own answers; "
-                "use a different judge model"
-            )
+        if message := warn_if_self_judging(self.config, generator_model, "judge"):
             self.warnings.append(message)
-            warnings.warn(message, UserWarning, stacklevel=2)
 
     def describe(self) -> str:
         """Return the pinned settings on one line: ``llm rubric-v1+final-json model=... temperature=... ...``."""

@@ -11,14 +11,13 @@ first: an answer wins only when it is preferred in both orders; a split (or a ti
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import jsonschema
 
-from gate.judges.llm import context_prompt, expectations_prompt
+from gate.judges.llm import context_prompt, expectations_prompt, warn_if_self_judging
 from gate.judges.llmclient import ChatClient, EndpointConfig, JudgeCallError, extract_json, make_cache
 from gate.models import Chunk, FormRules, GoldenCase
 
@@ -203,13 +202,7 @@ class PairwiseJudge:
         self.client = ChatClient(self.config, make_cache(cache_dir), environ)
         self.id = f"pairwise:{self.config.model}@t{self.config.temperature:g}"
         self.version = VERSION
-        if generator_model is not None and generator_model.strip().lower() == self.config.model.strip().lower():
-            warnings.warn(
-                f"the pairwise judge model {self.config.model!r} is also the generator: LLM judges favour their own "
-                "answers; use a different judge model",
-                UserWarning,
-                stacklevel=2,
-            )
+        warn_if_self_judging(self.config, generator_model, "pairwise judge")
 
     @property
     def identity(self) -> dict[str, Any]:
