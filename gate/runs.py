@@ -245,7 +245,8 @@ class ScoreTable:
             self._failed[metric] = np.ones((len(self.ids), self.repeats), dtype=bool)
         values[i, repeat] = value
         self._failed[metric][i, repeat] = error is not None
-        self._unread[i, repeat] |= isinstance(note, str)
+        if isinstance(note, str):  # rare: no numpy element write for every row of a large scores file
+            self._unread[i, repeat] = True
 
     @classmethod
     def from_scores(cls, ids: Sequence[str], repeats: int, scores: Iterable[Score]) -> ScoreTable:
