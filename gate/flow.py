@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,7 +43,7 @@ from gate.runs import (
     write_predictions,
 )
 from gate.sandbox import Sandbox
-from gate.scoring import PairwiseRun, judge_pairs, pair_scores, score_all
+from gate.scoring import EarlyScores, PairwiseRun, judge_pairs, pair_scores, score_all, score_lines
 
 if TYPE_CHECKING:  # the comparison (and scipy, which it needs) is imported by compare_runs: `run` needs neither
     from gate.comparison import ChangedFile, Comparison
@@ -181,10 +181,12 @@ def run_side(
 
     done = {(p.id, p.repeat) for p in kept}
     jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
-    _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox)
+    early = EarlyScores(golden, evaluation, judge)  # scored while the pipeline works on the next cases
+    _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox, early.add)
 
+    # the predictions as written are the source of the scores (early ones are reused only for the same rows)
     table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
-    scores = _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge)
+    scores = _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge, early)
     n_errors = sum(p.error is not None for p in table.values())
     manifest |= {
         "status": "complete",  # finished; a run whose every prediction failed is complete too (see below)
@@ -269,6 +271,7 @@ def _score_to(
     repeats: int,
     evaluation: Evaluation,
     judge: Judge,
+    known: EarlyScores | None = None,
 ) -> list[Score]:
     """Score every prediction into ``path``: rows go to a temporary file, renamed over ``path`` when complete."""
     with atomic_writer(path) as sink:
@@ -278,7 +281,8 @@ def _score_to(
             repeats,
             evaluation,
             judge,
-            on_scores=lambda rows: [sink.write(dumps(s.to_dict()) + "\n") for s in rows],
+            on_scores=lambda rows: sink.write(known.lines(rows) if known is not None else score_lines(rows)),
+            known=known,
         )
 
 
@@ -290,8 +294,12 @@ def _produce(
     predictions_path: Path,
     progress: bool,
     sandbox: Sandbox | None = None,
+    on_written: Callable[[Prediction], None] | None = None,
 ) -> None:
-    """Produce the missing predictions with the configured adapter, appending each one as it arrives."""
+    """Produce the missing predictions with the configured adapter, appending each one as it arrives.
+
+    ``on_written`` gets each prediction once it is on disk (to score it while the pipeline runs).
+    """
     spec = config.pipeline
     with (
         JsonlAppender(predictions_path) as sink,
@@ -301,6 +309,8 @@ def _produce(
         def write(prediction: Prediction) -> None:
             sink.write(prediction.to_dict())
             bar.update(1)
+            if on_written is not None:
+                on_written(prediction)
 
         if not jobs:
             return

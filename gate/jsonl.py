@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -46,7 +46,13 @@ def _json_type(value: Any) -> str:
     )
 
 
-def _schema(name: str) -> dict[str, Any]:
+@cache
+def shipped_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema shipped in ``gate/schemas`` (``config`` → ``config.schema.json``); do not modify it.
+
+    Read without jsonschema (about 0.2 s to import and check a schema): its validity is a test
+    (``tests/test_jsonl.py``), not a cost of every start.
+    """
     text = resources.files("gate.schemas").joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
 
@@ -56,7 +62,7 @@ def schema_validator(name: str) -> jsonschema.protocols.Validator:
     """The validator for a schema shipped in ``gate/schemas`` (``golden`` → ``golden.schema.json``)."""
     import jsonschema  # about 0.1 s to import: only to explain a record the compiled check does not accept
 
-    schema = _schema(name)
+    schema = shipped_schema(name)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
@@ -64,7 +70,13 @@ def schema_validator(name: str) -> jsonschema.protocols.Validator:
 
 @cache
 def _compiled_check(name: str) -> Callable[[Any], Any] | None:
-    """The schema compiled to Python by fastjsonschema (about 20 times faster than jsonschema), or None.
+    """The shipped schema ``name`` compiled to Python by fastjsonschema (see :func:`_compiled`), or None."""
+    return _compiled(json.dumps(shipped_schema(name)))
+
+
+@cache
+def _compiled(schema_text: str) -> Callable[[Any], Any] | None:
+    """The schema (as JSON text) compiled to Python by fastjsonschema (about 20 times faster than jsonschema), or None.
 
     Our schemas use draft-07 keywords only, so they compile as draft-07. It is a fast path: a record it accepts
     is valid; anything else is decided, and explained, by jsonschema (:func:`schema_validator`).
@@ -72,7 +84,7 @@ def _compiled_check(name: str) -> Callable[[Any], Any] | None:
     import fastjsonschema
 
     try:
-        return fastjsonschema.compile({**_schema(name), "$schema": "http://json-schema.org/draft-07/schema#"})
+        return fastjsonschema.compile({**json.loads(schema_text), "$schema": "http://json-schema.org/draft-07/schema#"})
     except fastjsonschema.JsonSchemaDefinitionException:
         return None
 
@@ -99,6 +111,25 @@ def _describe(error: jsonschema.ValidationError) -> tuple[str | None, str]:
     return path, error.message
 
 
+def accepts(record: Any, schema: str | Mapping[str, Any]) -> bool:
+    """Whether a compiled check accepts ``record`` (True: it is valid; False: ask jsonschema, which decides).
+
+    The fast path of :func:`validate` on its own, for callers that report every problem themselves.
+
+    Args:
+        record: the value to check.
+        schema: a shipped schema's name (``"config"``), or a JSON Schema (draft-07 keywords only) as a mapping.
+    """
+    check = _compiled_check(schema) if isinstance(schema, str) else _compiled(json.dumps(schema, sort_keys=True))
+    if check is None:
+        return False
+    try:
+        check(record)
+    except Exception:  # noqa: BLE001 - any doubt goes to jsonschema, which decides and explains
+        return False
+    return True
+
+
 def validate(record: Any, schema: str, path: Path | str, line: int | None) -> None:
     """Validate one record against a shipped schema.
 
@@ -108,13 +139,8 @@ def validate(record: Any, schema: str, path: Path | str, line: int | None) -> No
     """
     if not isinstance(record, dict):
         raise InputError(located(path, line, None, f"expected a JSON object, got {_json_type(record)}"))
-    check = _compiled_check(schema)
-    if check is not None:
-        try:
-            check(record)
-            return
-        except Exception:  # noqa: BLE001, S110 - any doubt goes to jsonschema, which decides and explains
-            pass
+    if accepts(record, schema):
+        return
     import jsonschema
 
     error = jsonschema.exceptions.best_match(schema_validator(schema).iter_errors(record))
@@ -320,8 +346,16 @@ def clean_nan(value: Any) -> Any:
 
 
 def dumps(record: Any) -> str:
-    """One compact JSON line, NaN written as null, non-ASCII kept as is."""
-    return json.dumps(clean_nan(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """One compact JSON line, NaN written as null, non-ASCII kept as is.
+
+    Most records hold no NaN: they are encoded as they are (json's C encoder refuses a non-finite float with
+    ``ValueError``), and only the others are copied through :func:`clean_nan` first, which would double the cost
+    of every row (scores.jsonl has one row per case × repeat × metric).
+    """
+    try:
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(clean_nan(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def write_jsonl(path: Path | str, records: Iterable[Any]) -> None:

@@ -6,13 +6,14 @@ Also pairs of answers, base's against head's, with the pairwise judge (the ``hea
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gate.config import Evaluation
+from gate.jsonl import dumps
 from gate.judges.base import Judge, Judgment, graded_dimensions
 from gate.metrics import Metric, resolve, score_case
 from gate.metrics.generation import strip_citations
@@ -115,6 +116,7 @@ def score_all(
     evaluation: Evaluation,
     judge: Judge | None,
     on_scores: Callable[[list[Score]], None] | None = None,
+    known: EarlyScores | None = None,
 ) -> list[Score]:
     """Score every (case, repeat), ``evaluation.judge_concurrency`` judge calls at a time, in golden order.
 
@@ -125,20 +127,26 @@ def score_all(
         evaluation: metrics and refusal settings.
         judge: the judge for judged metrics (None: judged metrics are NaN).
         on_scores: called with each prediction's scores as soon as they exist (for incremental writing).
+        known: scores computed while the pipeline ran; a prediction's are reused when ``table`` holds that very
+            prediction (see :class:`EarlyScores`), the others are computed here.
 
     """
     jobs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
+    reused = [known.get(prediction) if known is not None else None for _, prediction in jobs]
     metrics = [resolve(name) for name in evaluation.metrics]
-    given = batch_values(jobs, metrics)
+    todo = [j for j, scores in enumerate(reused) if scores is None]
+    given = batch_values([jobs[j] for j in todo], metrics)
     graded = graded_dimensions(judge) if judge is not None else frozenset()
     calls_judge = any(m.spec.judgment_field in graded for m in metrics if not m.spec.paired)
     out: list[Score] = []
     names = [m.name for m in metrics if not m.spec.paired]
     every = len(given) == len(names)  # every metric computed at once: a prediction's rows need no per-case work
-    rows = list(zip(*given.values(), strict=True)) if given else None
+    rows = dict(zip(todo, zip(*given.values(), strict=True), strict=True)) if given else None
 
     def one(j: int) -> list[Score]:
         case, prediction = jobs[j]
+        if reused[j] is not None:
+            return reused[j]
         if rows is None:
             return score_one(case, prediction, metrics, evaluation, judge)
         if every and prediction.error is None:
@@ -151,6 +159,60 @@ def score_all(
                 on_scores(scores)
             out.extend(scores)
     return out
+
+
+class EarlyScores:
+    """The scores of predictions computed as each arrives, while the pipeline runs (its wait is idle time here).
+
+    :func:`score_all` reuses them for a prediction equal to the one scored (its ``line`` in the file aside); any
+    other prediction (one kept from an interrupted run, or a row that reads back differently) is scored there as
+    usual, so the scores are the same either way. Nothing is kept when a metric is graded by the judge: judge
+    calls are made by :func:`score_all`, ``evaluation.judge_concurrency`` at a time.
+
+    Args:
+        golden: the cases (predictions of other ids are not scored here).
+        evaluation: metrics and refusal settings, as given to :func:`score_all`.
+        judge: the judge, as given to :func:`score_all`.
+    """
+
+    def __init__(self, golden: Sequence[GoldenCase], evaluation: Evaluation, judge: Judge | None):
+        self._cases = {case.id: case for case in golden}
+        self._metrics = [resolve(name) for name in evaluation.metrics]
+        self._evaluation = evaluation
+        self._judge = judge
+        graded = graded_dimensions(judge) if judge is not None else frozenset()
+        self.enabled = not any(m.spec.judgment_field in graded for m in self._metrics if not m.spec.paired)
+        """False when a metric calls the judge: then nothing is scored early."""
+        self._scores: dict[tuple[str, int], tuple[Prediction, list[Score]]] = {}
+        self._lines: dict[int, tuple[list[Score], str]] = {}
+
+    def add(self, prediction: Prediction) -> None:
+        """Score ``prediction`` now (a no-op when not :attr:`enabled` or its id is not a golden case)."""
+        case = self._cases.get(prediction.id)
+        if self.enabled and case is not None:
+            scores = score_one(case, prediction, self._metrics, self._evaluation, self._judge)
+            self._scores[(prediction.id, prediction.repeat)] = (replace(prediction, line=0), scores)
+            self._lines[id(scores)] = (scores, score_lines(scores))
+
+    def get(self, prediction: Prediction) -> list[Score] | None:
+        """The scores of ``prediction`` if it was scored early (the same fields but ``line``), else None."""
+        found = self._scores.get((prediction.id, prediction.repeat))
+        if found is None or found[0] != replace(prediction, line=0):
+            return None
+        return found[1]
+
+    def lines(self, scores: list[Score]) -> str:
+        """:func:`score_lines` of ``scores``, made while the pipeline ran when it is a list :meth:`get` returned."""
+        found = self._lines.get(id(scores))
+        return found[1] if found is not None and found[0] is scores else score_lines(scores)
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+
+def score_lines(scores: Iterable[Score]) -> str:
+    """The rows of ``scores.jsonl`` for ``scores``: one compact JSON object per line, each ending in a newline."""
+    return "".join(dumps(score.to_dict()) + "\n" for score in scores)
 
 
 def batch_values(jobs: Sequence[tuple[GoldenCase, Prediction]], metrics: Sequence[Metric]) -> dict[str, list[float]]:
