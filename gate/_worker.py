@@ -9,13 +9,13 @@ Whatever the user's code prints to stdout goes to stderr, so it cannot corrupt t
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import os
 import signal
 import sys
 import time
-import traceback
+
+# inspect and traceback are imported when a call fails: every worker's start (C of them at once) pays for its imports
 
 
 def _wiring_error(target: str, reason: str, is_input: bool) -> dict[str, object]:
@@ -30,6 +30,8 @@ def _wiring_error(target: str, reason: str, is_input: bool) -> dict[str, object]
 
 def _accepts(function: object, request: dict[str, object]) -> bool:
     """Whether ``function(case, **options)`` binds (False: the configured options do not fit its signature)."""
+    import inspect
+
     try:
         inspect.signature(function).bind(request["case"], **request.get("options", {}))  # type: ignore[arg-type]
     except TypeError:
@@ -74,6 +76,8 @@ def main(target: str) -> int:
                 reply["warmup"] = True
             text = json.dumps(reply, default=str)
         except Exception as exc:  # noqa: BLE001
+            import traceback
+
             last = traceback.extract_tb(exc.__traceback__)[-1]
             where = f" ({os.path.basename(last.filename)}:{last.lineno})"
             text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}{where}"})

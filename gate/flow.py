@@ -13,10 +13,9 @@ import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-
-from tqdm import tqdm
 
 from gate import __version__
 from gate.config import Config, Evaluation, PipelineSpec
@@ -27,7 +26,7 @@ from gate.jsonl import JsonlAppender, dumps, write_json
 from gate.judges import get_judge, get_pairwise_judge
 from gate.judges.base import Judge, judge_usage
 from gate.models import GoldenCase, Prediction, Score
-from gate.pipeline import run_command, run_python
+from gate.pipeline import WorkerPool, run_command, run_python
 from gate.predictions import PredictionTable, align, load_predictions, scan_predictions
 from gate.runs import (
     MANIFEST,
@@ -157,32 +156,37 @@ def run_side(
     if shard_spec is not None:
         golden = shard(golden, *shard_spec)
     n_repeats = repeats or config.repeats
-    evaluation = config.evaluation
-    judge = make_judge(evaluation)
-    identity = run_identity(evaluation, judge, file_sha256(config.golden), config.sha256, n_repeats, shard_spec)
-    manifest: dict[str, Any] = {
-        "schema_version": MANIFEST_SCHEMA_VERSION,
-        **identity.to_dict(),
-        "git_sha": git_sha,
-        "git_ref": git_ref,
-        "config": str(config.path),
-        "golden": str(config.golden),
-        "pipeline": pipeline_section(config),
-        "n_cases": len(golden),
-        "evaluation": evaluation.to_dict(),
-        "status": "running",
-        "started": _now(),
-    }
-    kept, rewrite = _resume_or_archive(out_dir, identity)
-    # the manifest says "running" before any file changes, and is rewritten last with the final status
-    write_json(out_dir / MANIFEST, manifest)
-    if rewrite:
-        write_predictions(out_dir / PREDICTIONS, kept)
+    pool = _early_workers(config, out_dir, len(golden) * n_repeats, sandbox)
+    try:
+        evaluation = config.evaluation
+        judge = make_judge(evaluation)
+        identity = run_identity(evaluation, judge, file_sha256(config.golden), config.sha256, n_repeats, shard_spec)
+        manifest: dict[str, Any] = {
+            "schema_version": MANIFEST_SCHEMA_VERSION,
+            **identity.to_dict(),
+            "git_sha": git_sha,
+            "git_ref": git_ref,
+            "config": str(config.path),
+            "golden": str(config.golden),
+            "pipeline": pipeline_section(config),
+            "n_cases": len(golden),
+            "evaluation": evaluation.to_dict(),
+            "status": "running",
+            "started": _now(),
+        }
+        kept, rewrite = _resume_or_archive(out_dir, identity)
+        # the manifest says "running" before any file changes, and is rewritten last with the final status
+        write_json(out_dir / MANIFEST, manifest)
+        if rewrite:
+            write_predictions(out_dir / PREDICTIONS, kept)
 
-    done = {(p.id, p.repeat) for p in kept}
-    jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
-    early = EarlyScores(golden, evaluation, judge)  # scored while the pipeline works on the next cases
-    _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox, early.add)
+        done = {(p.id, p.repeat) for p in kept}
+        jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
+        early = EarlyScores(golden, evaluation, judge)  # scored while the pipeline works on the next cases
+        _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox, early.add, pool)
+    finally:  # the workers are gone before the scores are written
+        if pool is not None:
+            pool.close()
 
     # the predictions as written are the source of the scores (early ones are reused only for the same rows)
     table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
@@ -247,6 +251,19 @@ def _resume_or_archive(out_dir: Path, identity: RunIdentity) -> tuple[list[Predi
     return [], True
 
 
+def _early_workers(config: Config, out_dir: Path, n_jobs: int, sandbox: Sandbox | None) -> WorkerPool | None:
+    """The ``python:`` pipeline's workers, spawned now when the run is a fresh one (else None: spawned later).
+
+    A fresh run (no manifest in ``out_dir``) calls the pipeline for every one of its ``n_jobs`` (case, repeat)
+    pairs, so its workers' interpreters can start (and import the pipeline) while rag-gate builds the judge,
+    hashes the inputs and writes the manifest. A run that may resume spawns them once the cases left are known.
+    """
+    spec = config.pipeline
+    if not spec.python or n_jobs == 0 or (out_dir / MANIFEST).exists():
+        return None
+    return WorkerPool(spec, sandbox, size=n_jobs)
+
+
 def _require_some_predictions(table: Mapping[tuple[str, int], Prediction], where: Path) -> None:
     """A side on which every prediction failed cannot be evaluated.
 
@@ -295,27 +312,27 @@ def _produce(
     progress: bool,
     sandbox: Sandbox | None = None,
     on_written: Callable[[Prediction], None] | None = None,
+    pool: WorkerPool | None = None,
 ) -> None:
     """Produce the missing predictions with the configured adapter, appending each one as it arrives.
 
-    ``on_written`` gets each prediction once it is on disk (to score it while the pipeline runs).
+    ``on_written`` gets each prediction once it is on disk (to score it while the pipeline runs); ``pool`` holds
+    the ``python:`` adapter's workers when they were spawned beforehand (:func:`_early_workers`).
     """
     spec = config.pipeline
-    with (
-        JsonlAppender(predictions_path) as sink,
-        tqdm(total=len(jobs), disable=not progress, file=sys.stderr, desc="cases", unit="case") as bar,
-    ):
+    with JsonlAppender(predictions_path) as sink, _progress_bar(len(jobs)) if progress else nullcontext() as bar:
 
         def write(prediction: Prediction) -> None:
             sink.write(prediction.to_dict())
-            bar.update(1)
+            if bar is not None:
+                bar.update(1)
             if on_written is not None:
                 on_written(prediction)
 
         if not jobs:
             return
         if spec.python:
-            run_python(spec, jobs, write, sandbox=sandbox)
+            run_python(spec, jobs, write, sandbox=sandbox, pool=pool)
             return
         wanted = {(c.id, r) for c, r in jobs}
         if spec.command:
@@ -327,6 +344,13 @@ def _produce(
         for prediction in produced:
             if (prediction.id, prediction.repeat) in wanted:
                 write(prediction)
+
+
+def _progress_bar(total: int) -> Any:
+    """A progress bar of ``total`` cases on stderr (tqdm, imported only when a bar is shown: about 40 ms)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, file=sys.stderr, desc="cases", unit="case")
 
 
 def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:

@@ -14,18 +14,21 @@ back (answers, chunks, ids, error messages) is redacted before rag-gate keeps or
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import io
 import json
 import logging
+import math
 import os
 import queue
+import select
 import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -45,19 +48,26 @@ log = logging.getLogger("rag-gate")
 
 
 _PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+_READ_SIZE = 1 << 16  # bytes read from a worker's output at a time
 _REAP_WAIT_S = 2.0
 
 
 def _group_members(pgid: int) -> list[int]:
     """Ids of the processes whose process group is ``pgid``, from ``/proc/<pid>/stat`` field 5 (Linux; else [])."""
-    members = []
+    return _groups_members([pgid])[pgid]
+
+
+def _groups_members(pgids: Iterable[int]) -> dict[int, list[int]]:
+    """:func:`_group_members` of several groups, from one pass over ``/proc``."""
+    members: dict[int, list[int]] = {pgid: [] for pgid in pgids}
+    wanted = {str(pgid): pgid for pgid in members}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):  # gone meanwhile, or not Linux's format
             continue
-        if len(fields) > 2 and fields[2] == str(pgid):
-            members.append(int(stat.parent.name))
+        if len(fields) > 2 and fields[2] in wanted:
+            members[wanted[fields[2]]].append(int(stat.parent.name))
     return members
 
 
@@ -92,8 +102,11 @@ def _reap(pid: int, pgid: int) -> None:
         time.sleep(0.01)
 
 
-def kill_group(proc: subprocess.Popen[Any]) -> None:
+def kill_group(proc: subprocess.Popen[Any], members: list[int] | None = None) -> None:
     """Kill ``proc`` and every process of its process group (it must have been started with ``start_new_session``).
+
+    ``members`` are the group's processes when the caller has just listed them (:func:`_groups_members`, one pass
+    over ``/proc`` for several groups); default: listed here.
 
     The group is signalled before the leader is reaped, so its id cannot have been reused; the group's other
     processes are reaped too, once re-parented to rag-gate (:func:`_become_subreaper`), so none is left as a
@@ -102,7 +115,7 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
 
     Source: kill(2) and setsid(2): a negative pid signals the process group; prctl(2) ``PR_SET_CHILD_SUBREAPER``.
     """
-    members = [pid for pid in _group_members(proc.pid) if pid != proc.pid]
+    members = [pid for pid in (_group_members(proc.pid) if members is None else members) if pid != proc.pid]
     _become_subreaper()
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -118,16 +131,23 @@ class CallFailed(Exception):
 
 
 class _Worker:
-    """One long-lived worker subprocess serving calls to ``module:function``."""
+    """One long-lived worker subprocess serving calls to ``module:function``.
+
+    Its replies are read by the calling thread itself: :meth:`_readline` waits in ``poll(2)``, which returns as
+    soon as the worker has written (or exited, or the timeout ran out): nothing sleeps between checks, and no
+    reader thread has to be woken between a reply and the next case.
+    """
 
     def __init__(self, spec: PipelineSpec, sandbox: Sandbox, tmpdir: Path):
         self._spec = spec
         self._sandbox = sandbox
         self._tmpdir = tmpdir
-        self._proc: subprocess.Popen[str] | None = None
-        self._replies: queue.Queue[str | None] = queue.Queue()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ready = False
+        self._buffer = bytearray()
 
-    def _start(self) -> None:
+    def spawn(self) -> None:
+        """Start the worker process (without waiting for it: :meth:`call` waits for its "ready" line)."""
         spec, sandbox = self._spec, self._sandbox
         env = sandbox.environment(spec.env_passthrough, spec.env, tmpdir=self._tmpdir)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(spec.workdir), env.get("PYTHONPATH")]))
@@ -138,57 +158,71 @@ class _Worker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
             start_new_session=True,  # its own process group: a timeout kills what the function started too
             **sandbox.popen_kwargs(),
         )
         assert self._proc.stderr is not None
-        sandbox.forward(self._proc.stderr)
-        self._replies = queue.Queue()
-        threading.Thread(target=self._read, args=(self._proc, self._replies), daemon=True).start()
+        sandbox.forward(io.TextIOWrapper(self._proc.stderr, encoding="utf-8", errors="replace"))
+        self._ready = False
+        self._buffer = bytearray()
+
+    def _start(self) -> None:
+        if self._proc is None:
+            self.spawn()
         try:
-            ready = self._reply(timeout=spec.startup_timeout_s)
+            ready = self._reply(timeout=self._spec.startup_timeout_s)
         except CallFailed as exc:  # a worker that cannot start would fail every case: stop the run
-            raise EvaluationError(f"pipeline {spec.python} did not start: {exc} (importing the module)") from None
+            raise EvaluationError(f"pipeline {self._spec.python} did not start: {exc} (importing the module)") from None
         if not ready.get("ready"):
             self.stop()
-            error = sandbox.redactor(str(ready.get("error", "worker did not start")))
+            error = self._sandbox.redactor(str(ready.get("error", "worker did not start")))
             raise (InputError if ready.get("input") else EvaluationError)(f"{self._where()}: {error}")
+        self._ready = True
 
     def _where(self) -> str:
         """``pipeline module:function (rag-gate.yml:3)`` for error messages."""
         return f"pipeline {self._spec.python}" + (f" ({self._spec.origin})" if self._spec.origin else "")
 
-    @staticmethod
-    def _read(proc: subprocess.Popen[str], replies: queue.Queue[str | None]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            replies.put(line)
-        replies.put(None)
+    def _readline(self, timeout: float) -> bytes | None:
+        """The worker's next line (b"" once it closed its output), or None when ``timeout`` seconds ran out."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        waiting = select.poll()  # poll(2), unlike select(2), takes any descriptor number
+        waiting.register(fd, select.POLLIN)
+        deadline = time.monotonic() + timeout
+        searched = 0
+        while (newline := self._buffer.find(b"\n", searched)) < 0:
+            searched = len(self._buffer)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not waiting.poll(math.ceil(remaining * 1000)):
+                return None
+            chunk = os.read(fd, _READ_SIZE)
+            if not chunk:
+                return b""
+            self._buffer += chunk
+        line = bytes(self._buffer[: newline + 1])
+        del self._buffer[: newline + 1]
+        return line
 
     def _reply(self, timeout: float) -> dict[str, Any]:
-        try:
-            line = self._replies.get(timeout=timeout)
-        except queue.Empty:
-            self.stop()
-            raise CallFailed(f"timeout after {timeout:g} s") from None
+        line = self._readline(timeout)
         if line is None:
-            proc, self._proc = self._proc, None
-            if proc is not None:
-                kill_group(proc)  # what the worker started dies with it; a zombie keeps its exit status
+            self.stop()
+            raise CallFailed(f"timeout after {timeout:g} s")
+        if not line:
+            proc = self._proc
+            self.stop()  # what the worker started dies with it; a zombie keeps its exit status
             code = proc.returncode if proc is not None else None
             raise CallFailed(f"pipeline process exited with code {code}")
-        return json.loads(line)
+        return json.loads(line.decode("utf-8", errors="replace"))
 
     def call(self, case: dict[str, Any]) -> dict[str, Any]:
         """Send one case, wait for the reply (at most ``timeout_s``)."""
-        if self._proc is None:
+        if self._proc is None or not self._ready:
             self._start()
         assert self._proc is not None and self._proc.stdin is not None
         try:
-            self._proc.stdin.write(json.dumps({"case": case, "options": self._spec.options}) + "\n")
+            self._proc.stdin.write((json.dumps({"case": case, "options": self._spec.options}) + "\n").encode())
             self._proc.stdin.flush()
         except (BrokenPipeError, OSError):
             self.stop()
@@ -201,11 +235,70 @@ class _Worker:
             raise CallFailed(self._sandbox.redactor(str(reply.get("error", "unknown error"))))
         return reply
 
-    def stop(self) -> None:
-        """Kill the worker process, and every process it started, if it runs."""
-        if self._proc is not None:
-            kill_group(self._proc)
-            self._proc = None
+    @property
+    def pid(self) -> int | None:
+        """The worker process's id (and its process group's), None when it does not run."""
+        return self._proc.pid if self._proc is not None else None
+
+    def stop(self, members: list[int] | None = None) -> None:
+        """Kill the worker process, and every process it started, if it runs (``members``: see :func:`kill_group`)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            kill_group(proc, members)
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+
+
+class WorkerPool:
+    """The worker processes of a ``python:`` pipeline, all spawned when the pool is made.
+
+    Their interpreters start (and import the pipeline's module) while rag-gate goes on preparing the run; each is
+    waited for on its first call. :meth:`close` (or leaving the ``with`` block) kills every worker and what it
+    started, sweeps the pipeline user's processes and removes the pipeline's scratch directory.
+
+    Args:
+        spec: the pipeline section of the config (``spec.python`` set).
+        sandbox: where the workers run (default: :meth:`Sandbox.from_environ` of ``os.environ``).
+        size: how many workers (default and at most ``spec.concurrency``; at least 1).
+    """
+
+    def __init__(self, spec: PipelineSpec, sandbox: Sandbox | None = None, size: int | None = None):
+        self.spec = spec
+        self.sandbox = sandbox or Sandbox.from_environ(os.environ)
+        self._scratch = self.sandbox.scratch()
+        tmpdir = self._scratch.__enter__()
+        self.workers = [
+            _Worker(spec, self.sandbox, tmpdir) for _ in range(max(1, min(size or spec.concurrency, spec.concurrency)))
+        ]
+        try:
+            for worker in self.workers:
+                worker.spawn()
+        except BaseException:
+            self.close()
+            raise
+
+    def serve(self, jobs: Iterable[tuple[GoldenCase, int]], on_result: Callable[[Prediction], None]) -> None:
+        """Call the pipeline for each (case, repeat), one call per worker at a time (see :func:`run_python`)."""
+        _serve(self.spec, jobs, on_result, self.sandbox, self.workers)
+
+    def close(self) -> None:
+        """Kill the workers and what they started; sweep; remove the scratch directory."""
+        try:
+            groups = _groups_members(pid for worker in self.workers if (pid := worker.pid) is not None)
+            for worker in self.workers:
+                pid = worker.pid
+                worker.stop(groups[pid] if pid is not None else None)
+            self.sandbox.sweep()
+        finally:
+            self._scratch.__exit__(None, None, None)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _to_prediction(case: GoldenCase, repeat: int, reply: dict[str, Any], source: str, redactor: Redactor) -> Prediction:
@@ -229,6 +322,7 @@ def run_python(
     on_result: Callable[[Prediction], None],
     *,
     sandbox: Sandbox | None = None,
+    pool: WorkerPool | None = None,
 ) -> None:
     """Call ``spec.python`` for each (case, repeat), ``spec.concurrency`` at a time; report each prediction.
 
@@ -240,6 +334,8 @@ def run_python(
         jobs: (case, repeat index) pairs.
         on_result: receives each prediction (redacted), in the order of ``jobs``.
         sandbox: where the workers run (default: :meth:`Sandbox.from_environ` of ``os.environ``).
+        pool: workers spawned beforehand (:class:`WorkerPool`, closed by its owner); default: a pool of
+            ``spec.concurrency`` workers made here and closed before returning.
 
     Raises:
         InputError: when the configured module or function does not exist, is not a function, or does not take
@@ -247,12 +343,11 @@ def run_python(
         EvaluationError: when importing the module fails (every call would fail).
 
     """
-    sandbox = sandbox or Sandbox.from_environ(os.environ)
-    with sandbox.scratch() as tmpdir:
-        try:
-            _serve(spec, jobs, on_result, sandbox, tmpdir)
-        finally:
-            sandbox.sweep()
+    if pool is not None:
+        pool.serve(jobs, on_result)
+        return
+    with WorkerPool(spec, sandbox, size=len(jobs) if isinstance(jobs, Sized) else None) as own:
+        own.serve(jobs, on_result)
 
 
 def _serve(
@@ -260,11 +355,11 @@ def _serve(
     jobs: Iterable[tuple[GoldenCase, int]],
     on_result: Callable[[Prediction], None],
     sandbox: Sandbox,
-    tmpdir: Path,
+    pool: list[_Worker],
 ) -> None:
     workers: queue.Queue[_Worker] = queue.Queue()
-    for _ in range(spec.concurrency):
-        workers.put(_Worker(spec, sandbox, tmpdir))
+    for worker in pool:
+        workers.put(worker)
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(spec.retries + 1),
         retry=tenacity.retry_if_exception_type(CallFailed),
@@ -282,13 +377,9 @@ def _serve(
         finally:
             workers.put(worker)
 
-    try:
-        with ThreadPoolExecutor(spec.concurrency) as pool:
-            for prediction in pool.map(one, jobs):
-                on_result(prediction)
-    finally:
-        while not workers.empty():
-            workers.get().stop()
+    with ThreadPoolExecutor(len(pool)) as threads:
+        for prediction in threads.map(one, jobs):
+            on_result(prediction)
 
 
 def run_command(

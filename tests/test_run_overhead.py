@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import time
 from dataclasses import replace
 
 import jsonschema
@@ -16,11 +18,13 @@ import pytest
 from conftest import write_jsonl
 
 from gate.config import Evaluation, load_config
-from gate.flow import make_judge, run_side
+from gate.errors import EvaluationError
+from gate.flow import _early_workers, make_judge, run_side
 from gate.golden import load_golden
 from gate.jsonl import accepts, clean_nan, dumps
 from gate.judges import JUDGES
 from gate.models import Chunk, Prediction
+from gate.pipeline import WorkerPool, run_python
 from gate.predictions import align, load_predictions
 from gate.scoring import EarlyScores, score_all, score_lines
 
@@ -156,3 +160,81 @@ def test_a_valid_config_is_checked_without_jsonschema_and_an_invalid_one_is_expl
     assert found.stdout.strip() == "False", found.stderr
     with pytest.raises(Exception, match=r"bad.yml:2: pipeline.concurency: unknown key; did you mean `concurrency`"):
         load_config(tmp_path / "bad.yml")
+
+
+# ------------------------------------------------------------------------------------ the python: adapter's loop
+WORKER_PIPELINE = """
+import os
+
+def answer(case):
+    size = int(case["question"])
+    return {"answer": "x" * size, "retrieved": [{"id": "d1", "text": str(os.getpid())}]}
+"""
+
+
+def python_side(tmp_path, sizes, concurrency=2):
+    (tmp_path / "rag.py").write_text(WORKER_PIPELINE)
+    write_jsonl(tmp_path / "golden.jsonl", [{"id": f"c{i}", "question": str(n)} for i, n in enumerate(sizes)])
+    (tmp_path / "rag-gate.yml").write_text(
+        f"golden: golden.jsonl\npipeline: {{python: rag:answer, concurrency: {concurrency}, retries: 0}}\n"
+    )
+    return load_config(tmp_path / "rag-gate.yml")
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not reaped, counts as alive: it must have been reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_the_loop_never_sleeps_between_cases_and_reads_replies_of_any_size(tmp_path, monkeypatch):
+    """Each reply wakes the calling thread (poll(2) on the worker's output): no sleep, no polling interval."""
+    sizes = [3, 0, 200_000, 5, 1_000_000, 1] * 5  # replies of one pipe read and of many (64 KiB at a time)
+    config = python_side(tmp_path, sizes)
+    cases = load_golden(config.golden)
+
+    def no_sleep(seconds):
+        raise AssertionError(f"rag-gate slept {seconds} s between cases")
+
+    monkeypatch.setattr(time, "sleep", no_sleep)
+    got = []
+    run_python(config.pipeline, [(c, 0) for c in cases], got.append)
+    assert [p.id for p in got] == [c.id for c in cases]
+    assert [len(p.answer) for p in got] == sizes and all(p.error is None for p in got)
+    assert len({p.retrieved[0].text for p in got}) == 2  # two worker processes served them all
+
+
+def test_a_worker_pool_spawns_its_workers_at_once_and_leaves_none_behind(tmp_path):
+    config = python_side(tmp_path, [1, 2, 3], concurrency=4)
+    with WorkerPool(config.pipeline, size=3) as pool:  # three cases: three workers, not four
+        pids = [w.pid for w in pool.workers]
+        assert len(pids) == 3 and all(pid is not None and alive(pid) for pid in pids)  # before any call
+        got = []
+        run_python(config.pipeline, [(c, 0) for c in load_golden(config.golden)], got.append, pool=pool)
+        assert [p.answer for p in got] == ["x", "xx", "xxx"]
+        assert {int(p.retrieved[0].text) for p in got} <= set(pids)  # served by the workers spawned up front
+    assert not any(alive(pid) for pid in pids)  # killed and reaped
+    assert all(w.pid is None for w in pool.workers)
+
+
+def test_a_fresh_run_spawns_its_workers_early_and_a_resumable_one_does_not(tmp_path):
+    config = python_side(tmp_path, [1, 2])
+    out = tmp_path / "run"
+    out.mkdir()
+    pool = _early_workers(config, out, 2, None)
+    assert pool is not None and len(pool.workers) == 2
+    pool.close()
+    assert _early_workers(config, out, 0, None) is None  # nothing to run
+    run_side(config, out)
+    assert _early_workers(config, out, 2, None) is None  # a manifest: the run may resume, cases left unknown yet
+    assert len(load_predictions(out / "predictions.jsonl")) == 2
+
+
+def test_a_broken_pipeline_spawned_early_still_fails_the_run_with_its_error(tmp_path):
+    config = python_side(tmp_path, [1, 2])
+    (tmp_path / "rag.py").write_text("import no_such_module_here\n")
+    with pytest.raises(EvaluationError, match="cannot import rag:answer"):
+        run_side(config, tmp_path / "run")

@@ -78,6 +78,12 @@ def test_help_and_validate_import_no_heavy_library(project):
 
 def test_run_without_judged_metrics_imports_no_heavy_library(project):
     assert imported(project, "run", "--config", "retrieval.yml", "--out", "runs/retrieval") == set()
+    # nor what a valid config, a progress bar not shown and a judge that grades nothing would need (issue 14: the
+    # overhead of a run): jsonschema explains bad input only, tqdm draws the bar, snowballstemmer stems for the judge
+    probe = PROBE.replace("heavy = ", "heavy = ('jsonschema', 'tqdm', 'snowballstemmer') + ")
+    args = ["run", "--config", "retrieval.yml", "--out", "runs/retrieval-2", "--no-progress"]
+    result = subprocess.run([sys.executable, "-c", probe, *args], cwd=project, capture_output=True, text=True)
+    assert "HEAVY \n" in result.stderr, result.stderr
 
 
 def test_run_with_the_lexical_judge_imports_scikit_learn_only_for_it(project):

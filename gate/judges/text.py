@@ -13,8 +13,7 @@ import threading
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-
-import snowballstemmer
+from typing import Any
 
 from gate.language import ITALIAN_STOP_WORDS
 
@@ -207,11 +206,13 @@ def _is_past(word: str) -> bool:
 _local = threading.local()
 
 
-def _stemmer(lang: Lang) -> snowballstemmer.stemmer:
+def _stemmer(lang: Lang) -> Any:
     cache = getattr(_local, "stemmers", None)
     if cache is None:
         cache = _local.stemmers = {}
     if lang not in cache:
+        import snowballstemmer  # its every language's stemmer (about 50 ms) when the judge first stems a word
+
         cache[lang] = snowballstemmer.stemmer("italian" if lang == "it" else "english")
     return cache[lang]
 
