@@ -100,7 +100,8 @@ class Chunk:
     """Retriever score, if the pipeline reports one."""
 
 
-_CHUNK_ID = operator.attrgetter("id")
+CHUNK_ID = operator.attrgetter("id")
+"""The id of a :class:`Chunk` (a C-level getter, for mapping over many chunks)."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ class Prediction:
     @property
     def retrieved_ids(self) -> list[str]:
         """Ids of the retrieved chunks, rank 1 first."""
-        return list(map(_CHUNK_ID, self.retrieved))
+        return list(map(CHUNK_ID, self.retrieved))
 
     def to_dict(self) -> dict[str, Any]:
         """The prediction as the JSON object written to ``predictions.jsonl``."""

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from typing import TypeVar
 
 import numpy as np
+
+Doc = TypeVar("Doc")
 
 
 def _check_k(k: int) -> None:
@@ -200,35 +204,61 @@ class ExpectedRanks:
         return int(self.n_expected.size)
 
 
-def expected_ranks(retrieved: Iterable[list[str]], expected: Sequence[Iterable[str]]) -> ExpectedRanks:
-    """First ranks of the expected documents of Q queries (``list.index``: a C-level search per expected document).
+_BLOCK = 1024
+"""Queries whose ids :func:`expected_ranks` gathers in one list (about 100k references at 100 documents each)."""
+
+
+def expected_ranks(
+    retrieved: Sequence[Sequence[Doc]],
+    expected: Sequence[Iterable[str]],
+    key: Callable[[Doc], str] | None = None,
+) -> ExpectedRanks:
+    """First ranks of the expected documents of Q queries.
+
+    The ids of a block of queries are gathered into one list by a C-level ``map``, and each distinct expected
+    document is found in its query's slice of that list by ``list.index`` (a C-level search that stops at the
+    first occurrence, so a duplicate counts at its first rank): no Python-level step per retrieved document.
 
     Args:
-        retrieved: Q ranked lists of document ids, rank 1 first, any length (any iterable: a generator keeps one
-            list in memory at a time).
-        expected: Q collections of relevant ids (repeats count once).
+        retrieved: Q ranked lists of documents, rank 1 first, any length: the ids themselves (``key`` None) or
+            objects whose id ``key`` gives (e.g. ``operator.attrgetter("id")`` on :class:`gate.models.Chunk`).
+        expected: Q collections of relevant ids (repeats count once; empty: the metrics are NaN).
+        key: The id of a retrieved document; None when the documents are ids.
 
     Returns:
         The :class:`ExpectedRanks`.
+
+    Raises:
+        ValueError: When ``retrieved`` and ``expected`` differ in length.
     """
+    if len(retrieved) != len(expected):
+        raise ValueError(f"{len(retrieved)} ranked lists for {len(expected)} sets of expected ids")
     queries: list[int] = []
     ranks: list[int] = []
-    n_expected = np.zeros(len(expected), dtype=np.int64)
-    for q, (ids, wanted) in enumerate(zip(retrieved, expected, strict=True)):
-        if not wanted:
-            continue
-        docs = set(wanted)
-        n_expected[q] = len(docs)
-        found = []
-        for doc in docs:
-            try:
-                found.append(ids.index(doc) + 1)
-            except ValueError:
-                continue
-        found.sort()
-        queries.extend([q] * len(found))
-        ranks.extend(found)
-    return ExpectedRanks(np.array(queries, dtype=np.int64), np.array(ranks, dtype=np.int64), n_expected)
+    n_expected = [0] * len(expected)
+    for first in range(0, len(expected), _BLOCK):
+        lists = retrieved[first : first + _BLOCK]
+        docs = chain.from_iterable(lists)
+        find = list(docs if key is None else map(key, docs)).index
+        start = 0
+        for q, (ranked, wanted) in enumerate(zip(lists, expected[first : first + _BLOCK], strict=True), first):
+            stop = start + len(ranked)
+            if wanted:
+                distinct = set(wanted)
+                n_expected[q] = len(distinct)
+                found = []
+                for doc in distinct:
+                    try:
+                        found.append(find(doc, start, stop) - start + 1)
+                    except ValueError:
+                        continue
+                found.sort()
+                queries += [q] * len(found)
+                ranks += found
+            start = stop
+    return ExpectedRanks(
+        np.array(queries, dtype=np.int64), np.array(ranks, dtype=np.int64), np.array(n_expected, dtype=np.int64)
+    )
 
 
 def _hits_at(ranks: ExpectedRanks, k: int | None) -> np.ndarray:
