@@ -287,6 +287,9 @@ class WorkerPool:
         """Kill the workers and what they started; sweep; remove the scratch directory."""
         try:
             groups = _groups_members(pid for worker in self.workers if (pid := worker.pid) is not None)
+            for pgid in groups:  # every group signalled first: they die together, then each is reaped
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
             for worker in self.workers:
                 pid = worker.pid
                 worker.stop(groups[pid] if pid is not None else None)
