@@ -293,9 +293,11 @@ class WorkerPool:
             for worker in self.workers:
                 pid = worker.pid
                 worker.stop(groups[pid] if pid is not None else None)
-            self.sandbox.sweep()
         finally:
-            self._scratch.__exit__(None, None, None)
+            try:
+                self.sandbox.sweep()
+            finally:
+                self._scratch.__exit__(None, None, None)
 
     def __enter__(self) -> WorkerPool:
         return self
