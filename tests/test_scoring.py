@@ -1,4 +1,5 @@
-"""The batched scoring path (``gate.scoring.score_all``): equal to the per-case reference and to ranx, GC paused.
+"""The batched scoring path (``gate.scoring.score_all``): equal to the per-case reference and to ranx, GC paused
+(frozen for judge calls).
 
 ``score_all`` computes the retrieval metrics of every prediction at once (``batch_values``); ``score_one`` without
 ``given`` computes each value with the per-case metric functions of ``gate.metrics.retrieval`` (the readable
@@ -12,6 +13,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import weakref
 
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ from gate.judges import get_judge
 from gate.metrics import resolve
 from gate.metrics import retrieval as retrieval_metrics
 from gate.models import CHUNK_ID, Chunk, GoldenCase, Prediction, Score
-from gate.scoring import gc_paused, score_all, score_one
+from gate.scoring import gc_frozen, gc_paused, score_all, score_one
 
 RETRIEVAL = (
     "hit_rate@1", "hit_rate@10", "recall@3", "recall@10", "precision@1", "precision@10", "mrr", "ndcg@3", "ndcg@10",
@@ -128,15 +130,55 @@ def test_scoring_without_judge_calls_pauses_the_collector_and_restores_it(collec
     assert not gc.isenabled()
 
 
-def test_scoring_with_judge_calls_leaves_the_collector_alone(collector_enabled):
-    """Judge calls wait on the network for minutes: the collector keeps running meanwhile."""
+def test_scoring_with_judge_calls_keeps_the_collector_running_on_new_objects(collector_enabled):
+    """Judge calls wait on the network for minutes: the collector keeps running meanwhile, over the objects the
+    calls create; those alive before (the libraries, the golden set) are frozen until the calls end."""
     golden, table = _edge_cases(20, repeats=1)
     evaluation = Evaluation(metrics=("hit_rate@1", "faithfulness"))
     seen = []
     score_all(
-        golden, table, 1, evaluation, get_judge(evaluation.judge), on_scores=lambda _: seen.append(gc.isenabled())
-    )
-    assert len(seen) == 20 and all(seen)
+        golden, table, 1, evaluation, get_judge(evaluation.judge),
+        on_scores=lambda _: seen.append((gc.isenabled(), gc.get_freeze_count() > 0)),
+    )  # fmt: skip
+    assert len(seen) == 20 and all(enabled and frozen for enabled, frozen in seen)
+    assert gc.get_freeze_count() == 0
+
+
+class _Node:
+    """An object that can be put in a reference cycle and watched with a weak reference."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_gc_frozen_collects_new_cycles_and_puts_off_the_old_ones(collector_enabled):
+    old = _Node()
+    old_gone = weakref.ref(old)
+    with gc_frozen():
+        assert gc.get_freeze_count() > 0
+        new = _Node()
+        new_gone = weakref.ref(new)
+        del new, old  # both are unreachable cycles now
+        gc.collect()
+        assert new_gone() is None  # created in the block: collected as usual
+        assert old_gone() is not None  # frozen: left alone within the block
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert old_gone() is None  # back in the oldest generation: collected, not leaked
+
+
+def test_gc_frozen_leaves_a_caller_s_freeze_and_survives_an_exception(collector_enabled):
+    with pytest.raises(RuntimeError), gc_frozen():
+        raise RuntimeError("boom")
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_frozen():
+            pass
+        assert gc.get_freeze_count() == frozen  # the embedding process's freeze is not undone
+    finally:
+        gc.unfreeze()
 
 
 def test_gc_paused_restores_the_collector_on_an_exception(collector_enabled):
