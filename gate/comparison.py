@@ -533,7 +533,7 @@ class Comparison:
 
     def to_json(self) -> str:
         """``report.json``'s text (:func:`gate.jsonl.pretty_json`), non-ASCII kept; byte-identical for equal inputs."""
-        return pretty_json(asdict(self))  # pretty_json cleans NaN itself
+        return pretty_json(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Comparison:

@@ -10,16 +10,21 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, fields, is_dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
 
 from gate.errors import InputError, located
 from gate.files import atomic_writer, write_text_atomic  # noqa: F401 - write_text_atomic is re-exported
 
 if TYPE_CHECKING:  # imported when a record needs explaining: the fast path below decides valid ones
     import jsonschema
+
+RowT = TypeVar("RowT")
 
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects accepted in any JSON input (a case, a prediction, a manifest).
@@ -217,8 +222,10 @@ def parse_json(
 ) -> Any:
     """Parse one JSON document strictly: RFC 8259 numbers only, at most ``max_depth`` levels of nesting.
 
-    As fast as ``json.loads`` on valid input: the depth is only walked when the text holds more brackets than
-    ``max_depth``.
+    Parsed by msgspec (RFC 8259 strict, about 5× faster than ``json``, the same values); a document msgspec
+    refuses is decided and explained by a strict ``json`` decoder (which also takes escaped lone surrogates and
+    exponents beyond the float range, as before). The depth is only walked when the text holds more brackets
+    than ``max_depth``.
 
     Args:
         text: the document (one JSONL line, or a whole file).
@@ -235,6 +242,12 @@ def parse_json(
         InputError: ``file:line: field: message`` for invalid JSON, a ``NaN``/``Infinity`` literal, too deep
             nesting or (``unique_keys``) a duplicate key.
     """
+    brackets = text.count("[") + text.count("{")
+    if not unique_keys and brackets <= max_depth:
+        try:
+            return msgspec.json.decode(text)
+        except msgspec.DecodeError:  # any doubt goes to the strict decoder below, which decides and explains
+            pass
     try:
         value = (_STRICT_UNIQUE if unique_keys else _STRICT).decode(text)
     except _DuplicateKey as exc:
@@ -247,7 +260,7 @@ def parse_json(
         raise InputError(located(path, line, _constant_field(text), message)) from None
     except RecursionError:  # deeper than the interpreter's recursion limit
         raise InputError(located(path, line, None, f"JSON nested deeper than {max_depth} levels")) from None
-    if text.count("[") + text.count("{") > max_depth and _depth_exceeds(value, max_depth):
+    if brackets > max_depth and _depth_exceeds(value, max_depth):
         raise InputError(located(path, line, None, f"JSON nested deeper than {max_depth} levels"))
     return value
 
@@ -272,6 +285,41 @@ def read_jsonl(
         yield number, record
 
 
+def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
+    """``(line_number, offset, raw bytes)`` of each line of a file (1-based numbers, byte offsets)."""
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a JSONL file") from None
+    offset = 0
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            start, offset = offset, offset + len(raw)
+            yield number, start, raw
+
+
+_BLANK = object()
+
+
+def _parse_line(path: Path, number: int, raw: bytes, unique_keys: bool = False) -> Any:
+    """One JSONL line parsed by :func:`parse_json` (``_BLANK`` for a blank line; a BOM allowed on line 1).
+
+    Raises:
+        InputError: not UTF-8, or not valid JSON (as :func:`parse_json`).
+    """
+    try:
+        text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            located(path, number, None, f"not UTF-8 text ({exc.reason} at column {exc.start + 1})")
+        ) from None
+    if not text.strip():
+        return _BLANK
+    return parse_json(text, path, number, unique_keys=unique_keys)
+
+
 def scan_jsonl(
     path: Path | str, problems: list[str] | None = None, *, unique_keys: bool = False
 ) -> Iterator[tuple[int, int, Any]]:
@@ -285,33 +333,49 @@ def scan_jsonl(
 
     """
     path = Path(path)
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a JSONL file") from None
-    offset = 0
-    with handle:
-        for number, raw in enumerate(handle, start=1):
-            start, offset = offset, offset + len(raw)
-            try:
-                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                message = located(path, number, None, f"not UTF-8 text ({exc.reason} at column {exc.start + 1})")
-            else:
-                if not text.strip():
-                    continue
-                try:
-                    record = parse_json(text, path, number, unique_keys=unique_keys)
-                except InputError as exc:
-                    message = str(exc)
-                else:
-                    yield number, start, record
-                    continue
+    for number, start, raw in _lines(path):
+        try:
+            record = _parse_line(path, number, raw, unique_keys)
+        except InputError as exc:
             if problems is None:
-                raise InputError(message)
-            problems.append(message)
+                raise
+            problems.append(str(exc))
+            continue
+        if record is not _BLANK:
+            yield number, start, record
+
+
+def scan_rows(path: Path | str, row_type: type[RowT], schema: str) -> Iterator[tuple[int, int, RowT]]:
+    """:func:`scan_jsonl` of a file of one kind of row, each row parsed and validated in one step.
+
+    msgspec decodes each line straight into ``row_type``, a ``msgspec.Struct`` that mirrors the shipped
+    ``schema`` and takes no row the schema refuses (tested): about 4× faster than parsing and then validating.
+    A line it does not take (bad input, or what only the schema allows, e.g. ``1.0`` as an integer) goes through
+    :func:`parse_json` and :func:`validate`, which decide and explain, and is then converted.
+
+    Yields:
+        ``(line_number, offset, row)`` for each non-blank line.
+
+    Raises:
+        InputError: ``file:line: field: message`` as :func:`scan_jsonl` and :func:`validate`.
+    """
+    path = Path(path)
+    decode = msgspec.json.Decoder(row_type).decode
+    for number, start, raw in _lines(path):
+        if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:  # deeper: parse_json refuses it with its message
+            try:
+                yield number, start, decode(raw)
+                continue
+            except msgspec.MsgspecError:
+                pass
+        record = _parse_line(path, number, raw)
+        if record is _BLANK:
+            continue
+        validate(record, schema, path, number)
+        try:
+            yield number, start, msgspec.convert(record, row_type, strict=False)
+        except msgspec.ValidationError as exc:
+            raise InputError(located(path, number, None, str(exc))) from None
 
 
 def read_jsonl_rows(path: Path | str, rows: Iterable[tuple[int, int]]) -> list[Any]:
@@ -346,16 +410,8 @@ def clean_nan(value: Any) -> Any:
 
 
 def dumps(record: Any) -> str:
-    """One compact JSON line, NaN written as null, non-ASCII kept as is.
-
-    Most records hold no NaN: they are encoded as they are (json's C encoder refuses a non-finite float with
-    ``ValueError``), and only the others are copied through :func:`clean_nan` first, which would double the cost
-    of every row (scores.jsonl has one row per case × repeat × metric).
-    """
-    try:
-        return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        return json.dumps(clean_nan(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """One compact JSON line (:func:`to_json_text`)."""
+    return to_json_text(record)
 
 
 def write_jsonl(path: Path | str, records: Iterable[Any]) -> None:
@@ -391,28 +447,67 @@ class JsonlAppender:
         self.close()
 
 
-def _dump(value: Any, indent: int | None = None) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent)
+def _numpy_value(value: Any) -> Any:
+    """The ``enc_hook`` of msgspec: numpy scalars and arrays as Python numbers and lists."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_numpy_value)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with dataclasses as dicts, tuples as lists and numpy values as Python ones (for ``json``)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        value = asdict(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def to_json_text(value: Any, *, indent: bool = False) -> str:
+    """JSON text of ``value``, compact or indented by 2 spaces; NaN and ±inf as null, non-ASCII kept.
+
+    Dataclasses are written as objects (fields in order), tuples and sets as lists, numpy values as numbers.
+    Written by msgspec's encoder (about 20× faster than ``dataclasses.asdict`` and ``json`` for a 9 MB
+    report.json); what only ``json`` can write (a lone surrogate from an escaped input) goes through ``json``.
+
+    Raises:
+        TypeError: ``value`` holds something JSON cannot represent (e.g. an arbitrary object).
+    """
+    try:
+        data = _ENCODER.encode(value)
+    except UnicodeEncodeError:
+        plain = clean_nan(_plain(value))
+        return json.dumps(plain, ensure_ascii=False, allow_nan=False, indent=2 if indent else None,
+                          separators=None if indent else (",", ":"))  # fmt: skip
+    return (msgspec.json.format(data, indent=2) if indent else data).decode()
 
 
 def _member(key: str, value: Any) -> str:
-    if isinstance(value, list) and value:  # one item per line: json's C encoder (the indented one is pure Python)
-        return f"  {_dump(key)}: [\n" + ",\n".join(f"    {_dump(item)}" for item in value) + "\n  ]"
-    return f"  {_dump(key)}: " + _dump(value, 2).replace("\n", "\n  ")
+    if isinstance(value, list | tuple) and value:  # one item per line, each compact
+        return f"  {to_json_text(key)}: [\n" + ",\n".join(f"    {to_json_text(item)}" for item in value) + "\n  ]"
+    return f"  {to_json_text(key)}: " + to_json_text(value, indent=True).replace("\n", "\n  ")
 
 
 def pretty_json(data: Any) -> str:
-    """Readable JSON (keys as given, NaN and ±inf → null, non-ASCII kept) with a trailing newline.
+    """Readable JSON of a dict or a dataclass (as :func:`to_json_text`) with a trailing newline.
 
-    An object is written a member per line, its nested objects indented; a non-empty list inside it one item per
-    line, each item compact. The same data gives the same bytes; the 9 MB report.json of a 5,000-case comparison
-    (benchmarks/perfdata.py) takes 0.49 s instead of 1.13 s with ``indent=2`` throughout, whose encoder is pure
-    Python.
+    An object is written a member per line (keys as given, fields in order), its nested objects indented; a
+    non-empty list inside it one item per line, each item compact. The same data gives the same bytes.
     """
-    data = clean_nan(data)
-    if not isinstance(data, dict) or not data:
-        return _dump(data, 2) + "\n"
-    return "{\n" + ",\n".join(_member(key, value) for key, value in data.items()) + "\n}\n"
+    if is_dataclass(data) and not isinstance(data, type):
+        members = [(f.name, getattr(data, f.name)) for f in fields(data)]
+    elif isinstance(data, dict):
+        members = list(data.items())
+    else:
+        members = []
+    if not members:
+        return to_json_text(data, indent=True) + "\n"
+    return "{\n" + ",\n".join(_member(key, value) for key, value in members) + "\n}\n"
 
 
 def write_json(path: Path | str, data: Any) -> None:

@@ -2,19 +2,60 @@
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 
 from gate.errors import InputError, located
-from gate.jsonl import read_jsonl, read_jsonl_rows, scan_jsonl, validate
+from gate.jsonl import read_jsonl, read_jsonl_rows, scan_rows, validate
 from gate.models import Chunk, GoldenCase, Prediction
 
 MISSING = "missing prediction: no row for this case and repeat"
+
+
+_Finite = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+_NonNegative = Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)]
+
+
+class ChunkRow(msgspec.Struct, forbid_unknown_fields=True):
+    """One item of a prediction's ``retrieved`` list, as :class:`PredictionRow` decodes it."""
+
+    id: str
+    text: str = ""
+    score: _Finite | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class PredictionRow(msgspec.Struct, forbid_unknown_fields=True):
+    """One line of ``predictions.jsonl`` as msgspec decodes it: ``gate/schemas/prediction.schema.json`` as a type.
+
+    It takes no row the schema refuses (tests/test_predictions.py checks both on generated rows), including the
+    schema's rule that a row without an ``error`` string has an ``answer``; a row the schema takes and it does not
+    is converted after validation (:func:`gate.jsonl.scan_rows`).
+    """
+
+    id: Annotated[str, msgspec.Meta(min_length=1)]
+    repeat: Annotated[int, msgspec.Meta(ge=0)] = 0
+    answer: str | msgspec.UnsetType = msgspec.UNSET
+    retrieved: list[ChunkRow] = msgspec.field(default_factory=list)
+    latency_ms: _NonNegative | None = None
+    warmup_ms: _NonNegative | None = None
+    cost_usd: _NonNegative | None = None
+    tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    refused: bool | None = None
+    error: str | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """The schema's ``if``/``then``: an answer is required unless ``error`` is a string."""
+        if self.error is None and self.answer is msgspec.UNSET:
+            raise ValueError("answer is required when there is no error")
 
 
 def prediction_from_record(record: dict[str, Any], line: int = 0) -> Prediction:
@@ -330,13 +371,12 @@ def scan_predictions(path: Path | str) -> PredictionRows:
     rows: list[tuple[str, int, int, int]] = []
     errors: dict[tuple[str, int], str] = {}
     warmups: dict[tuple[str, int], float] = {}
-    for line, offset, record in scan_jsonl(path):
-        validate(record, "prediction", path, line)
-        key = (record["id"], record.get("repeat", 0))
+    for line, offset, row in scan_rows(path, PredictionRow, "prediction"):
+        key = (row.id, row.repeat)
         _refuse_duplicate(path, line, key, first_line)
         rows.append((key[0], key[1], line, offset))
-        if record.get("error") is not None:
-            errors[key] = record["error"]
-        if record.get("warmup_ms") is not None:
-            warmups[key] = record["warmup_ms"]
+        if row.error is not None:
+            errors[key] = row.error
+        if row.warmup_ms is not None:
+            warmups[key] = row.warmup_ms
     return PredictionRows(path, rows, errors, warmups)

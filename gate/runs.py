@@ -8,16 +8,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+import msgspec
 import numpy as np
 
 from gate.errors import InputError
-from gate.jsonl import parse_json, read_jsonl, read_jsonl_rows, scan_jsonl, validate, write_jsonl
+from gate.jsonl import parse_json, read_jsonl, read_jsonl_rows, scan_rows, validate, write_jsonl
 from gate.models import GoldenCase, Prediction, Score
 from gate.predictions import PredictionTable, load_predictions, prediction_from_record
 
@@ -335,6 +337,21 @@ def _note(detail: Any) -> Any:
     return detail.get("not_applicable") if isinstance(detail, dict) else None
 
 
+class ScoreRow(msgspec.Struct):
+    """One line of ``scores.jsonl`` as msgspec decodes it: ``gate/schemas/score.schema.json`` as a type.
+
+    It takes no row the schema refuses (tests/test_jsonl.py checks both on generated rows); a row the schema
+    takes and it does not is converted after validation (:func:`gate.jsonl.scan_rows`).
+    """
+
+    id: Annotated[str, msgspec.Meta(min_length=1)]
+    repeat: Annotated[int, msgspec.Meta(ge=0)]
+    metric: Annotated[str, msgspec.Meta(min_length=1)]
+    value: Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)] | None
+    error: str | None = None
+    detail: dict[str, Any] | None = None
+
+
 def read_scores(path: Path, ids: Sequence[str], repeats: int) -> ScoreTable:
     """Read ``scores.jsonl`` into a :class:`ScoreTable`, each row validated against the score schema (null → NaN).
 
@@ -343,20 +360,12 @@ def read_scores(path: Path, ids: Sequence[str], repeats: int) -> ScoreTable:
     """
     table = ScoreTable(ids, repeats)
     table._path = Path(path)
-    for line, offset, record in scan_jsonl(path):
-        validate(record, "score", path, line)
-        value = record["value"]
-        table.add(
-            record["id"],
-            record["repeat"],
-            record["metric"],
-            math.nan if value is None else float(value),
-            record.get("error"),
-            _note(record.get("detail")),
-        )
-        detail = record.get("detail")
-        if detail and detail.get("claims") is not None and record["id"] not in table._claims:
-            table._claims[record["id"]] = (line, offset)
+    for line, offset, row in scan_rows(path, ScoreRow, "score"):
+        detail = row.detail
+        table.add(row.id, row.repeat, row.metric, math.nan if row.value is None else row.value, row.error,
+                  _note(detail))  # fmt: skip
+        if detail and detail.get("claims") is not None and row.id not in table._claims:
+            table._claims[row.id] = (line, offset)
     return table
 
 

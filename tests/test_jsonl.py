@@ -217,3 +217,128 @@ def test_the_agreement_test_saw_valid_and_invalid_records():
     if sum(SEEN.values()) < 400:  # it ran elsewhere (another xdist worker, or it was deselected)
         pytest.skip(f"the agreement test did not run all 400 examples in this process: {SEEN}")
     assert SEEN[True] > 10 and SEEN[False] > 10, SEEN  # 45 and 355 here alone; fewer valid ones in a full run
+
+
+# ------------------------------------------------------------------ the fast parser, writer and typed rows (issue 14)
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 123456789012345678901234567890, "b": -18446744073709551617}',  # beyond 64 bits: kept exact
+        '{"a": "\\ud800"}',  # an escaped lone surrogate
+        '{"a": 1e400}',  # beyond the float range: json reads inf
+        '{"a": [1, 2.5, null, "x"], "b": {"c": -0.0}}',
+        '{"a": 1, "a": 2}',  # the later value wins, as in json
+    ],
+)
+def test_parse_json_gives_what_json_gives(text):
+    assert repr(parse_json(text, "f.json")) == repr(json.loads(text))
+
+
+def test_to_json_text_writes_dataclasses_numpy_and_nan_as_json_would():
+    import dataclasses
+
+    import numpy as np
+
+    from gate.jsonl import clean_nan, pretty_json, to_json_text
+
+    @dataclasses.dataclass(frozen=True)
+    class Inner:
+        x: float
+        tags: tuple[str, ...]
+
+    @dataclasses.dataclass(frozen=True)
+    class Outer:
+        name: str
+        inner: Inner
+        rows: tuple[Inner, ...]
+        big: int
+
+    value = Outer("é <b>", Inner(float("nan"), ("a",)), (Inner(float("inf"), ()), Inner(0.5, ("b", "c"))), 2**70)
+    expected = clean_nan(dataclasses.asdict(value))
+    assert json.loads(to_json_text(value)) == expected
+    assert json.loads(to_json_text({"s": "\ud800"}, indent=True)) == {"s": "\ud800"}  # json writes lone surrogates
+    small = dataclasses.replace(value, big=3)
+    assert json.loads(to_json_text(small)) == clean_nan(dataclasses.asdict(small))
+    text = pretty_json(small)
+    assert json.loads(text) == clean_nan(dataclasses.asdict(small))
+    assert text.splitlines()[:3] == ["{", '  "name": "é <b>",', '  "inner": {']  # a member per line, non-ASCII kept
+    assert '    {"x":null,"tags":[]},' in text.splitlines()  # a list item per line, compact
+    assert json.loads(to_json_text({"v": np.float64(0.25), "a": np.arange(3), 1: "k"})) == {
+        "v": 0.25,
+        "a": [0, 1, 2],
+        "1": "k",
+    }
+    with pytest.raises(TypeError):
+        to_json_text({"s": object()})
+
+
+TYPED_ROW_SEEN = {True: 0, False: 0}
+
+
+@settings(max_examples=600, deadline=None, derandomize=True)
+@given(schema=st.sampled_from(["prediction", "score"]), data=st.data())
+def test_the_typed_rows_take_nothing_the_schema_refuses(schema, data):
+    import msgspec
+
+    from gate.predictions import PredictionRow
+    from gate.runs import ScoreRow
+
+    fields = TYPICAL[schema]
+    keys = data.draw(st.lists(st.sampled_from([*fields, "extra"]), unique=True, min_size=len(fields) - 2))
+    record = {
+        k: data.draw(fields.get(k, JSON_VALUES) | JSON_VALUES if noisy else fields.get(k, JSON_VALUES))
+        for k in keys
+        for noisy in [data.draw(st.integers(0, 3)) == 0]  # one field in four may take any JSON value
+    }
+    valid = schema_validator(schema).is_valid(record)
+    TYPED_ROW_SEEN[valid] += 1
+    try:
+        row = msgspec.json.decode(json.dumps(record), type={"prediction": PredictionRow, "score": ScoreRow}[schema])
+    except msgspec.ValidationError:
+        return
+    assert valid, f"the typed row takes what the {schema} schema refuses: {record}"
+    decoded = msgspec.to_builtins(row)
+    for key, value in record.items():
+        if key == "retrieved":
+            assert [c["id"] for c in decoded[key]] == [c["id"] for c in value]
+        elif key in fields:
+            assert decoded[key] == value, key
+
+
+def test_the_typed_row_test_saw_valid_and_invalid_records():
+    if sum(TYPED_ROW_SEEN.values()) < 600:
+        pytest.skip(f"the typed row test did not run all 600 examples in this process: {TYPED_ROW_SEEN}")
+    assert TYPED_ROW_SEEN[True] > 20 and TYPED_ROW_SEEN[False] > 20, TYPED_ROW_SEEN
+
+
+def test_scan_rows_decodes_fast_and_falls_back_to_the_schema(tmp_path):
+    from gate.jsonl import scan_rows
+    from gate.runs import ScoreRow
+
+    path = tmp_path / "scores.jsonl"
+    lines = [
+        '\ufeff{"id": "q1", "repeat": 0, "metric": "mrr", "value": 0.5}',  # a BOM on line 1
+        "",
+        '{"id": "q1", "repeat": 1.0, "metric": "mrr", "value": null, "error": "judge down"}',  # 1.0: an integer
+        '{"id": "q2", "repeat": 0, "metric": "mrr", "value": 1, "detail": {"claims": []}, "extra": true}',
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = list(scan_rows(path, ScoreRow, "score"))
+    assert [(n, r.id, r.repeat, r.value, r.error, r.detail) for n, _, r in rows] == [
+        (1, "q1", 0, 0.5, None, None),
+        (3, "q1", 1, None, "judge down", None),
+        (4, "q2", 0, 1.0, None, {"claims": []}),
+    ]
+    assert [offset for _, offset, _ in rows] == [0, len(lines[0].encode()) + 2, len("\n".join(lines[:3]).encode()) + 1]
+    for bad, message in [
+        ('{"id": "q1", "repeat": -1, "metric": "mrr", "value": 1}', "repeat: -1 is less than the minimum of 0"),
+        ('{"id": "q1", "repeat": 0, "metric": "mrr", "value": NaN}', "value: NaN is not a valid JSON number"),
+        ('{"id": "q1", "repeat": 0, "metric": "mrr", "value": 1, "detail": {"x": ' + "[" * 70 + "]" * 70 + "}}",
+         f"JSON nested deeper than {MAX_DEPTH} levels"),
+        ('{"id": "q1", "repeat": 0, "value": 1}', "metric"),
+    ]:  # fmt: skip
+        path.write_text(lines[0] + "\n" + bad + "\n", encoding="utf-8")
+        with pytest.raises(InputError) as info:
+            list(scan_rows(path, ScoreRow, "score"))
+        assert str(info.value).startswith(f"{path}:2: ")
+        assert message in str(info.value)
