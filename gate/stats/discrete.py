@@ -263,24 +263,25 @@ class _StepCDFs:
     """Σ_i w_i·F_i(t) and Σ_i F_i(t)/(1 − F_i(t)) for many discrete CDFs as cumulative jump tables."""
 
     def __init__(self, supports: list[np.ndarray | None], weights: np.ndarray) -> None:
-        points, jumps_w, jumps_odds = [], [], []
-        self.continuous_w = 0.0
-        self.n_continuous = 0
-        for s, w in zip(supports, weights, strict=True):
-            if s is None:
-                self.continuous_w += w
-                self.n_continuous += 1
-                continue
-            s = s[s < 1.0]
-            prev = np.r_[0.0, s[:-1]]
-            points.append(s)
-            jumps_w.append(w * (s - prev))
-            jumps_odds.append(s / (1 - s) - prev / (1 - prev))
-        pts = np.concatenate(points) if points else np.empty(0)
+        """Tables over ``supports`` (each sorted ascending; None: a continuous null) weighted by ``weights``."""
+        weights = np.asarray(weights, dtype=float)
+        discrete = [i for i, s in enumerate(supports) if s is not None]
+        continuous = np.ones(len(supports), dtype=bool)
+        continuous[discrete] = False
+        self.continuous_w = float(weights[continuous].sum())
+        self.n_continuous = int(continuous.sum())
+        arrays = [supports[i] for i in discrete]
+        raw = np.concatenate(arrays) if arrays else np.empty(0)
+        owner = np.repeat(np.asarray(discrete, dtype=int), [a.size for a in arrays])
+        keep = raw < 1.0
+        pts, owner = raw[keep], owner[keep]
+        prev = np.zeros_like(pts)  # each support's previous point, 0 before its first
+        same = owner[1:] == owner[:-1]
+        prev[1:][same] = pts[:-1][same]
         order = np.argsort(pts, kind="stable")
         self.points = pts[order]
-        self.cum_w = np.cumsum(np.concatenate(jumps_w)[order]) if points else np.empty(0)
-        self.cum_odds = np.cumsum(np.concatenate(jumps_odds)[order]) if points else np.empty(0)
+        self.cum_w = np.cumsum((weights[owner] * (pts - prev))[order])
+        self.cum_odds = np.cumsum((pts / (1 - pts) - prev / (1 - prev))[order])
 
     def _at(self, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
         if not cum.size:
