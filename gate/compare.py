@@ -272,7 +272,8 @@ def _unreadable_by_change(
 
 
 def _case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int, list[CaseResult]]:
-    """Per-case results over the gated binary/graded metrics (refusal is listed as out-of-domain failures).
+    """Per-case results over the gated binary/graded metrics that list the case (refusal is listed as
+    out-of-domain failures), by case row.
 
     With a single observation per side (R = 1) no per-case test exists: a flip beyond τ is listed as regressed,
     and its evidence says it is one observation. A case the pipeline broke (``broke``: answered on base in every
@@ -287,7 +288,8 @@ def _case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int,
                     result = replace(result, status="regressed")
                 if broke[result.index] and resolve(inp.name).spec.scores_failures:
                     result = replace(result, status="regressed")
-                per_case.setdefault(result.index, []).append(result)
+                if result.status in LISTED:  # only listed cases are kept: 100,000 unchanged ones cost memory
+                    per_case.setdefault(result.index, []).append(result)
     return per_case
 
 
