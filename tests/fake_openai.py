@@ -23,6 +23,11 @@ USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 """The ``usage`` every completion reports unless its reply says otherwise."""
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256
+    """Connections waiting to be accepted (the default, 5, drops a burst of connections: 1 s SYN retries)."""
+
+
 @dataclass(frozen=True)
 class Reply:
     """One scripted answer of the fake server."""
@@ -112,7 +117,7 @@ class FakeOpenAI:
         """Most chat requests being answered at once (to check a client's concurrency bound)."""
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
