@@ -182,8 +182,10 @@ def run_side(
 
         done = {(p.id, p.repeat) for p in kept}
         jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
-        early = EarlyScores(golden, evaluation, judge)  # scored while the pipeline works on the next cases
-        _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox, early.add, pool)
+        # a slow python: pipeline's predictions are scored while it works on the next cases (see EarlyScores)
+        early = EarlyScores(golden, evaluation, judge, min_latency_ms=EARLY_SCORING_MS * config.pipeline.concurrency)
+        on_written = early.add if config.pipeline.python else None
+        _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox, on_written, pool)
     finally:  # the workers are gone before the scores are written
         if pool is not None:
             pool.close()
@@ -249,6 +251,12 @@ def _resume_or_archive(out_dir: Path, identity: RunIdentity) -> tuple[list[Predi
             ", ".join(p.name for p in moved),
         )
     return [], True
+
+
+EARLY_SCORING_MS = 1.0
+"""A prediction is scored as it arrives when its call took at least this × ``pipeline.concurrency`` ms: rag-gate
+then waits about that long per prediction, several times what scoring one takes (0.1–0.3 ms for the judge-free
+metrics); a faster pipeline's predictions are scored together once it is done (cheaper per prediction)."""
 
 
 def _early_workers(config: Config, out_dir: Path, n_jobs: int, sandbox: Sandbox | None) -> WorkerPool | None:

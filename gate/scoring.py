@@ -178,13 +178,22 @@ class EarlyScores:
     usual, so the scores are the same either way. Nothing is kept when a metric is graded by the judge: judge
     calls are made by :func:`score_all`, ``evaluation.judge_concurrency`` at a time.
 
+    Only a prediction whose call took at least ``min_latency_ms`` is scored here: the wait for such a call leaves
+    time to spare, whereas the predictions of a fast pipeline keep rag-gate busy anyway and are scored together
+    afterwards (:func:`batch_values`: several times cheaper per prediction than :func:`score_one`).
+
     Args:
         golden: the cases (predictions of other ids are not scored here).
         evaluation: metrics and refusal settings, as given to :func:`score_all`.
         judge: the judge, as given to :func:`score_all`.
+        min_latency_ms: the shortest call (``latency_ms``, or ``warmup_ms`` of a worker's first call) whose
+            prediction is scored here, ≥ 0.
     """
 
-    def __init__(self, golden: Sequence[GoldenCase], evaluation: Evaluation, judge: Judge | None):
+    def __init__(
+        self, golden: Sequence[GoldenCase], evaluation: Evaluation, judge: Judge | None, min_latency_ms: float = 0.0
+    ):
+        self._min_latency_ms = min_latency_ms
         self._cases = {case.id: case for case in golden}
         self._metrics = [resolve(name) for name in evaluation.metrics]
         self._evaluation = evaluation
@@ -196,9 +205,12 @@ class EarlyScores:
         self._lines: dict[int, tuple[list[Score], str]] = {}
 
     def add(self, prediction: Prediction) -> None:
-        """Score ``prediction`` now (a no-op when not :attr:`enabled` or its id is not a golden case)."""
+        """Score ``prediction`` now; a no-op when not :attr:`enabled`, for a fast or failed call, or an unknown id."""
+        took = prediction.latency_ms if prediction.latency_ms is not None else prediction.warmup_ms
+        if not self.enabled or took is None or took < self._min_latency_ms:
+            return
         case = self._cases.get(prediction.id)
-        if self.enabled and case is not None:
+        if case is not None:
             scores = score_one(case, prediction, self._metrics, self._evaluation, self._judge)
             self._scores[(prediction.id, prediction.repeat)] = (replace(prediction, line=0), scores)
             self._lines[id(scores)] = (scores, score_lines(scores))

@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 from conftest import write_jsonl
 
+import gate.flow
 from gate.config import Evaluation, load_config
 from gate.errors import EvaluationError
 from gate.flow import _early_workers, make_judge, run_side
@@ -34,7 +35,10 @@ NO_JUDGE = (
 )  # fmt: skip
 
 PIPELINE = """
+import time
+
 def answer(case):
+    time.sleep(0.005)  # 5 ms: slow enough to be scored while the next cases run (1 ms x concurrency 3)
     i = int(case["id"][1:])
     if i % 7 == 3:
         raise RuntimeError("index unavailable")
@@ -61,9 +65,18 @@ def project(tmp_path):
     return tmp_path
 
 
-def test_scores_made_while_the_pipeline_runs_equal_those_scored_from_the_file(project):
+def test_scores_made_while_the_pipeline_runs_equal_those_scored_from_the_file(project, monkeypatch):
+    made = []
+
+    class Recorded(EarlyScores):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(gate.flow, "EarlyScores", Recorded)
     config = load_config(project / "rag-gate.yml")
     out = run_side(config, project / "run")
+    assert len(made) == 1 and len(made[0]) == 25 * 2 - 6  # every answered case was scored early; failures after
     golden = load_golden(config.golden)
     predictions = load_predictions(out / "predictions.jsonl")
     assert sum(p.error is not None for p in predictions) == 6  # q3, q10, q17, twice each: failures are scored too
@@ -101,6 +114,18 @@ def test_early_scores_are_reused_only_for_the_same_prediction(project):
     assert score_lines(reused) == score_lines(fresh)
     hit = next(s for s in reused if s.id == "q1" and s.metric == "hit_rate@5")
     assert hit.value == 1.0 and any(s is scores[0] for s in reused)  # q1's rows are the early ones, not copies
+
+
+def test_only_the_predictions_of_slow_calls_are_scored_early(tiny_golden):
+    golden = load_golden(tiny_golden)
+    early = EarlyScores(golden, Evaluation(metrics=("answer_f1", "mrr")), None, min_latency_ms=8.0)
+    early.add(Prediction("q1", 0, "France", latency_ms=7.9))  # fast: scored with the others afterwards
+    early.add(Prediction("q2", 0, "1889", latency_ms=8.0))
+    early.add(Prediction("q3", 0, "Shakespeare", warmup_ms=950.0))  # a worker's first call: its cold start counts
+    early.add(Prediction("q4", 0, error="timeout after 1 s"))  # failed: no call time, scored afterwards
+    assert len(early) == 2
+    assert early.get(Prediction("q1", 0, "France", latency_ms=7.9)) is None
+    assert [s.value for s in early.get(Prediction("q2", 0, "1889", latency_ms=8.0))] == [1.0, 0.0]
 
 
 def test_nothing_is_scored_early_when_the_judge_grades_a_metric(tiny_golden):
