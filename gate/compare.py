@@ -272,8 +272,9 @@ def _unreadable_by_change(
 
 
 def _case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int, list[CaseResult]]:
-    """Per-case results over the gated binary/graded metrics that list the case (refusal is listed as
-    out-of-domain failures), by case row.
+    """Per-case results that list a case, by case row, over the gated binary/graded metrics.
+
+    Refusal is listed as out-of-domain failures instead.
 
     With a single observation per side (R = 1) no per-case test exists: a flip beyond τ is listed as regressed,
     and its evidence says it is one observation. A case the pipeline broke (``broke``: answered on base in every
