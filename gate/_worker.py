@@ -18,6 +18,17 @@ import time
 # inspect and traceback are imported when a call fails: every worker's start (C of them at once) pays for its imports
 
 
+def _json_value(value: object) -> object:
+    """``json.dumps``' ``default``: numpy numbers and arrays as Python numbers and lists; nothing else is JSON.
+
+    Raises:
+        TypeError: any other type (bytes, a set, an object): a bad return value, never its ``str``.
+    """
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON (return str, numbers, lists and dicts)")
+
+
 def _wiring_error(target: str, reason: str, is_input: bool) -> dict[str, object]:
     """The reply for a target that cannot be loaded, naming where Python looked.
 
@@ -74,7 +85,6 @@ def main(target: str) -> int:
             reply = {"ok": True, "result": result, "latency_ms": (time.perf_counter() - start) * 1000.0}
             if first:  # a cold start (lazy imports, index loading): the adapter records it apart from latency
                 reply["warmup"] = True
-            text = json.dumps(reply, default=str)
         except Exception as exc:  # noqa: BLE001
             import traceback
 
@@ -83,6 +93,11 @@ def main(target: str) -> int:
             text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}{where}"})
             if isinstance(exc, TypeError) and not _accepts(function, request):
                 text = json.dumps({"ok": False, "fatal": True, "input": True, "error": f"{target}: {exc}"})
+        else:
+            try:
+                text = json.dumps(reply, default=_json_value)
+            except (TypeError, ValueError) as exc:  # bytes, a set, an object, a circular reference
+                text = json.dumps({"ok": False, "error": f"bad return value: {exc}"})
         first = False
         try:
             protocol.write(text + "\n")

@@ -43,7 +43,8 @@ def atomic_writer(path: Path | str, *, encoding: str = "utf-8") -> Iterator[IO[s
     """Open a text file that replaces ``path`` atomically when the ``with`` block ends without an error.
 
     On an error (including a full disk or ``KeyboardInterrupt``) the temporary file is removed and ``path`` is
-    left as it was.
+    left as it was. A character the encoding cannot hold (a lone surrogate in untrusted text) is written as
+    ``?``, never a crash after the work is done.
 
     Args:
         path: the file to (re)write; its directory must exist.
@@ -62,7 +63,7 @@ def atomic_writer(path: Path | str, *, encoding: str = "utf-8") -> Iterator[IO[s
         raise EvaluationError(f"{path}: cannot write: {exc.strerror or exc}") from None
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "w", encoding=encoding, newline="") as handle:
+        with os.fdopen(fd, "w", encoding=encoding, errors="replace", newline="") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())

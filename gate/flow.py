@@ -461,7 +461,7 @@ def _load_side(
     evaluation = evaluation or (
         Evaluation.from_dict(manifest["evaluation"]) if "evaluation" in manifest else Evaluation()
     )
-    repeats = manifest.get("repeats") or predictions.repeats
+    repeats = int(manifest.get("repeats") or predictions.repeats)  # 1.0 is an integer to JSON Schema
     warnings: list[str] = []
     ids = {case.id for case in golden}
     if source.is_dir() and (extra := predictions.ids - ids):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, fields, is_dataclass
 from functools import cache
@@ -111,8 +112,13 @@ def _describe(error: jsonschema.ValidationError) -> tuple[str | None, str]:
         return path, f"must be {wanted}, got {_json_type(error.instance)}"
     if error.validator == "minLength":
         return path, "must not be empty"
-    if error.validator in ("minimum", "maximum") and not math.isfinite(error.instance):
-        return path, f"must be a finite number, got {error.instance}"
+    if error.validator in ("minimum", "maximum"):
+        value = error.instance
+        if isinstance(value, int) and abs(value) > sys.float_info.max:  # its hundreds of digits would fill the line
+            bound = "at most" if error.validator == "maximum" else "at least"
+            return path, f"must be {bound} {error.validator_value:g}, got an integer of {len(str(abs(value)))} digits"
+        if isinstance(value, float) and not math.isfinite(value):
+            return path, f"must be a finite number, got {value}"
     return path, error.message
 
 
@@ -473,16 +479,18 @@ def to_json_text(value: Any, *, indent: bool = False) -> str:
 
     Dataclasses are written as objects (fields in order), tuples and sets as lists, numpy values as numbers.
     Written by msgspec's encoder (about 20× faster than ``dataclasses.asdict`` and ``json`` for a 9 MB
-    report.json); what only ``json`` can write (a lone surrogate from an escaped input) goes through ``json``.
+    report.json). A value holding a lone surrogate (from an escaped input such as ``"\\ud800"``, or a pipeline's
+    string), which UTF-8 cannot encode, is written by ``json`` with ``\\u`` escapes for everything non-ASCII:
+    the same JSON value, and a file that can be written.
 
     Raises:
         TypeError: ``value`` holds something JSON cannot represent (e.g. an arbitrary object).
     """
     try:
         data = _ENCODER.encode(value)
-    except UnicodeEncodeError:
+    except UnicodeEncodeError:  # a lone surrogate: JSON writes it as a \u escape, UTF-8 cannot hold it
         plain = clean_nan(_plain(value))
-        return json.dumps(plain, ensure_ascii=False, allow_nan=False, indent=2 if indent else None,
+        return json.dumps(plain, ensure_ascii=True, allow_nan=False, indent=2 if indent else None,
                           separators=None if indent else (",", ":"))  # fmt: skip
     return (msgspec.json.format(data, indent=2) if indent else data).decode()
 

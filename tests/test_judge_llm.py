@@ -657,3 +657,14 @@ def test_a_hung_judge_gives_up_quickly_and_every_row_is_recorded(tmp_path, fake)
     opened = [r for r in faith if "circuit open after 3 consecutive failures (last: request timed out)" in r["error"]]
     assert len(opened) >= 10 and len(fake.requests) <= 4
     assert elapsed < 10  # 12 cases × 2 attempts × 0.3 s without the breaker, 30 s per answer
+
+
+def test_an_llm_judge_without_the_llm_extra_names_the_extra(monkeypatch):
+    import sys
+
+    from gate.errors import InputError
+    from gate.judges.llmclient import Endpoint, EndpointConfig
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # as in an install without the extra: import fails
+    with pytest.raises(InputError, match=r"^an LLM judge needs the llm extra: pip install 'rag-gate\[llm\]' \("):
+        Endpoint(EndpointConfig(model="m", base_url="http://127.0.0.1:9/v1"), environ={"OPENAI_API_KEY": "k"})

@@ -176,7 +176,9 @@ def test_gc_frozen_leaves_a_caller_s_freeze_and_survives_an_exception(collector_
         frozen = gc.get_freeze_count()
         with gc_frozen():
             pass
-        assert gc.get_freeze_count() == frozen  # the embedding process's freeze is not undone
+        # the embedding process's freeze is not undone (unfreeze would leave 0); frozen objects may still be freed
+        # by reference counting meanwhile (other threads), so the count is not compared exactly
+        assert gc.get_freeze_count() > frozen // 2
     finally:
         gc.unfreeze()
 

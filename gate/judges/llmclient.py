@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from gate.errors import EvaluationError
+from gate.errors import EvaluationError, InputError
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Where requests go when no ``base_url`` is given."""
@@ -586,12 +586,16 @@ class Endpoint:
 
     Raises:
         ValueError: when the API key is required and missing.
+        InputError: the ``llm`` extra (openai, httpx) is not installed.
 
     """
 
     def __init__(self, config: EndpointConfig, environ: Mapping[str, str] | None = None) -> None:
-        import httpx
-        import openai
+        try:
+            import httpx
+            import openai
+        except ImportError as exc:
+            raise InputError(f"an LLM judge needs the llm extra: pip install 'rag-gate[llm]' ({exc})") from None
 
         self.config = config
         self.stats = CallStats()

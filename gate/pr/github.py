@@ -444,7 +444,7 @@ def append_summary(path: Path, markdown: str) -> None:
         markdown: text to append; a trailing newline is added.
     """
     text = cap_text(markdown, SUMMARY_LIMIT, "report.json")
-    with path.open("a", encoding="utf-8") as handle:
+    with path.open("a", encoding="utf-8", errors="replace") as handle:
         handle.write(text if text.endswith("\n") else text + "\n")
 
 
@@ -458,7 +458,7 @@ def write_outputs(path: Path, outputs: Mapping[str, object], redact: Callable[[s
 
     Source: GitHub Actions "Workflow commands: setting an output parameter" (multiline strings).
     """
-    with path.open("a", encoding="utf-8") as handle:
+    with path.open("a", encoding="utf-8", errors="replace") as handle:
         for name, value in outputs.items():
             text = redact(str(value)) if redact is not None else str(value)
             if "\n" in text or "\r" in text:
