@@ -186,16 +186,22 @@ TYPICAL = {  # values that are mostly valid, so that both outcomes are explored
 SEEN = {True: 0, False: 0}
 
 
-@settings(max_examples=400, deadline=None, derandomize=True)  # the same examples every run: SEEN below is stable
-@given(schema=st.sampled_from(sorted(TYPICAL)), data=st.data())
-def test_the_fast_schema_check_agrees_with_jsonschema(schema, data):
-    fields = TYPICAL[schema]
+def draw_record(data, fields):
+    """A record of mostly typical values for ``fields`` (a field may be missing, an extra one present)."""
     keys = data.draw(st.lists(st.sampled_from([*fields, "extra"]), unique=True, min_size=len(fields) - 2))
     record = {
         k: data.draw(fields.get(k, JSON_VALUES) | JSON_VALUES if noisy else fields.get(k, JSON_VALUES))
         for k in keys
         for noisy in [data.draw(st.integers(0, 3)) == 0]  # one field in four may take any JSON value
     }
+    return record
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)  # the same examples every run: SEEN below is stable
+@given(schema=st.sampled_from(sorted(TYPICAL)), data=st.data())
+def test_the_fast_schema_check_agrees_with_jsonschema(schema, data):
+    fields = TYPICAL[schema]
+    record = draw_record(data, fields)
     authoritative = schema_validator(schema).is_valid(record)
     SEEN[authoritative] += 1
     try:
@@ -284,12 +290,7 @@ def test_the_typed_rows_take_nothing_the_schema_refuses(schema, data):
     from gate.runs import ScoreRow
 
     fields = TYPICAL[schema]
-    keys = data.draw(st.lists(st.sampled_from([*fields, "extra"]), unique=True, min_size=len(fields) - 2))
-    record = {
-        k: data.draw(fields.get(k, JSON_VALUES) | JSON_VALUES if noisy else fields.get(k, JSON_VALUES))
-        for k in keys
-        for noisy in [data.draw(st.integers(0, 3)) == 0]  # one field in four may take any JSON value
-    }
+    record = draw_record(data, fields)
     valid = schema_validator(schema).is_valid(record)
     TYPED_ROW_SEEN[valid] += 1
     try:
