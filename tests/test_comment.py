@@ -249,6 +249,23 @@ def test_mermaid_chart_shows_base_head_and_heads_interval_of_the_gated_metrics(c
         assert low[2 * i + 1] <= m.head_value <= high[2 * i + 1]
 
 
+def test_a_metric_without_an_interval_is_drawn_at_heads_value_never_nan(comparison):
+    from dataclasses import replace
+
+    from gate.outputs.charts import mermaid_metrics
+
+    first = comparison.gated[0]  # hit_rate@1, the first metric drawn
+    metrics = tuple(
+        replace(m, difference_ci_low=math.nan, difference_ci_high=math.nan) if m.name == first.name else m
+        for m in comparison.metrics
+    )
+    chart = mermaid_metrics(replace(comparison, metrics=metrics))
+    assert "nan" not in chart
+    lows, highs = ([float(x) for x in line.split("[")[1].rstrip("]").split(",")] for line in chart.splitlines()
+                   if line.strip().startswith("line "))  # fmt: skip
+    assert lows[1] == highs[1] == pytest.approx(first.head_value, abs=5e-4)
+
+
 def test_the_artifact_gets_a_png_of_every_drawable_metric(comparison, tmp_path):
     pytest.importorskip("matplotlib")
     from gate.outputs import write_chart

@@ -30,7 +30,8 @@ class Bar:
     head: float
     """Head's mean."""
     low: float
-    """Lower end of head's interval: base + the interval's lower end, cut to [0, 1]."""
+    """Lower end of head's interval: base + the interval's lower end, cut to [0, 1] (head's value when there is no
+    interval)."""
     high: float
     """Upper end of head's interval."""
     gated: bool
@@ -45,16 +46,16 @@ def bars(comparison: Comparison, *, gated_only: bool = False) -> list[Bar]:
     def drawn(m: MetricRow) -> bool:
         return m.kind != "ratio" and m.n_pairs > 0 and not math.isnan(m.difference) and (m.gated or not gated_only)
 
-    def unit(x: float) -> float:
-        return min(max(x, 0.0), 1.0)
+    def end(m: MetricRow, ci_end: float) -> float:  # no interval (too few cases): the line stays at head's value
+        return m.head_value if math.isnan(ci_end) else min(max(m.base_value + ci_end, 0.0), 1.0)
 
     return [
         Bar(
             m.label,
             m.base_value,
             m.head_value,
-            unit(m.base_value + m.difference_ci_low),
-            unit(m.base_value + m.difference_ci_high),
+            end(m, m.difference_ci_low),
+            end(m, m.difference_ci_high),
             m.gated,
             m.change == "worse",
         )
