@@ -71,6 +71,7 @@ def project(tmp_path_factory) -> Path:
 def test_help_and_validate_import_no_heavy_library(project):
     assert imported(project, "--help") == set()
     assert imported(project, "validate", "golden.jsonl") == set()
+    assert imported(project, "validate", "full.yml") == set()  # a config too: its too-few-cases check needs no scipy
     probe = PROBE.replace("heavy = ", "heavy = ('jsonschema',) + ")
     result = subprocess.run([sys.executable, "-c", probe, "validate", "golden.jsonl"], cwd=project, capture_output=True)
     assert b"HEAVY \n" in result.stderr  # a valid golden set is checked by the compiled schema alone

@@ -96,8 +96,7 @@ def _too_few_cases(cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[
     import math
 
     from gate.metrics import resolve
-    from gate.stats.decision import ZERO_MARGIN_ALPHA
-    from gate.stats.power import smallest_holm_p
+    from gate.stats.power import ZERO_MARGIN_ALPHA, smallest_holm_p
 
     gated = [name for name in evaluation.metrics if name in evaluation.gated]
     n_ood = sum(c.out_of_domain for c in cases)

@@ -6,21 +6,29 @@ Modules: ``significance`` (paired tests, multiplicity), ``discrete`` (exact per-
 verdict). Imports point one way: decision/cases → selection/power/intervals/discrete → significance/inputs.
 """
 
-from gate.stats.cases import CaseResult, analyze_cases
-from gate.stats.decision import MetricResult, analyze_metrics, gate_decision
-from gate.stats.discrete import discrete_bh, fisher_case, permutation_case
-from gate.stats.inputs import MetricInput
-from gate.stats.intervals import bootstrap_ci, clustered_se, paired_se, t_interval
-from gate.stats.power import mde, recommendation, sample_size, variance_decomposition
-from gate.stats.selection import TABLE, CaseTest, MetricTest, select
-from gate.stats.significance import (
-    TestResult,
-    benjamini_hochberg,
-    holm,
-    mcnemar_exact,
-    sign_flip_test,
-    sign_test,
-)
+import importlib
+from typing import Any
+
+_HOME = {  # name → the module that defines it; imported on first use (PEP 562), so a light module such as
+    # ``gate.stats.power`` is imported without scipy.stats (``rag-gate validate`` needs only it)
+    "CaseResult": "cases", "analyze_cases": "cases",
+    "MetricResult": "decision", "analyze_metrics": "decision", "gate_decision": "decision",
+    "discrete_bh": "discrete", "fisher_case": "discrete", "permutation_case": "discrete",
+    "MetricInput": "inputs",
+    "bootstrap_ci": "intervals", "clustered_se": "intervals", "paired_se": "intervals", "t_interval": "intervals",
+    "mde": "power", "recommendation": "power", "sample_size": "power", "variance_decomposition": "power",
+    "TABLE": "selection", "CaseTest": "selection", "MetricTest": "selection", "select": "selection",
+    "TestResult": "significance", "benjamini_hochberg": "significance", "holm": "significance",
+    "mcnemar_exact": "significance", "sign_flip_test": "significance", "sign_test": "significance",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """``gate.stats.<name>`` of a public name, imported from its module on first use."""
+    if name not in _HOME:
+        raise AttributeError(f"module 'gate.stats' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"gate.stats.{_HOME[name]}"), name)
+
 
 __all__ = [
     "TABLE",

@@ -14,7 +14,7 @@ from scipy import special
 from gate.stats import numbers
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
 from gate.stats.intervals import bootstrap_cis, clustered_se, n_units, paired_se, units_of
-from gate.stats.power import recommendation, variance_decomposition
+from gate.stats.power import ZERO_MARGIN_ALPHA, recommendation, variance_decomposition
 from gate.stats.selection import MetricTest, select
 from gate.stats.significance import EXACT_MAX_UNITS, holm, mcnemar_exact, sign_flip_hits, sign_flip_test
 
@@ -23,8 +23,6 @@ Status = Literal["pass", "fail", "inconclusive", "not_applicable"]
 cases): it is left out of the decision."""
 Verdict = Literal["pass", "fail", "inconclusive", "error"]
 """The gate's outcome (DESIGN §8): ``error`` when the evaluation could not be trusted (exit 3)."""
-ZERO_MARGIN_ALPHA = 0.01
-"""One-sided level used for a metric whose margin is 0 (STATISTICS.md §6 item 3)."""
 POWER = 0.8
 """Power at which the minimum detectable effect is reported."""
 

@@ -6,12 +6,13 @@ import math
 import warnings
 
 import numpy as np
-from scipy import special
 
 
 def _z_sum(alpha: float, power: float, two_sided: bool) -> float:
     if not (0 < alpha < 1 and 0 < power < 1):
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha}, {power}")
+    from scipy import special  # here: `rag-gate validate` needs smallest_holm_p, not scipy's start-up
+
     return float(special.ndtri(1 - (alpha / 2 if two_sided else alpha)) + special.ndtri(power))
 
 
@@ -218,6 +219,10 @@ def recommendation(
                 return f"use R = {r} to detect {worsening} of {margin_label}"
     need = math.ceil(sample_size(margin, omega2, s_a, s_b, r_base, r_head, **args))
     return f"grow the golden set to N = {need} (at R = {max(r_base, r_head)}) to detect {worsening} of {margin_label}"
+
+
+ZERO_MARGIN_ALPHA = 0.01
+"""One-sided level used for a metric whose margin is 0 (STATISTICS.md §6 item 3)."""
 
 
 def smallest_holm_p(n_units: int, n_tests: int) -> float:
