@@ -19,7 +19,8 @@ from gate.models import Chunk, GoldenCase, Prediction
 MISSING = "missing prediction: no row for this case and repeat"
 
 
-_Finite = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+Finite = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
+"""A JSON number the schemas accept (finite: within ±``sys.float_info.max``), as a type for msgspec rows."""
 _NonNegative = Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)]
 
 
@@ -28,14 +29,14 @@ class ChunkRow(msgspec.Struct, forbid_unknown_fields=True):
 
     id: str
     text: str = ""
-    score: _Finite | None = None
+    score: Finite | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class PredictionRow(msgspec.Struct, forbid_unknown_fields=True):
     """One line of ``predictions.jsonl`` as msgspec decodes it: ``gate/schemas/prediction.schema.json`` as a type.
 
-    It takes no row the schema refuses (tests/test_predictions.py checks both on generated rows), including the
+    It takes no row the schema refuses (tests/test_jsonl.py checks both on generated rows), including the
     schema's rule that a row without an ``error`` string has an ``answer``; a row the schema takes and it does not
     is converted after validation (:func:`gate.jsonl.scan_rows`).
     """

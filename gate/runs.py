@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ import numpy as np
 from gate.errors import InputError
 from gate.jsonl import parse_json, read_jsonl, read_jsonl_rows, scan_rows, validate, write_jsonl
 from gate.models import GoldenCase, Prediction, Score
-from gate.predictions import PredictionTable, load_predictions, prediction_from_record
+from gate.predictions import Finite, PredictionTable, load_predictions, prediction_from_record
 
 PREDICTIONS = "predictions.jsonl"
 SCORES = "scores.jsonl"
@@ -347,7 +346,7 @@ class ScoreRow(msgspec.Struct):
     id: Annotated[str, msgspec.Meta(min_length=1)]
     repeat: Annotated[int, msgspec.Meta(ge=0)]
     metric: Annotated[str, msgspec.Meta(min_length=1)]
-    value: Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)] | None
+    value: Finite | None
     error: str | None = None
     detail: dict[str, Any] | None = None
 
