@@ -189,12 +189,11 @@ SEEN = {True: 0, False: 0}
 def draw_record(data, fields):
     """A record of mostly typical values for ``fields`` (a field may be missing, an extra one present)."""
     keys = data.draw(st.lists(st.sampled_from([*fields, "extra"]), unique=True, min_size=len(fields) - 2))
-    record = {
+    return {
         k: data.draw(fields.get(k, JSON_VALUES) | JSON_VALUES if noisy else fields.get(k, JSON_VALUES))
         for k in keys
         for noisy in [data.draw(st.integers(0, 3)) == 0]  # one field in four may take any JSON value
     }
-    return record
 
 
 @settings(max_examples=400, deadline=None, derandomize=True)  # the same examples every run: SEEN below is stable

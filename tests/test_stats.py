@@ -527,3 +527,13 @@ def test_one_number_format():
     assert numbers.p_clause("p (Holm-adjusted)", 1e-5) == "p (Holm-adjusted) < 0.001"
     assert numbers.p_clause("p", 0.0163) == "p = 0.016"
     assert (numbers.ratio(1.0466), numbers.percent(0.1), numbers.percent(0.025)) == ("×1.047", "10 %", "2.5 %")
+
+
+def test_every_exported_name_resolves_lazily_and_unknown_names_raise():
+    import gate.stats
+
+    for name in gate.stats.__all__:  # a name mapped to the wrong module raises AttributeError here
+        obj = getattr(gate.stats, name)
+        assert getattr(obj, "__name__", name) == name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        gate.stats.nope  # noqa: B018

@@ -30,32 +30,4 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"gate.stats.{_HOME[name]}"), name)
 
 
-__all__ = [
-    "TABLE",
-    "CaseResult",
-    "CaseTest",
-    "MetricInput",
-    "MetricResult",
-    "MetricTest",
-    "TestResult",
-    "analyze_cases",
-    "analyze_metrics",
-    "benjamini_hochberg",
-    "bootstrap_ci",
-    "clustered_se",
-    "discrete_bh",
-    "fisher_case",
-    "gate_decision",
-    "holm",
-    "mcnemar_exact",
-    "mde",
-    "paired_se",
-    "permutation_case",
-    "recommendation",
-    "sample_size",
-    "select",
-    "sign_flip_test",
-    "sign_test",
-    "t_interval",
-    "variance_decomposition",
-]
+__all__ = sorted(_HOME)
