@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from perfdata import make
 
-from perfdata import make  # noqa: E402
-
-from gate.config import load_config  # noqa: E402
-from gate.flow import compare_runs  # noqa: E402
-from gate.jsonl import parse_json, scan_rows, validate  # noqa: E402
-from gate.runs import ScoreRow  # noqa: E402
+from gate.config import load_config
+from gate.flow import compare_runs
+from gate.jsonl import parse_json, scan_rows, validate
+from gate.runs import ScoreRow
 
 
 def best(work: Callable[[], object], runs: int) -> float:
