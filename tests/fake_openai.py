@@ -28,6 +28,13 @@ class _Server(ThreadingHTTPServer):
     """Connections waiting to be accepted (the default, 5, drops a burst of connections: 1 s SYN retries)."""
 
 
+HUNG_S = 5.0
+"""How long a hung endpoint keeps a request: far beyond :data:`TIMEOUT_S`."""
+TIMEOUT_S = 1.0
+"""A client timeout for tests that count the requests the server saw: long enough that a request is sent before it
+times out even on a loaded CI machine (at 0.2 s, a timed-out attempt sometimes never reached the server)."""
+
+
 @dataclass(frozen=True)
 class Reply:
     """One scripted answer of the fake server."""

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("openai")
 
-from fake_openai import FakeOpenAI, Reply, fast_judge_options  # noqa: E402
+from fake_openai import HUNG_S, TIMEOUT_S, FakeOpenAI, Reply, fast_judge_options  # noqa: E402
 
 from gate.cli import main  # noqa: E402
 from gate.errors import EvaluationError  # noqa: E402
@@ -172,8 +172,8 @@ def test_persistent_500_is_a_failure_after_the_retries(fake, make_judge):
 
 
 def test_slow_answer_beyond_timeout_is_a_failure(fake, make_judge):
-    fake.script(Reply.slow(1.0, grades(3, 3)), Reply.slow(1.0, grades(3, 3)))
-    judge = make_judge(timeout_s=0.2, max_retries=1)
+    fake.script(Reply.slow(HUNG_S, grades(3, 3)), Reply.slow(HUNG_S, grades(3, 3)))
+    judge = make_judge(timeout_s=TIMEOUT_S, max_retries=1)
     judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.error == "llm:judge-m@t0: request timed out"
     assert fake.wait_for_requests(2) == 2  # the timeout was retried once
@@ -463,8 +463,8 @@ def test_a_cut_json_body_is_a_failure_for_that_case_only(fake, make_judge):
 
 
 def test_circuit_opens_after_k_consecutive_failures_and_stops_calling(fake, make_judge):
-    fake.responder = lambda body: Reply.slow(5, grades(3, 3))  # accepts the connection, never answers in time
-    judge = make_judge(timeout_s=0.2, max_retries=0, max_consecutive_failures=3, concurrency=1)
+    fake.responder = lambda body: Reply.slow(HUNG_S, grades(3, 3))  # accepts the connection, never answers in time
+    judge = make_judge(timeout_s=TIMEOUT_S, max_retries=0, max_consecutive_failures=3, concurrency=1)
     errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(6)]
     opened = "circuit open after 3 consecutive failures (last: request timed out)"
     assert errors == ["llm:judge-m@t0: request timed out"] * 3 + [f"llm:judge-m@t0: {opened}"] * 3

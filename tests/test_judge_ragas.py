@@ -14,7 +14,7 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 pytest.importorskip("ragas")
 
 import ragas  # noqa: E402
-from fake_openai import FakeOpenAI, Reply, fast_judge_options  # noqa: E402
+from fake_openai import HUNG_S, TIMEOUT_S, FakeOpenAI, Reply, fast_judge_options  # noqa: E402
 
 from gate.judges.llmclient import JudgeConfigError  # noqa: E402
 from gate.judges.ragas_judge import REASKS, RagasJudge  # noqa: E402
@@ -137,8 +137,8 @@ def test_persistent_500_is_a_failure(fake, make_judge):
 
 
 def test_slow_answer_beyond_timeout_is_a_failure(fake, make_judge):
-    fake.responder = lambda body: Reply.slow(1.0, extraction())
-    judgment = make_judge(timeout_s=0.2, max_retries=0).judge(QUESTION, ANSWER, CHUNKS)
+    fake.responder = lambda body: Reply.slow(HUNG_S, extraction())
+    judgment = make_judge(timeout_s=TIMEOUT_S, max_retries=0).judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.error == "ragas:judge-r@t0: request timed out"
     assert fake.wait_for_requests(1) == 1
 
@@ -235,8 +235,8 @@ def test_401_stops_the_judge(fake, make_judge):
 
 
 def test_a_hung_endpoint_opens_the_circuit(fake, make_judge):
-    fake.responder = lambda body: Reply.slow(5, extraction())
-    judge = make_judge(timeout_s=0.2, max_retries=0, max_consecutive_failures=2, concurrency=1, cache_dir=False)
+    fake.responder = lambda body: Reply.slow(HUNG_S, extraction())
+    judge = make_judge(timeout_s=TIMEOUT_S, max_retries=0, max_consecutive_failures=2, concurrency=1, cache_dir=False)
     errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(4)]
     assert errors[:2] == ["ragas:judge-r@t0: request timed out"] * 2
     assert errors[2:] == ["ragas:judge-r@t0: circuit open after 2 consecutive failures (last: request timed out)"] * 2
