@@ -5,7 +5,9 @@ Every file rag-gate rewrites (``predictions.jsonl`` on resume, ``scores.jsonl``,
 (``fsync``) and renamed over the target: a kill, a full disk or a file-size limit at any moment leaves either the
 old file or the new one, never a truncated mix. The rename replaces a symbolic link at the target instead of
 writing through it, and the temporary file is created with ``O_EXCL`` under a random name, so a planted link
-cannot redirect the write either.
+cannot redirect the write either. The file gets the mode an ordinary ``open()`` would give it (0666 less the
+umask: 0644 under the usual 022), not ``mkstemp``'s private 0600: in the action rag-gate runs as root and the
+job's later steps (artifact upload, test reporters) and the pipeline user must read what it wrote.
 
 Source: POSIX ``rename(2)`` (atomic replacement within one file system) and ``fsync(2)``; Python's
 ``shutil.rmtree`` (``avoids_symlink_attacks``) and ``tempfile.mkstemp``.
@@ -22,6 +24,24 @@ from pathlib import Path
 from typing import IO
 
 from gate.errors import EvaluationError, InputError
+
+
+def current_umask() -> int:
+    """The process's file mode creation mask, read without changing it.
+
+    Linux reports it in ``/proc/self/status``; elsewhere it is read by setting and restoring it (``os.umask`` has
+    no getter), which is momentarily visible to other threads.
+
+    Returns:
+        The umask, e.g. ``0o022``.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -63,6 +83,7 @@ def atomic_writer(path: Path | str, *, encoding: str = "utf-8") -> Iterator[IO[s
         raise EvaluationError(f"{path}: cannot write: {exc.strerror or exc}") from None
     tmp = Path(tmp_name)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding=encoding, errors="replace", newline="") as handle:
             yield handle
             handle.flush()

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
 from gate.errors import EvaluationError, InputError
 
@@ -354,7 +354,9 @@ def retry_policy(
     server sends one, else exponential backoff with jitter from ``backoff_s``; every wait is capped at
     ``max_wait_s`` and at ``left()`` (the seconds before the judge's deadline), so no wait outlives it.
     """
-    backoff = wait_exponential_jitter(config.backoff_s, config.max_wait_s, jitter=config.backoff_s)
+    # backoff_s · 2^(attempt − 1) plus up to backoff_s of jitter (tenacity's wait_exponential_jitter, whose first
+    # argument newer tenacity deprecates: built from the two waits every tenacity since 8.2 has)
+    backoff = wait_exponential(multiplier=config.backoff_s, max=config.max_wait_s) + wait_random(0, config.backoff_s)
 
     def wait(state: RetryCallState) -> float:
         asked = retry_after_s(state.outcome.exception() if state.outcome else None)
@@ -586,14 +588,16 @@ class Endpoint:
 
     Raises:
         ValueError: when the API key is required and missing.
-        InputError: the ``llm`` extra (openai, httpx) is not installed.
+        InputError: the ``llm`` extra (openai with aiohttp) is not installed.
 
     """
 
     def __init__(self, config: EndpointConfig, environ: Mapping[str, str] | None = None) -> None:
         try:
-            import httpx
+            import aiohttp  # noqa: F401 (the transport's; checked here so that a missing extra is said up front)
             import openai
+
+            openai_http()
         except ImportError as exc:
             raise InputError(f"an LLM judge needs the llm extra: pip install 'rag-gate[llm]' ({exc})") from None
 
@@ -603,7 +607,7 @@ class Endpoint:
         self.client = openai.AsyncOpenAI(
             base_url=config.base_url,
             api_key=config.api_key(os.environ if environ is None else environ),
-            timeout=httpx.Timeout(config.timeout_s),  # connect, read, write and pool
+            timeout=config.timeout_s,  # connect, read, write and pool
             max_retries=0,  # retried here, so that Retry-After is honoured but bounded
         )
         self.client.chat.completions.create = self.create  # type: ignore[method-assign] (instructor wraps this)
@@ -697,6 +701,31 @@ class Endpoint:
                 raise
 
 
+def openai_http() -> Any:
+    """The HTTP library the installed openai is built on, whose ``Request`` and ``Response`` its errors carry.
+
+    openai up to 2.x depends on ``httpx``; later releases depend on ``httpx2`` (the same API under a new name) and
+    no longer install ``httpx``. Which one is read from openai's own declared requirements, so the ``llm`` extra
+    declares only openai and this follows whatever the installed openai needs.
+
+    Returns:
+        the ``httpx2`` module when the installed openai requires it, else ``httpx``.
+
+    Raises:
+        ImportError: openai, or the HTTP library it depends on, is not installed.
+
+    """
+    import importlib
+    from importlib import metadata
+
+    try:
+        requires = metadata.requires("openai") or []
+    except metadata.PackageNotFoundError as exc:
+        raise ImportError("No module named 'openai'") from exc
+    names = {re.split(r"[^A-Za-z0-9_.-]", r, maxsplit=1)[0].lower() for r in requires}
+    return importlib.import_module("httpx2" if "httpx2" in names else "httpx")
+
+
 class Transport:
     """How an endpoint POSTs a chat completion: one aiohttp session, the openai client's headers and errors.
 
@@ -736,7 +765,9 @@ class Transport:
         if self._session is None:
             import aiohttp
 
-            headers = {**self._client.default_headers, "X-Stainless-Retry-Count": "0"}
+            # the key: openai up to 2.x puts it in default_headers, later releases only in auth_headers
+            auth = self._client.auth_headers
+            headers = {**auth, **self._client.default_headers, "X-Stainless-Retry-Count": "0"}
             headers["X-Stainless-Read-Timeout"] = str(float(self.timeout_s))
             self.headers = {k: v for k, v in headers.items() if isinstance(v, str)}  # openai's Omit: left out
             timeout = aiohttp.ClientTimeout(total=None, connect=self.timeout_s, sock_read=self.timeout_s)
@@ -777,16 +808,12 @@ class Transport:
         return _completion(content, headers.get("Content-Type", "*"))
 
     def _request(self, data: bytes) -> Any:
-        import httpx
-
-        return httpx.Request("POST", self.url, headers=self.headers, content=data)
+        return openai_http().Request("POST", self.url, headers=self.headers, content=data)
 
     def _response(self, status: int, headers: Any, content: bytes, data: bytes) -> Any:
-        """The failed response as httpx's ``Response``, the form openai builds its errors from."""
-        import httpx
-
+        """The failed response as openai's HTTP library's ``Response``, the form openai builds its errors from."""
         kept = [(k, v) for k, v in headers.items() if k.lower() not in ("content-encoding", "content-length")]
-        return httpx.Response(status, headers=kept, content=content, request=self._request(data))
+        return openai_http().Response(status, headers=kept, content=content, request=self._request(data))
 
 
 def _completion(content: bytes, content_type: str) -> Any:
