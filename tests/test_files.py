@@ -11,6 +11,7 @@ from gate.files import (
     archive_previous,
     atomic_writer,
     contained_dir,
+    current_umask,
     refuse_inputs_inside,
     remove_tree,
     write_text_atomic,
@@ -96,3 +97,26 @@ def test_archive_previous_numbers_never_overwrite(tmp_path):
     assert [p.name for p in moved] == ["predictions.previous-5.jsonl", "manifest.previous-5.json"]
     assert (tmp_path / "predictions.previous-4.jsonl").read_text() == "older"
     assert archive_previous(tmp_path, names) == []
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_atomic_writer_gives_the_mode_an_ordinary_open_gives(tmp_path, umask, mode):
+    """0666 less the umask (mkstemp alone gives 0600: unreadable by the job's next steps, which run as another user)."""
+    old = os.umask(umask)
+    try:
+        write_text_atomic(tmp_path / "comment.md", "x")
+        with open(tmp_path / "plain.txt", "w") as handle:  # the oracle: what open() gives under the same umask
+            handle.write("x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "comment.md").stat().st_mode & 0o777 == mode
+    assert (tmp_path / "plain.txt").stat().st_mode & 0o777 == mode
+
+
+def test_current_umask_reads_without_changing_it():
+    old = os.umask(0o037)
+    try:
+        assert current_umask() == 0o037
+        assert current_umask() == 0o037
+    finally:
+        os.umask(old)
