@@ -331,6 +331,12 @@ def triage(
     return "retrieval" if retrieval else "generation"
 
 
+def _mean_latency(side: Side, case_id: str) -> float | None:
+    """The side's mean ``latency_ms`` on the case over its valid repeats that measured it (None: none did)."""
+    values = [p.latency_ms for p in side.valid(case_id) if p.latency_ms is not None and math.isfinite(p.latency_ms)]
+    return sum(values) / len(values) if values else None
+
+
 def _first_error(side: Side, case_id: str) -> str | None:
     return next((side.table.error(case_id, r) for r in range(side.repeats) if side.table.error(case_id, r)), None)
 
@@ -374,6 +380,7 @@ def _case_lists(
             claims=_bad_claims(head, case.id),
             dropped_docs=dropped,
             expected_doc_ids=case.expected_doc_ids,
+            latency_ms=_mean_latency(head, case.id),
         )
 
     lists = {}
@@ -408,6 +415,7 @@ def _ood_failures(base: Side, head: Side, cases: Sequence[GoldenCase], evaluatio
                     new=bool(base_rate == 1.0 and head_rate == 0.0),
                     base_refusal_rate=base_rate,
                     head_refusal_rate=head_rate,
+                    latency_ms=_mean_latency(head, case.id),
                 )
             )
     return sorted(out, key=lambda f: (not f.new, f.id))

@@ -223,6 +223,9 @@ class CaseEntry:
     """Expected documents in base's top k that are not in head's top k."""
     expected_doc_ids: tuple[str, ...]
     """The case's expected documents."""
+    latency_ms: float | None = None
+    """Head's mean pipeline latency on the case over its valid repeats, in milliseconds (the JUnit test case's
+    ``time``); None when not measured."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,8 @@ class OodFailure:
     """Share of base's valid repeats that refused (NaN when all failed)."""
     head_refusal_rate: float
     """Share of head's valid repeats that refused."""
+    latency_ms: float | None = None
+    """Head's mean pipeline latency on the case over its valid repeats, in milliseconds; None when not measured."""
 
 
 @dataclass(frozen=True)

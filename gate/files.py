@@ -165,6 +165,38 @@ def contained_dir(path: Path | str, root: Path | str, what: str) -> Path:
     return resolved
 
 
+def prepare_output_file(path: Path | str, what: str) -> Path:
+    """Make sure an output file named on the command line can be written, before any work: create its folder.
+
+    A report file such as ``--junit reports/rag-gate.xml`` is written after the comparison; a folder that does not
+    exist yet is created here, so that a finished comparison is never lost to it (exit 3 after the work).
+
+    Args:
+        path: the file (its folder need not exist).
+        what: how the user named it, for the message (e.g. ``--junit reports/x.xml``).
+
+    Returns:
+        ``path``.
+
+    Raises:
+        InputError: the path is a directory, or its folder cannot be created (a regular file is in the way, no
+            permission): exit code 2, before anything runs.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{what}: {path} is a directory; name a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next(p for p in (path.parent, *path.parent.parents) if p.exists() or p.is_symlink())
+        raise InputError(f"{what}: cannot create the folder {path.parent}: {blocker} is not a folder") from None
+    except OSError as exc:
+        raise InputError(f"{what}: cannot create the folder {path.parent}: {exc.strerror or exc}") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise InputError(f"{what}: the folder {path.parent} is not writable")
+    return path
+
+
 def refuse_inputs_inside(out_dir: Path | str, inputs: dict[str, Path | None], what: str) -> None:
     """Refuse an output directory that equals or contains one of the run's own input files.
 

@@ -548,6 +548,36 @@ def _golden_contract(base: Path, head: Path) -> tuple[Path | None, GoldenDiff | 
     return base_golden, diff_golden(load_golden(base_golden), load_golden(head_golden))
 
 
+def golden_file_of(base: Path, golden: Path | None) -> str | None:
+    """The golden set whose lines a comparison's cases name, as a report should show it.
+
+    ``golden`` when given, else the base run's (its manifest's ``golden``: the contract both sides are compared
+    on); relative to the current directory when it lies inside it (the repository root in CI), else as it is.
+
+    Args:
+        base: the base side (a run directory or a predictions file).
+        golden: ``--golden`` (None when not given).
+
+    Returns:
+        The path, or None when unknown (a predictions file without ``golden``, a manifest without it).
+    """
+    if golden is None:
+        try:
+            manifest = read_manifest(base) if Path(base).is_dir() else {}
+            recorded = manifest.get("golden") if isinstance(manifest, dict) else None
+        except InputError:
+            recorded = None
+        if not isinstance(recorded, str) or not recorded:
+            return None
+        golden = Path(recorded)
+    if golden.is_absolute():
+        try:
+            return golden.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return golden.as_posix()
+    return golden.as_posix()
+
+
 def compare_runs(
     base: Path,
     head: Path,

@@ -1,7 +1,10 @@
+import contextlib
 import json
 import os
 import random
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,6 +36,80 @@ def pytest_collection_modifyitems(config, items):
                         "(not shipped with the repo; set RAG_GATE_SHARED_DATA to their directory)"
                     )
                 )
+
+
+# ------------------------------------------------- no test leaves a process behind
+
+
+def _proc_processes() -> dict[int, tuple[int, str, Path | None]]:
+    """Every process this user can see in ``/proc``: pid → (parent pid, state, working directory or None)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cwd = Path(os.readlink(entry / "cwd"))
+        except (OSError, IndexError):  # gone meanwhile, or not ours to read
+            continue
+        found[int(entry.name)] = (int(fields[1]), fields[0], cwd)
+    return found
+
+
+INTERPRETER_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver", "joblib.externals.loky")
+"""Helpers a library keeps for the life of the interpreter (not a test's leftovers): they exit with pytest."""
+
+
+def leftover_processes(root: Path) -> list[str]:
+    """Running processes a test started and left: descendants of this (pytest) process, and processes whose working
+    directory is under ``root`` (this session's temporary directory, where a test's pipeline runs; an orphan that
+    was re-parented to init is found that way). Zombies are dead and left out; so is this process.
+
+    Returns:
+        ``pid (state) cwd: command line`` of each.
+    """
+    table = _proc_processes()
+    ours, grew = {os.getpid()}, True
+    while grew:
+        more = {pid for pid, (ppid, _, _) in table.items() if ppid in ours} - ours
+        ours |= more
+        grew = bool(more)
+    root = root.resolve()
+    left = []
+    for pid, (_, state, cwd) in sorted(table.items()):
+        if pid == os.getpid() or state in ("Z", "X"):
+            continue
+        if pid in ours or (cwd is not None and cwd.is_relative_to(root)):
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if any(helper in command for helper in INTERPRETER_HELPERS):
+                continue
+            left.append(f"{pid} ({state}) {cwd}: {command.strip()[:200]}")
+    return left
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_outlives_the_tests(tmp_path_factory):
+    """At the end of the session (of each xdist worker), fail the run if a process a test started is still running.
+
+    Killing a pipeline, a timeout or a signal must take the whole process group with it; a test that waits for
+    such a process must clean it up in ``finally``. Leftovers get 30 s to exit (a loaded machine reaps late),
+    then are listed, killed (by pid: they are this session's) and reported as an error.
+    """
+    yield
+    if not Path("/proc/self/stat").exists():
+        return
+    root = tmp_path_factory.getbasetemp()
+    deadline = time.monotonic() + 30
+    while (left := leftover_processes(root)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if left:
+        for line in left:
+            with contextlib.suppress(OSError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+        pytest.fail("processes started by the tests are still running:\n" + "\n".join(left), pytrace=False)
 
 
 REPORT_SCHEMA = json.loads((REPO / "gate" / "schemas" / "report.schema.json").read_text(encoding="utf-8"))

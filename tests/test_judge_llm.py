@@ -503,14 +503,14 @@ def test_unparseable_answers_count_towards_the_breaker(fake, make_judge):
 
 
 def test_deadline_cuts_the_request_in_flight_and_fails_the_rest_at_once(fake, make_judge):
-    fake.responder = lambda body: Reply.slow(3, grades(3, 3))
-    judge = make_judge(timeout_s=10, max_retries=3, deadline_s=0.5)
+    fake.responder = lambda body: Reply.slow(120, grades(3, 3))
+    judge = make_judge(timeout_s=300, max_retries=3, deadline_s=0.5)
     start = time.monotonic()
     errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(3)]
     elapsed = time.monotonic() - start
     assert errors == ["llm:judge-m@t0: judge deadline of 0.5 s exceeded (option deadline_s)"] * 3
-    assert fake.wait_for_requests(1) == 1
-    assert elapsed < 2.5  # the answer would take 3 s: the request in flight was cut at the deadline
+    assert fake.wait_for_requests(1, timeout_s=60) == 1
+    assert elapsed < 60  # the answer would take 120 s: the request in flight was cut at the deadline (generous bound)
 
 
 def test_a_server_that_trickles_its_answer_is_cut_at_timeout_s(fake, make_judge):
@@ -519,7 +519,7 @@ def test_a_server_that_trickles_its_answer_is_cut_at_timeout_s(fake, make_judge)
     start = time.monotonic()
     judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.error == "llm:judge-m@t0: request timed out"
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 10  # cut at 0.5 s, not after the ~15 s body (generous for a loaded machine)
 
 
 # ------------------------------------------------------------------- accounting (issue 12 item 5)
@@ -646,7 +646,7 @@ def test_scoring_stops_calling_after_a_401_whatever_the_concurrency(tmp_path, fa
 def test_a_hung_judge_gives_up_quickly_and_every_row_is_recorded(tmp_path, fake):
     config = write_side(tmp_path, fake, 12, concurrency=2, timeout_s=0.3, max_retries=1, backoff_s=0.01,
                         max_consecutive_failures=3)  # fmt: skip
-    fake.responder = lambda body: Reply.slow(30, grades(3, 3))
+    fake.responder = lambda body: Reply.slow(300, grades(3, 3))
     start = time.monotonic()
     result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "run")])
     elapsed = time.monotonic() - start
@@ -656,7 +656,8 @@ def test_a_hung_judge_gives_up_quickly_and_every_row_is_recorded(tmp_path, fake)
     assert len(faith) == 12 and all(r["error"] and r["value"] is None for r in faith)
     opened = [r for r in faith if "circuit open after 3 consecutive failures (last: request timed out)" in r["error"]]
     assert len(opened) >= 10 and len(fake.requests) <= 4
-    assert elapsed < 10  # 12 cases × 2 attempts × 0.3 s without the breaker, 30 s per answer
+    # 300 s per answer: the timeouts and the breaker end it (the breaker's effect is the request count above)
+    assert elapsed < 120
 
 
 def test_an_llm_judge_without_the_llm_extra_names_the_extra(monkeypatch):

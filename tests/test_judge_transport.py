@@ -121,7 +121,7 @@ def test_a_cut_body_is_the_json_error_openai_raises(fake):
 
 
 def test_a_silent_server_is_openai_s_timeout_error(fake):
-    fake.script(Reply.slow(1.5, Reply.json({})), Reply.slow(1.5, Reply.json({})))
+    fake.script(Reply.slow(30, Reply.json({})), Reply.slow(30, Reply.json({})))  # far beyond 0.3 s, even loaded
     ours, theirs = via_transport(fake, timeout_s=0.3), via_openai(fake, timeout_s=0.3)
     assert isinstance(theirs, openai.APITimeoutError)
     assert type(ours) is type(theirs) and str(ours) == str(theirs) == "Request timed out."
@@ -139,14 +139,14 @@ def test_the_connection_pool_holds_concurrency_connections(fake):
     # 120 > aiohttp's default pool of 100 connections: a pool not sized from ``concurrency`` would queue 20
     n = 120
 
-    def together(body: dict) -> Reply:  # every answer waits until all n requests have arrived (or 8 s)
-        deadline = time.monotonic() + 8
+    def together(body: dict) -> Reply:  # every answer waits until all n requests have arrived (or 60 s)
+        deadline = time.monotonic() + 60
         while len(fake.requests) < n and time.monotonic() < deadline:
             time.sleep(0.01)
         return Reply.slow(1.0, Reply.json({"ok": 1}))
 
     fake.responder = together
-    ep = endpoint(fake, concurrency=n, timeout_s=15.0)
+    ep = endpoint(fake, concurrency=n, timeout_s=120.0)
 
     async def all_at_once():
         return await asyncio.gather(*(ep.create(**BODY) for _ in range(n)))

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from conftest_github import GITHUB_VARS, N_FACTS, RAG_TEMPLATE, make_scratch_repo, pull_request_event
 from conftest_github import actions_env as shared_actions_env
 from fake_github import FakeGithub
+from test_junit import assert_valid_junit
 
 from gate.cli import main
 from gate.comparison import exit_code_for
@@ -161,15 +162,18 @@ def test_setup_command_failure_is_exit_3(tmp_path, fake, scratch):
 
 def test_local_mode_prints_the_comment_and_posts_nothing(tmp_path, scratch):
     env = dict.fromkeys(GITHUB_VARS)
-    result = run_pr(tmp_path, scratch, env, "--base-ref", "main", "--junit", str(tmp_path / "junit.xml"))
+    junit_path = tmp_path / "reports" / "ci" / "junit.xml"  # a folder that does not exist yet is made
+    result = run_pr(tmp_path, scratch, env, "--base-ref", "main", "--junit", str(junit_path))
     assert result.exit_code == 1
     assert result.stdout.startswith(sticky_marker("rag-gate.yml"))
-    junit = ET.fromstring((tmp_path / "junit.xml").read_text(encoding="utf-8"))
+    junit = assert_valid_junit(junit_path.read_text(encoding="utf-8"))
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert junit.get("failures") == str(len(junit.findall(".//failure"))) != "0"
-    assert {c.get("name") for c in junit.findall(".//testcase[@classname='rag-gate.cases']")} == {
-        c["id"] for c in report["regressed_cases"]
-    }
+    assert sum(int(s.get("failures")) for s in junit.findall("testsuite")) == len(junit.findall(".//failure")) > 0
+    cases = junit.findall(".//testcase[@classname='rag-gate.cases']")
+    assert {c.get("name") for c in cases} == {c["id"] for c in report["regressed_cases"]}
+    lines = {c["id"]: c["line"] for c in report["regressed_cases"]}  # the head's golden file, as annotations
+    assert all(c.find("failure").text.startswith(f"golden case: golden.jsonl:{lines[c.get('name')]}\n") for c in cases)
+    assert all(lines.values())
     assert not any(line.startswith("::") for line in result.stdout.splitlines())
     assert (tmp_path / "out" / "comment.md").read_text() in result.stdout
     assert "comment: local" in result.stderr
@@ -184,6 +188,15 @@ def test_local_mode_prints_the_comment_and_posts_nothing(tmp_path, scratch):
     assert changes["commits"] == f"{shas['base'][:12]}..{shas['head'][:12]}"
     assert changes["pipeline_known"] and changes["pipeline_diff"] == []
     assert "Files changed (" in result.stdout and f"- rag.py (+{added} -{deleted})" in result.stdout
+
+
+def test_a_junit_folder_that_cannot_be_made_is_refused_before_anything_runs(tmp_path, scratch):
+    (tmp_path / "blocker").write_text("a file where the folder should be")
+    junit = tmp_path / "blocker" / "junit.xml"
+    result = run_pr(tmp_path, scratch, dict.fromkeys(GITHUB_VARS), "--base-ref", "main", "--junit", str(junit))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"rag-gate: error: --junit {junit}: cannot create the folder {junit.parent}: ")
+    assert not (tmp_path / "out" / "report.json").exists() and not (tmp_path / "out" / "base").exists()
 
 
 @pytest.mark.parametrize(

@@ -279,14 +279,18 @@ def compare(
     from gate.flow import compare_runs
 
     config = load_config(config_path) if config_path else None
+    if junit is not None:
+        from gate.files import prepare_output_file
+
+        prepare_output_file(junit, f"--junit {junit}")  # a missing folder is made now, not a failure after the work
     comparison = compare_runs(base, head, out, config=config, golden=golden, strict=strict)
     texts = outputs.write(comparison, out, [outputs.Output.JSON, outputs.Output.COMMENT])
     outputs.write_chart(comparison, out)  # out/metrics.png, with the plot extra
     if junit is not None:
         from gate.files import write_text_atomic
+        from gate.flow import golden_file_of
 
-        golden_file = str(golden) if golden else None
-        options = outputs.RenderOptions(golden_file=golden_file)
+        options = outputs.RenderOptions(golden_file=golden_file_of(base, golden))
         write_text_atomic(junit, outputs.render(comparison, outputs.Output.JUNIT, options))
     fmt = fmt or ("text" if sys.stdout.isatty() else "markdown")
     shown = {"json": outputs.Output.JSON, "markdown": outputs.Output.COMMENT, "text": outputs.Output.TEXT}[fmt]

@@ -5,12 +5,26 @@ inconclusive or not-applicable one is ``<skipped>``, the reason as its text; a m
 broke the error budget an ``<error>``), and one per regressed case and per new out-of-domain failure (each a
 ``<failure>`` saying what changed, and where the case is in the golden set). Built with the standard library's
 ElementTree; untrusted text is cut and stripped of the characters XML 1.0 cannot hold.
+
+The document is valid against both schemas CI reporters are written for (``tests/schemas/``): Jenkins' (dtkit
+``junit-4.xsd``) and the stricter Apache Ant one (windyroad ``JUnit.xsd``). What that asks of it: every
+``<testsuite>`` carries name, package, id, tests, failures, errors, skipped, time, timestamp (UTC, no zone) and
+hostname, a ``<properties>`` element with at least one property, and ``<system-out>`` / ``<system-err>``; every
+``<testcase>`` carries name, classname and time and holds at most one of skipped, failure, error (both schemas
+forbid other attributes, so a case's golden file and line are the first line of its failure text,
+``golden case: FILE:LINE``); ``<testsuites>`` carries no attribute (Ant allows none).
+
+Times are seconds: a case's is head's mean pipeline latency on it (``latency_ms`` over its valid repeats, 0 when
+not measured); a metric's is 0 (the metrics are computed together, not timed one by one); a suite's is the sum
+of its cases'.
 """
 
 from __future__ import annotations
 
 import re
+import socket
 import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
 
 from gate.comparison import Comparison, MetricRow
 from gate.outputs import cells
@@ -26,28 +40,50 @@ def _text(value: object, limit: int = TEXT_LIMIT) -> str:
 
 
 def _where(golden_file: str | None, line: int) -> list[str]:
-    """``golden case: eval/golden.jsonl:17`` (the widely read JUnit schema has no file/line attributes)."""
-    return [f"golden case: {golden_file}:{line}"] if golden_file and line else []
+    """``golden case: eval/golden.jsonl:17`` (neither JUnit schema allows file/line attributes on a test case)."""
+    if not line:
+        return []
+    return [f"golden case: {golden_file}:{line}" if golden_file else f"golden case: line {line}"]
 
 
-def _suite(parent: ET.Element, name: str) -> ET.Element:
-    return ET.SubElement(parent, "testsuite", name=name)
+def _seconds(value: float | None) -> str:
+    """A duration as ``xs:decimal`` seconds (``0.250``): never NaN, an exponent or a sign."""
+    return f"{value:.3f}" if value is not None and value == value and 0 <= value < 1e12 else "0.000"
 
 
-def _count(suite: ET.Element) -> tuple[int, int, int, int]:
+def _case(suite: ET.Element, classname: str, name: str, latency_ms: float | None = None) -> ET.Element:
+    seconds = None if latency_ms is None else latency_ms / 1000
+    return ET.SubElement(suite, "testcase", name=_text(name, 200), classname=classname, time=_seconds(seconds))
+
+
+def _suite(parent: ET.Element, name: str, index: int, timestamp: str, hostname: str) -> ET.Element:
+    suite = ET.SubElement(parent, "testsuite", name=name, package=name, id=str(index))
+    suite.set("timestamp", timestamp)
+    suite.set("hostname", hostname)
+    return suite
+
+
+def _close(suite: ET.Element, out: list[str]) -> None:
+    """Set a suite's counts and time from its test cases; add the ``system-out`` and ``system-err`` Ant requires."""
     cases = suite.findall("testcase")
-    failures = sum(c.find("failure") is not None for c in cases)
-    errors = sum(c.find("error") is not None for c in cases)
-    skipped = sum(c.find("skipped") is not None for c in cases)
     suite.set("tests", str(len(cases)))
-    suite.set("failures", str(failures))
-    suite.set("errors", str(errors))
-    suite.set("skipped", str(skipped))
-    return len(cases), failures, errors, skipped
+    suite.set("failures", str(sum(c.find("failure") is not None for c in cases)))
+    suite.set("errors", str(sum(c.find("error") is not None for c in cases)))
+    suite.set("skipped", str(sum(c.find("skipped") is not None for c in cases)))
+    suite.set("time", _seconds(sum(float(c.get("time", "0")) for c in cases)))
+    ET.SubElement(suite, "system-out").text = _text("\n".join(out), 50 * TEXT_LIMIT)
+    ET.SubElement(suite, "system-err").text = ""
 
 
-def _metric_case(suite: ET.Element, row: MetricRow, broken: dict[str, str]) -> None:
-    case = ET.SubElement(suite, "testcase", classname="rag-gate.metrics", name=row.name)
+def _properties(suite: ET.Element, pairs: list[tuple[str, object]]) -> None:
+    properties = ET.SubElement(suite, "properties")
+    for name, value in pairs:
+        ET.SubElement(properties, "property", name=name, value=_text(value, 200))
+
+
+def _metric_case(suite: ET.Element, row: MetricRow, broken: dict[str, str]) -> str:
+    """Add the metric's test case; return its figures (one line of the suite's ``system-out``)."""
+    case = _case(suite, "rag-gate.metrics", row.name)
     c = cells.metric_cells(row)
     figures = (
         f"{row.label}: base {c.base}, head {c.head}, Δ {c.delta}, CI {c.interval}, "
@@ -58,46 +94,62 @@ def _metric_case(suite: ET.Element, row: MetricRow, broken: dict[str, str]) -> N
     elif row.status == "fail":
         ET.SubElement(case, "failure", message=_text(row.reason, 500), type="regression").text = _text(figures)
     elif row.status in ("inconclusive", "not_applicable"):
-        ET.SubElement(case, "skipped").text = _text(f"{row.status}: {row.reason}", 500)
-    ET.SubElement(case, "system-out").text = _text(figures)
+        # Jenkins' schema types <skipped> as a plain string (no message attribute): the reason is its text
+        ET.SubElement(case, "skipped").text = _text(f"{row.status}: {row.reason}\n{figures}", 1_000)
+    return figures
 
 
-def render_junit(comparison: Comparison, golden_file: str | None = None) -> str:
+def render_junit(
+    comparison: Comparison,
+    golden_file: str | None = None,
+    *,
+    timestamp: datetime | None = None,
+    hostname: str | None = None,
+) -> str:
     """Render ``comparison`` as a JUnit XML document (``<testsuites>``, UTF-8, with an XML declaration).
 
     Args:
         comparison: what to render.
-        golden_file: the golden set's path as the CI system should show it (the cases' ``file`` attribute).
+        golden_file: the golden set's path as the CI system should show it (the first line of a case's failure
+            text, ``golden case: FILE:LINE``); None: ``golden case: line LINE``.
+        timestamp: when the comparison ran (the suites' ``timestamp``, written in UTC); default: now.
+        hostname: the suites' ``hostname``; default: this machine's name (``localhost`` when it has none).
 
     Returns:
         The document; ``failures`` > 0 exactly when a gated metric failed, a case regressed or a new out-of-domain
         failure is listed.
 
     Source: the JUnit XML report format of Apache Ant's ``XMLJUnitResultFormatter``, as read by Jenkins' JUnit
-    plugin and GitLab's unit test reports; valid against Jenkins' ``junit-4.xsd`` (``tests/schemas/``).
+    plugin and GitLab's unit test reports; valid against Jenkins' ``junit-4.xsd`` and Ant's ``JUnit.xsd``
+    (``tests/schemas/``).
     """
-    root = ET.Element("testsuites", name=f"rag-gate: {comparison.verdict}")
+    when = (timestamp or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    host = (hostname if hostname is not None else socket.gethostname()).strip() or "localhost"
+    host = _text(host, 200)
+    root = ET.Element("testsuites")  # Ant's schema allows no attribute here; the totals are the suites'
     broken = {
         use.metric: f"{use.failed} of {use.expected} evaluations failed on {use.side} ({use.rate:.1%})"
         for use in comparison.error_budget_use
         if use.rate > comparison.error_budget
     }
-    metrics = _suite(root, "rag-gate.metrics")
-    properties = ET.SubElement(metrics, "properties")
-    for name, value in (
-        ("verdict", comparison.verdict),
-        ("cases", comparison.n_cases),
-        ("repeats", f"{comparison.repeats.base}/{comparison.repeats.head}"),
-        ("base", comparison.base.git_sha or ""),
-        ("head", comparison.head.git_sha or ""),
-    ):
-        ET.SubElement(properties, "property", name=name, value=_text(value, 200))
-    for row in comparison.gated:
-        _metric_case(metrics, row, broken)
-    cases = _suite(root, "rag-gate.cases")
+    metrics = _suite(root, "rag-gate.metrics", 0, when, host)
+    _properties(
+        metrics,
+        [
+            ("verdict", comparison.verdict),
+            ("cases", comparison.n_cases),
+            ("repeats", f"{comparison.repeats.base}/{comparison.repeats.head}"),
+            ("base", comparison.base.git_sha or ""),
+            ("head", comparison.head.git_sha or ""),
+        ],
+    )
+    figures = [_metric_case(metrics, row, broken) for row in comparison.gated]
+    _close(metrics, [f"rag-gate: {comparison.verdict}", *figures])
+    cases = _suite(root, "rag-gate.cases", 1, when, host)
+    _properties(cases, [("golden", golden_file or ""), ("cases", comparison.n_cases)])
     labels = {m.name: m.label for m in comparison.metrics}
     for entry in comparison.regressed_cases:
-        case = ET.SubElement(cases, "testcase", classname="rag-gate.cases", name=_text(entry.id, 200))
+        case = _case(cases, "rag-gate.cases", entry.id, entry.latency_ms)
         changes = [cells.case_change(m, labels.get(m.name, m.name)) for m in entry.metrics]
         detail = [*_where(golden_file, entry.line), f"question: {entry.question}", *changes]
         if entry.dropped_docs:
@@ -110,13 +162,11 @@ def render_junit(comparison: Comparison, golden_file: str | None = None) -> str:
     for failure in comparison.ood_failures:
         if not failure.new:
             continue
-        case = ET.SubElement(cases, "testcase", classname="rag-gate.out-of-domain", name=_text(failure.id, 200))
+        case = _case(cases, "rag-gate.out-of-domain", failure.id, failure.latency_ms)
         message = "out-of-domain question refused on base, answered on head"
         lines = [f"question: {failure.question}", f"head answered: {failure.answer}"]
         text = "\n".join(_where(golden_file, failure.line) + lines)
         ET.SubElement(case, "failure", message=message, type="out-of-domain").text = _text(text)
-    totals = [_count(suite) for suite in (metrics, cases)]
-    for i, key in enumerate(("tests", "failures", "errors")):  # <testsuites> has no "skipped" attribute
-        root.set(key, str(sum(t[i] for t in totals)))
+    _close(cases, [])
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

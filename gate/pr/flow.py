@@ -27,7 +27,7 @@ from gate import __version__, outputs
 from gate.comparison import Comparison, FailOn, exit_code_for, relocate
 from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
-from gate.files import contained_dir, remove_tree
+from gate.files import contained_dir, prepare_output_file, remove_tree
 from gate.flow import compare_runs, run_side
 from gate.golden import GoldenDiff, contract, diff_golden, file_sha256, load_golden
 from gate.history import TrendReport
@@ -501,6 +501,10 @@ def _run(
         raise InputError(f"{config_path}: the config must be inside the repository {repo}") from None
     caching = cache_policy(cache_dir, context, environ)
     out = contained_dir(workdir / options.out_dir, repo, f"--out-dir {options.out_dir}")
+    junit = None
+    if options.junit is not None:  # its folder is made (or refused, exit 2) now, not after the evaluations
+        where = contained_dir((workdir / options.junit).parent, repo, f"--junit {options.junit}")
+        junit = prepare_output_file(where / options.junit.name, f"--junit {options.junit}")
     for stale in (outputs.path(out, Output.JSON), outputs.path(out, Output.COMMENT), out / outputs.CHART_FILE):
         stale.unlink(missing_ok=True)  # a run that reaches no verdict must not leave the previous run's verdict
     secrets = (options.github_token, token)
@@ -555,9 +559,8 @@ def _run(
     )
     texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
     outputs.write_chart(comparison, out)  # metrics.png in the artifact, with the plot extra
-    if options.junit is not None:
-        where = contained_dir((workdir / options.junit).parent, repo, f"--junit {options.junit}")
-        write_text_atomic(where / options.junit.name, outputs.render(comparison, Output.JUNIT, render_options))
+    if junit is not None:
+        write_text_atomic(junit, outputs.render(comparison, Output.JUNIT, render_options))
     status, url, warning = _post_comment(
         options, context, token, texts[Output.COMMENT], render_options.marker, policy, redact
     )
