@@ -37,6 +37,7 @@ import tenacity
 
 from gate.config import PipelineSpec
 from gate.errors import EvaluationError, InputError
+from gate._worker import PARENT_PID_VAR
 from gate.golden import load_golden
 from gate.jsonl import read_jsonl, validate
 from gate.models import GoldenCase, Prediction
@@ -145,12 +146,17 @@ class _Worker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._ready = False
         self._buffer = bytearray()
+        self.closed = False
+        """Set by :meth:`WorkerPool.close`: the worker is not started again (a call in flight fails)."""
 
     def spawn(self) -> None:
         """Start the worker process (without waiting for it: :meth:`call` waits for its "ready" line)."""
         spec, sandbox = self._spec, self._sandbox
         env = sandbox.environment(spec.env_passthrough, spec.env, tmpdir=self._tmpdir)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(spec.workdir), env.get("PYTHONPATH")]))
+        env[PARENT_PID_VAR] = str(os.getpid())  # the worker dies with rag-gate (gate._worker.die_with_parent)
+        if self.closed:  # the pool is being closed (rag-gate stops): no new worker, the call fails at once
+            raise CallFailed("rag-gate is stopping")
         self._proc = subprocess.Popen(
             [sandbox.python, "-m", "gate._worker", spec.python],
             cwd=spec.workdir,
@@ -214,7 +220,13 @@ class _Worker:
             self.stop()  # what the worker started dies with it; a zombie keeps its exit status
             code = proc.returncode if proc is not None else None
             raise CallFailed(f"pipeline process exited with code {code}")
-        return json.loads(line.decode("utf-8", errors="replace"))
+        try:
+            reply = json.loads(line.decode("utf-8", errors="replace"))
+        except (ValueError, RecursionError) as exc:  # not the protocol (or nested deeper than this decoder goes)
+            raise CallFailed(f"unreadable reply from the pipeline process: {type(exc).__name__}") from None
+        if not isinstance(reply, dict):
+            raise CallFailed("unreadable reply from the pipeline process")
+        return reply
 
     def call(self, case: dict[str, Any]) -> dict[str, Any]:
         """Send one case, wait for the reply (at most ``timeout_s``)."""
@@ -285,6 +297,8 @@ class WorkerPool:
 
     def close(self) -> None:
         """Kill the workers and what they started; sweep; remove the scratch directory."""
+        for worker in self.workers:
+            worker.closed = True
         try:
             groups = _groups_members(pid for worker in self.workers if (pid := worker.pid) is not None)
             for pgid in groups:  # every group signalled first: they die together, then each is reaped
@@ -306,19 +320,37 @@ class WorkerPool:
         self.close()
 
 
+ROW_KEYS = ("id", "repeat")
+"""Keys of a prediction row that rag-gate sets from the job: a pipeline's return value never decides them."""
+
+
 def _to_prediction(case: GoldenCase, repeat: int, reply: dict[str, Any], source: str, redactor: Redactor) -> Prediction:
+    """The prediction row of one call: the job's ``id`` and ``repeat``, the function's other keys.
+
+    ``id`` and ``repeat`` in the return value (a framework's response echoing a request id) are ignored: the row
+    belongs to the case and repeat that were asked, whatever the function says.
+
+    Raises:
+        CallFailed: the return value is not a valid prediction (``bad return value: ...``).
+    """
     result = reply["result"]
     if not isinstance(result, dict):
         raise CallFailed(f"expected a dict with 'answer' and 'retrieved', got {type(result).__name__}")
-    record = {"id": case.id, "repeat": repeat, **redactor.redact(result)}
+    try:
+        fields = redactor.redact({k: v for k, v in result.items() if k not in ROW_KEYS})
+    except RecursionError:
+        raise CallFailed("bad return value: nested too deeply (RecursionError)") from None
+    record = {**fields, "id": case.id, "repeat": repeat}
     if "latency_ms" not in record and reply.get("warmup"):
         record["warmup_ms"] = reply.get("latency_ms")  # a worker's cold start is not latency
     record.setdefault("latency_ms", None if "warmup_ms" in record else reply.get("latency_ms"))
     try:
         validate(record, "prediction", source, None)
+        return prediction_from_record(record)
     except InputError as exc:
         raise CallFailed(f"bad return value: {exc}") from None
-    return prediction_from_record(record)
+    except RecursionError:
+        raise CallFailed("bad return value: nested too deeply (RecursionError)") from None
 
 
 def run_python(
@@ -382,9 +414,16 @@ def _serve(
         finally:
             workers.put(worker)
 
-    with ThreadPoolExecutor(len(pool)) as threads:
+    threads = ThreadPoolExecutor(len(pool))
+    try:
         for prediction in threads.map(one, jobs):
             on_result(prediction)
+    except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: do not wait for calls in flight (the pool's close kills them)
+        for worker in pool:
+            worker.closed = True
+        threads.shutdown(wait=False, cancel_futures=True)
+        raise
+    threads.shutdown()
 
 
 def run_command(
