@@ -650,6 +650,42 @@ def require_complete(run_dir: Path, manifest: dict[str, Any]) -> None:
         raise InputError(f"{run_dir}: {SCORES} is missing; re-run `rag-gate run` to rescore the run")
 
 
+def refuse_stale_run(run_dir: Path, manifest: dict[str, Any], golden: Path | None, config: Config | None) -> None:
+    """Refuse a run directory that no longer matches its golden set or config (DESIGN §8 "one run directory").
+
+    A run's predictions answer the golden set and come from the config it was made with (their sha256 are in
+    its manifest); compared as if they answered another version, they would be judged against expectations they
+    never saw. Refused: the run's own golden file changed since the run; the golden set given to the comparison
+    (``--golden``) is not the one the run answered; the config given (``--config``) is the run's own config file,
+    edited since the run. Files that are gone (a worktree removed, a run made elsewhere) cannot be checked.
+
+    Raises:
+        InputError: naming the run directory, the file and both sha256 (exit code 2).
+    """
+    recorded = str(manifest.get("golden_sha256", ""))
+    own = Path(manifest["golden"]) if manifest.get("golden") else None
+    if own is not None and own.is_file() and (now := file_sha256(own)) != recorded:
+        raise InputError(
+            f"{run_dir}: its golden set {own} changed since the run (sha256 {recorded[:12]} recorded, now "
+            f"{now[:12]}): its predictions answer the old cases; re-run `rag-gate run` on it, or compare on the "
+            "golden set the run answered"
+        )
+    if golden is not None and Path(golden).is_file() and (given := file_sha256(Path(golden))) != recorded:
+        raise InputError(
+            f"{run_dir}: the run answered another golden set than --golden {golden} (sha256 {recorded[:12]} "
+            f"recorded, {given[:12]} given); re-run it on {golden}"
+        )
+    if config is None or not manifest.get("config"):
+        return
+    own_config = Path(manifest["config"])
+    if own_config.resolve() == Path(config.path).resolve() and config.sha256 != manifest.get("config_sha256"):
+        raise InputError(
+            f"{run_dir}: its config {own_config} changed since the run (sha256 "
+            f"{str(manifest.get('config_sha256', ''))[:12]} recorded, now {config.sha256[:12]}): the run's "
+            "predictions come from the old config; re-run `rag-gate run`, or compare with the config it was made with"
+        )
+
+
 def _golden_contract(base: Path, head: Path) -> tuple[Path | None, GoldenDiff | None]:
     """Two run directories on different golden sets: the base's set is the contract both are compared on.
 
@@ -695,11 +731,15 @@ def compare_runs(
         commits: the range ``files`` is of, e.g. ``abc123..def456``.
 
     Raises:
-        InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common).
+        InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common), or a run
+            directory that no longer matches its golden set or config (:func:`refuse_stale_run`).
 
     """
     out_dir = Path(out_dir)
     evaluation = config.evaluation if config else None
+    for source in (Path(base), Path(head)):
+        if source.is_dir():
+            refuse_stale_run(source, read_manifest(source), golden, config)
     if golden is None and diff is None and Path(base).is_dir() and Path(head).is_dir():
         golden, diff = _golden_contract(Path(base), Path(head))
     base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir)
