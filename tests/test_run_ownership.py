@@ -115,9 +115,11 @@ def start_run(config: Path, out: Path, log: Path) -> subprocess.Popen:
 
 
 def precomputed_config(tmp_path: Path, name: str = "pre.yml") -> Path:
-    rows = [{"id": i, "answer": f"answer {i}", "retrieved": [{"id": "d1", "text": "t"}]} for i in ("q1", "q2", "q3", "q4")]
+    ids = ("q1", "q2", "q3", "q4")
+    rows = [{"id": i, "answer": f"a {i}", "retrieved": [{"id": "d1", "text": "t"}]} for i in ids]
     write_jsonl(tmp_path / "pre.jsonl", rows)
-    (tmp_path / name).write_text("golden: golden.jsonl\npipeline: {predictions: pre.jsonl}\nmetrics: [hit_rate@5, mrr]\n")
+    text = "golden: golden.jsonl\npipeline: {predictions: pre.jsonl}\nmetrics: [hit_rate@5, mrr]\n"
+    (tmp_path / name).write_text(text)
     return tmp_path / name
 
 
@@ -141,7 +143,8 @@ def test_a_second_run_into_a_directory_in_use_is_refused_naming_the_holder(tmp_p
     manifest = json.loads((out / "manifest.json").read_text())
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert manifest["config"].endswith("holding.yml") and manifest["counts"]["predictions"] == 4
-    assert sorted(r["id"] for r in rows) == ["q1", "q2", "q3", "q4"] and all(r["answer"].startswith("held") for r in rows)
+    assert sorted(r["id"] for r in rows) == ["q1", "q2", "q3", "q4"]
+    assert all(r["answer"].startswith("held") for r in rows)
     assert not (out / OWNER_FILE).exists()  # released: the next run may use the directory
     again = CliRunner().invoke(main, ["run", "--config", str(precomputed_config(tmp_path)), "--out", str(out)])
     assert again.exit_code == 0, again.output
