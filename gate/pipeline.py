@@ -307,7 +307,7 @@ class WorkerPool:
                     os.killpg(pgid, signal.SIGKILL)
             for worker in self.workers:
                 pid = worker.pid
-                worker.stop(groups[pid] if pid is not None else None)
+                worker.stop(groups.get(pid) if pid is not None else None)  # a worker respawned meanwhile: listed
         finally:
             try:
                 self.sandbox.sweep()
@@ -419,6 +419,9 @@ def _serve(
     try:
         for prediction in threads.map(one, jobs):
             on_result(prediction)
+    except Exception:  # a call that stops the run (bad options, a module that cannot start): the others finish
+        threads.shutdown(cancel_futures=True)
+        raise
     except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: do not wait for calls in flight (the pool's close kills them)
         for worker in pool:
             worker.closed = True
