@@ -8,14 +8,75 @@ Whatever the user's code prints to stdout goes to stderr, so it cannot corrupt t
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import json
 import os
 import signal
 import sys
+import threading
 import time
 
 # inspect and traceback are imported when a call fails: every worker's start (C of them at once) pays for its imports
+
+PARENT_PID_VAR = "RAG_GATE_PARENT_PID"
+"""The environment variable in which rag-gate gives its worker its own process id (see :func:`die_with_parent`)."""
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+_WATCH_S = 0.25  # how often the watchdog thread checks that rag-gate still runs
+
+
+def _kill_group(*_: object) -> None:
+    """Kill this worker's process group: the worker (its leader) and everything the user's function started.
+
+    Only a worker that leads its own group (rag-gate starts it with ``start_new_session``) kills the group; any
+    other just exits.
+    """
+    try:
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+    finally:
+        os._exit(1)
+
+
+def die_with_parent(parent: int | None) -> None:
+    """Make this worker (and its process group) die when rag-gate dies, however it dies (SIGKILL included).
+
+    Two mechanisms, since neither alone covers every case:
+
+    - ``prctl(PR_SET_PDEATHSIG)`` (Linux): the kernel sends a signal when the parent exits; the handler kills the
+      worker's process group (workers run in their own session, so a runner's signal to rag-gate's group misses
+      them). The kernel sends it when the *thread* that spawned the worker ends: rag-gate spawns workers from its
+      main thread or from the pipeline's call threads, which live until the pool is closed.
+    - a daemon thread that checks ``getppid()`` every :data:`_WATCH_S` seconds: covers the parent dying before the
+      ``prctl`` call, other platforms, and a user module that replaces the signal's handler.
+
+    Args:
+        parent: rag-gate's process id (the worker's parent at spawn), None when unknown (nothing is watched).
+
+    Source: prctl(2) ``PR_SET_PDEATHSIG``; getppid(2) (an orphan is re-parented to init or a subreaper).
+    """
+    if parent is None:
+        return
+    signum = getattr(signal, "SIGRTMIN", signal.SIGUSR2)  # a signal user code does not use for itself
+    if sys.platform.startswith("linux"):
+        try:
+            signal.signal(signum, _kill_group)
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+        except (OSError, AttributeError, ValueError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_WATCH_S)
+        _kill_group()
+
+    threading.Thread(target=watch, name="rag-gate-parent-watch", daemon=True).start()
+
+
+def _parent_pid() -> int | None:
+    """rag-gate's process id from :data:`PARENT_PID_VAR` (None when not given or not a number)."""
+    value = os.environ.pop(PARENT_PID_VAR, "")
+    return int(value) if value.isdigit() else None
 
 
 def _json_value(value: object) -> object:
@@ -27,6 +88,28 @@ def _json_value(value: object) -> object:
     if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"{type(value).__name__} is not JSON (return str, numbers, lists and dicts)")
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, or a stand-in when the exception's own ``__str__`` fails (user code)."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - any failure of user code is reported, never a crash of the worker
+        return f"<{type(exc).__name__} whose message cannot be shown>"
+
+
+def _encode(reply: dict[str, object]) -> str:
+    """The reply as one JSON line; any value that cannot be sent makes it a failed call, never a crash.
+
+    Bytes, a set, an object, a circular reference (TypeError, ValueError), a structure nested too deeply for the
+    encoder (RecursionError), a ``default`` or ``__str__`` that fails: the case fails with ``bad return value``.
+    """
+    try:
+        return json.dumps(reply, default=_json_value)
+    except RecursionError:
+        return json.dumps({"ok": False, "error": "bad return value: nested too deeply to send (RecursionError)"})
+    except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, or anything user objects raise
+        return json.dumps({"ok": False, "error": f"bad return value: {type(exc).__name__}: {_text(exc)}"})
 
 
 def _wiring_error(target: str, reason: str, is_input: bool) -> dict[str, object]:
@@ -58,6 +141,7 @@ def main(target: str) -> int:
     Ctrl-C reaches the whole process group: the worker ignores it and the parent stops it (or closes stdin).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(_parent_pid())
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # the user's prints go to stderr
     sys.stdout = sys.stderr
@@ -90,14 +174,11 @@ def main(target: str) -> int:
 
             last = traceback.extract_tb(exc.__traceback__)[-1]
             where = f" ({os.path.basename(last.filename)}:{last.lineno})"
-            text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}{where}"})
+            text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {_text(exc)}{where}"})
             if isinstance(exc, TypeError) and not _accepts(function, request):
-                text = json.dumps({"ok": False, "fatal": True, "input": True, "error": f"{target}: {exc}"})
+                text = json.dumps({"ok": False, "fatal": True, "input": True, "error": f"{target}: {_text(exc)}"})
         else:
-            try:
-                text = json.dumps(reply, default=_json_value)
-            except (TypeError, ValueError) as exc:  # bytes, a set, an object, a circular reference
-                text = json.dumps({"ok": False, "error": f"bad return value: {exc}"})
+            text = _encode(reply)
         first = False
         try:
             protocol.write(text + "\n")

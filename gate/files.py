@@ -16,12 +16,15 @@ Source: POSIX ``rename(2)`` (atomic replacement within one file system) and ``fs
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import json
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from gate.errors import EvaluationError, InputError
 
@@ -269,3 +272,97 @@ def archive_previous(directory: Path, names: tuple[str, ...]) -> list[Path]:
             raise EvaluationError(f"{directory / name}: cannot move it aside: {exc.strerror or exc}") from None
         moved.append(target)
     return moved
+
+
+LOCK_FILE = ".rag-gate.lock"
+"""The lock file of a run directory (``flock(2)`` through ``filelock``; it stays in place when released)."""
+OWNER_FILE = ".rag-gate.owner.json"
+"""Beside the lock: who holds it (pid, host, started), removed when the holder releases it."""
+
+
+def _owner_text(owner: dict[str, Any] | None) -> str:
+    """``pid 123 on host ci-1, started 2024-...`` (or a stand-in when the owner file is missing or unreadable)."""
+    if not owner:
+        return "another process (no owner recorded)"
+    return f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')}, started {owner.get('started', '?')}"
+
+
+def read_owner(directory: Path | str) -> dict[str, Any] | None:
+    """The owner recorded beside a directory's lock (pid, host, started), or None when there is none or unreadable."""
+    try:
+        owner = json.loads((Path(directory) / OWNER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
+@contextlib.contextmanager
+def locked_directory(directory: Path | str, what: str) -> Iterator[dict[str, Any] | None]:
+    """Hold the directory exclusively while the ``with`` block runs (one run writes a run directory at a time).
+
+    The lock is ``filelock``'s :class:`~filelock.FileLock` on :data:`LOCK_FILE` (``flock(2)``): the kernel
+    releases it when the holder exits, however it exits (SIGKILL included), so a lock can never be left behind.
+    The holder's pid, host and start time are written beside it (:data:`OWNER_FILE`) for the message a
+    second process gets, and removed on release. An owner file found when the lock is free was left by a holder
+    that was killed: it is yielded, so the caller can report it.
+
+    Args:
+        directory: the directory (created if needed).
+        what: how the user named it, for the message (e.g. ``--out out/run``).
+
+    Yields:
+        The owner left behind by a killed holder, or None.
+
+    Raises:
+        InputError: another process holds the lock (exit code 2), naming the directory and the holder.
+        EvaluationError: the directory or its lock file cannot be created.
+    """
+    from filelock import FileLock, Timeout
+
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(directory / LOCK_FILE)
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise InputError(
+            f"{what}: {directory} is in use by another rag-gate run ({_owner_text(read_owner(directory))}); "
+            "wait for it to finish or choose another directory"
+        ) from None
+    except OSError as exc:
+        raise EvaluationError(f"{directory / LOCK_FILE}: cannot lock: {exc.strerror or exc}") from None
+    try:
+        stale = read_owner(directory) if (directory / OWNER_FILE).exists() else None
+        owner = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+        write_text_atomic(directory / OWNER_FILE, json.dumps(owner) + "\n")
+        yield stale
+    finally:
+        try:
+            (directory / OWNER_FILE).unlink(missing_ok=True)
+        finally:
+            lock.release()
+
+
+def is_locked(directory: Path | str) -> dict[str, Any] | None:
+    """The owner of a directory another process holds with :func:`locked_directory` right now, else None.
+
+    Nothing is created: a directory without a lock file (or one this process cannot open) is not locked.
+    """
+    from filelock import FileLock, Timeout
+
+    path = Path(directory) / LOCK_FILE
+    if not path.exists():
+        return None
+    lock = FileLock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return read_owner(directory) or {}
+    except OSError:
+        return None
+    lock.release()
+    return None

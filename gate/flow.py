@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from gate import __version__
 from gate.config import Config, Evaluation, PipelineSpec
 from gate.errors import EvaluationError, InputError
-from gate.files import archive_previous, atomic_writer, refuse_inputs_inside
+from gate.files import archive_previous, atomic_writer, locked_directory, refuse_inputs_inside
 from gate.golden import GoldenDiff, diff_golden, file_sha256, load_golden, shard
 from gate.jsonl import JsonlAppender, dumps, write_json
 from gate.judges import get_judge, get_pairwise_judge
 from gate.judges.base import Judge, judge_usage
 from gate.models import GoldenCase, Prediction, Score
-from gate.pipeline import WorkerPool, run_command, run_python
+from gate.pipeline import WorkerPool, code_fingerprint, run_command, run_python
 from gate.predictions import PredictionTable, align, load_predictions, scan_predictions
 from gate.runs import (
     MANIFEST,
@@ -151,7 +151,32 @@ def run_side(
     out_dir = Path(out_dir)
     inputs = {"config": config.path, "golden": config.golden, "pipeline.predictions": config.pipeline.predictions}
     refuse_inputs_inside(out_dir, inputs, f"--out {out_dir}")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with locked_directory(out_dir, f"--out {out_dir}") as left:
+        if left is not None:
+            log.warning(
+                "%s: the run that held it (pid %s on host %s, started %s) ended without finishing (killed?)",
+                out_dir,
+                left.get("pid", "?"),
+                left.get("host", "?"),
+                left.get("started", "?"),
+            )
+        return _run_side_locked(
+            config, out_dir, repeats, progress, git_sha, git_ref, shard_spec, sandbox, require_answers
+        )
+
+
+def _run_side_locked(
+    config: Config,
+    out_dir: Path,
+    repeats: int | None,
+    progress: bool,
+    git_sha: str | None,
+    git_ref: str | None,
+    shard_spec: tuple[int, int] | None,
+    sandbox: Sandbox | None,
+    require_answers: bool,
+) -> Path:
+    """:func:`run_side` once ``out_dir`` is locked by this process."""
     golden = load_golden(config.golden)
     if shard_spec is not None:
         golden = shard(golden, *shard_spec)
@@ -161,9 +186,11 @@ def run_side(
         evaluation = config.evaluation
         judge = make_judge(evaluation)
         identity = run_identity(evaluation, judge, file_sha256(config.golden), config.sha256, n_repeats, shard_spec)
+        code = code_fingerprint(config.pipeline, exclude=[out_dir])
         manifest: dict[str, Any] = {
             "schema_version": MANIFEST_SCHEMA_VERSION,
             **identity.to_dict(),
+            "code": code,
             "git_sha": git_sha,
             "git_ref": git_ref,
             "config": str(config.path),
@@ -174,7 +201,7 @@ def run_side(
             "status": "running",
             "started": _now(),
         }
-        kept, rewrite = _resume_or_archive(out_dir, identity)
+        kept, rewrite = _resume_or_archive(out_dir, identity, code)
         # the manifest says "running" before any file changes, and is rewritten last with the final status
         write_json(out_dir / MANIFEST, manifest)
         if rewrite:
@@ -219,12 +246,16 @@ RUN_FILES = (PREDICTIONS, SCORES, MANIFEST)
 """The files of a run directory; a previous run's are moved aside, numbered, never overwritten."""
 
 
-def _resume_or_archive(out_dir: Path, identity: RunIdentity) -> tuple[list[Prediction], bool]:
+def _resume_or_archive(
+    out_dir: Path, identity: RunIdentity, code: dict[str, Any] | None = None
+) -> tuple[list[Prediction], bool]:
     """What to keep from a previous run in ``out_dir``: (kept predictions, whether predictions.jsonl needs rewriting).
 
-    A run whose identity has the same prediction fields (golden set, config, repeats, shard) is resumed: its
-    predictions without ``error`` are kept. Anything else there (another run, files without a valid manifest)
-    is moved aside as ``<name>.previous-<n>.<ext>`` with a new number n, so that no previous run is ever lost.
+    A run whose identity has the same prediction fields (golden set, config, repeats, shard) and, when ``code``
+    is given, the same code fingerprint (:func:`gate.pipeline.code_fingerprint`; a manifest without one never
+    matches) is resumed: its predictions without ``error`` are kept. Anything else there (another run, a run of
+    edited pipeline code, files without a valid manifest) is moved aside as ``<name>.previous-<n>.<ext>`` with a
+    new number n, so that no previous run is ever lost, and the run starts afresh (said on stderr).
     """
     try:
         previous = read_manifest(out_dir) if (out_dir / MANIFEST).exists() else None
@@ -236,6 +267,8 @@ def _resume_or_archive(out_dir: Path, identity: RunIdentity) -> tuple[list[Predi
         if previous is None
         else identity.differences(RunIdentity.from_manifest(previous), RunIdentity.PREDICTION_FIELDS)
     )
+    if previous is not None and code is not None and (previous.get("code") or {}).get("sha256") != code["sha256"]:
+        changed.append("pipeline code (code fingerprint)")
     if previous is not None and not changed:
         kept, dirty = read_partial_predictions(out_dir / PREDICTIONS)
         if kept:
@@ -366,7 +399,8 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
 
     Raises:
         InputError: when the shards disagree on golden set, config, repeats or shard count, or do not cover 1..n
-            exactly once, or one of them is incomplete.
+            exactly once, or one of them is incomplete, or they come from different commits or pipeline code, or
+            a shard holds rows of cases that are not its own (relabelled); or another process holds ``out_dir``.
     """
     manifests = [read_manifest(Path(d)) for d in shard_dirs]
     first = manifests[0]
@@ -383,10 +417,90 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
     count = shards[0][1]
     if shards != [(i, count) for i in range(1, count + 1)]:
         raise InputError(f"shards {['/'.join(map(str, s)) for s in shards]} do not cover 1..{count} exactly once")
+    _check_shard_origin(shard_dirs, manifests)
+    _check_shard_rows(shard_dirs, manifests)
     out_dir = Path(out_dir)
     refuse_inputs_inside(
         out_dir, {f"shard {i}": Path(d) / MANIFEST for i, d in enumerate(shard_dirs, 1)}, f"--out {out_dir}"
     )
+    with locked_directory(out_dir, f"--out {out_dir}"):
+        return _write_merged(shard_dirs, manifests, out_dir)
+
+
+def _check_shard_origin(shard_dirs: list[Path], manifests: list[dict[str, Any]]) -> None:
+    """Shards of one run come from one commit (``--git-sha``) and one pipeline code (its fingerprint).
+
+    Raises:
+        InputError: two shards record different commits (one recording none counts as different), or different
+            code fingerprints (shards made before fingerprints were recorded are not compared on it).
+    """
+    shas = {str(d): m.get("git_sha") for d, m in zip(shard_dirs, manifests, strict=True)}
+    if len(set(shas.values())) > 1:
+        listed = ", ".join(f"{d}: {sha or 'none recorded'}" for d, sha in shas.items())
+        raise InputError(f"the shards come from different commits ({listed}); shards must come from one commit")
+    codes = {str(d): (m.get("code") or {}).get("sha256") for d, m in zip(shard_dirs, manifests, strict=True)}
+    if None not in codes.values() and len(set(codes.values())) > 1:
+        listed = ", ".join(f"{d}: {sha[:12]}" for d, sha in codes.items())
+        raise InputError(
+            f"the shards ran different pipeline code (code fingerprints {listed}); re-run them from one checkout"
+        )
+
+
+def _check_shard_rows(shard_dirs: list[Path], manifests: list[dict[str, Any]]) -> None:
+    """Each shard holds exactly the rows of its own cases: a shard relabelled as another (its manifest's ``shard``
+    edited, a directory copied) is refused.
+
+    With the golden set the shards record (same sha256), shard i/n must hold every case of
+    :func:`gate.golden.shard` i/n at every repeat and nothing else; without it, the shards' cases must not
+    overlap and each must hold ``n_cases`` × ``repeats`` rows. Score rows must belong to the shard's cases.
+
+    Raises:
+        InputError: naming the shard and a case that should not be there (or is missing).
+    """
+    from gate.jsonl import scan_rows
+    from gate.runs import ScoreRow
+
+    first = manifests[0]
+    golden_path = Path(first["golden"])
+    cases: list[GoldenCase] | None = None
+    if golden_path.is_file() and file_sha256(golden_path) == first.get("golden_sha256"):
+        cases = load_golden(golden_path)
+    seen: dict[str, Path] = {}
+    for directory, manifest in zip(shard_dirs, manifests, strict=True):
+        index, count = manifest.get("shard") or (1, 1)
+        repeats = int(manifest.get("repeats") or 1)
+        rows = scan_predictions(Path(directory) / PREDICTIONS)
+        keys = {(case_id, repeat) for case_id, repeat, _, _ in rows.rows}
+        label = f"{directory} (shard {index}/{count})"
+        if cases is not None:
+            expected = {(c.id, r) for c in shard(cases, index, count) for r in range(repeats)}
+            wrong = sorted(keys - expected) or sorted(expected - keys)
+            if wrong:
+                what = "holds case" if wrong[0] in keys else "lacks case"
+                raise InputError(
+                    f"{label}: {what} {wrong[0][0]!r} repeat {wrong[0][1]}, which shard {index}/{count} of "
+                    f"{golden_path} {'does not have' if what == 'holds case' else 'has'}; was the shard relabelled "
+                    "or edited? re-run it"
+                )
+        elif len(keys) != int(manifest.get("n_cases", -1)) * repeats:
+            raise InputError(
+                f"{label}: {len(keys)} prediction rows, not n_cases × repeats = {manifest.get('n_cases')} × {repeats}"
+            )
+        ids = {case_id for case_id, _ in keys}
+        for case_id in sorted(ids):
+            if case_id in seen:
+                raise InputError(
+                    f"{label}: case {case_id!r} is also in {seen[case_id]}; was a shard relabelled as another?"
+                )
+            seen[case_id] = Path(directory)
+        for line, _, row in scan_rows(Path(directory) / SCORES, ScoreRow, "score"):
+            if row.id not in ids:
+                raise InputError(f"{Path(directory) / SCORES}:{line}: id: case {row.id!r} is not in this shard")
+
+
+def _write_merged(shard_dirs: list[Path], manifests: list[dict[str, Any]], out_dir: Path) -> Path:
+    """Write the merged run directory (``out_dir`` is locked by this process)."""
+    first = manifests[0]
     out_dir.mkdir(parents=True, exist_ok=True)
     archive_previous(out_dir, RUN_FILES)
     for name in (PREDICTIONS, SCORES):
@@ -536,6 +650,42 @@ def require_complete(run_dir: Path, manifest: dict[str, Any]) -> None:
         raise InputError(f"{run_dir}: {SCORES} is missing; re-run `rag-gate run` to rescore the run")
 
 
+def refuse_stale_run(run_dir: Path, manifest: dict[str, Any], golden: Path | None, config: Config | None) -> None:
+    """Refuse a run directory that no longer matches its golden set or config (DESIGN §8 "one run directory").
+
+    A run's predictions answer the golden set and come from the config it was made with (their sha256 are in
+    its manifest); compared as if they answered another version, they would be judged against expectations they
+    never saw. Refused: the run's own golden file changed since the run; the golden set given to the comparison
+    (``--golden``) is not the one the run answered; the config given (``--config``) is the run's own config file,
+    edited since the run. Files that are gone (a worktree removed, a run made elsewhere) cannot be checked.
+
+    Raises:
+        InputError: naming the run directory, the file and both sha256 (exit code 2).
+    """
+    recorded = str(manifest.get("golden_sha256", ""))
+    own = Path(manifest["golden"]) if manifest.get("golden") else None
+    if own is not None and own.is_file() and (now := file_sha256(own)) != recorded:
+        raise InputError(
+            f"{run_dir}: its golden set {own} changed since the run (sha256 {recorded[:12]} recorded, now "
+            f"{now[:12]}): its predictions answer the old cases; re-run `rag-gate run` on it, or compare on the "
+            "golden set the run answered"
+        )
+    if golden is not None and Path(golden).is_file() and (given := file_sha256(Path(golden))) != recorded:
+        raise InputError(
+            f"{run_dir}: the run answered another golden set than --golden {golden} (sha256 {recorded[:12]} "
+            f"recorded, {given[:12]} given); re-run it on {golden}"
+        )
+    if config is None or not manifest.get("config"):
+        return
+    own_config = Path(manifest["config"])
+    if own_config.resolve() == Path(config.path).resolve() and config.sha256 != manifest.get("config_sha256"):
+        raise InputError(
+            f"{run_dir}: its config {own_config} changed since the run (sha256 "
+            f"{str(manifest.get('config_sha256', ''))[:12]} recorded, now {config.sha256[:12]}): the run's "
+            "predictions come from the old config; re-run `rag-gate run`, or compare with the config it was made with"
+        )
+
+
 def _golden_contract(base: Path, head: Path) -> tuple[Path | None, GoldenDiff | None]:
     """Two run directories on different golden sets: the base's set is the contract both are compared on.
 
@@ -611,11 +761,15 @@ def compare_runs(
         commits: the range ``files`` is of, e.g. ``abc123..def456``.
 
     Raises:
-        InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common).
+        InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common), or a run
+            directory that no longer matches its golden set or config (:func:`refuse_stale_run`).
 
     """
     out_dir = Path(out_dir)
     evaluation = config.evaluation if config else None
+    for source in (Path(base), Path(head)):
+        if source.is_dir():
+            refuse_stale_run(source, read_manifest(source), golden, config)
     if golden is None and diff is None and Path(base).is_dir() and Path(head).is_dir():
         golden, diff = _golden_contract(Path(base), Path(head))
     base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir)

@@ -50,7 +50,7 @@ class EchoHandler(logging.Handler):
 
 
 def terminate(signum: int, frame: Any) -> None:
-    """SIGTERM handler: stop as on Ctrl-C, so what is on disk stays consistent."""
+    """SIGTERM and SIGHUP handler: stop as on Ctrl-C, so what is on disk stays consistent and workers are killed."""
     raise KeyboardInterrupt
 
 

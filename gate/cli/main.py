@@ -47,6 +47,8 @@ def main(debug: bool) -> None:
         logger.setLevel(logging.INFO)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, terminate)  # a cancelled CI job: stop cleanly, keep what is on disk
+        if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+            signal.signal(signal.SIGHUP, terminate)  # a closed terminal or SSH session: the same (nohup keeps running)
 
 
 def _validate(path: Path) -> None:
