@@ -214,11 +214,11 @@ def show(
             if series:
                 charts[name] = plot_metric(series, name, out / chart_name(name)).name
     except ImportError:
-        (out / "history.md").write_text(history_markdown(series, chosen, {}), encoding="utf-8")
+        (out / "history.md").write_text(history_markdown(series, chosen, {}), encoding="utf-8", errors="replace")
         raise InputError(
             f"wrote {out / 'history.md'} without charts: charts need matplotlib (pip install 'rag-gate[plot]')"
         ) from None
-    (out / "history.md").write_text(history_markdown(series, chosen, charts), encoding="utf-8")
+    (out / "history.md").write_text(history_markdown(series, chosen, charts), encoding="utf-8", errors="replace")
     click.echo(f"wrote {out / 'history.md'} and {len(charts)} chart(s)", err=True)
 
 

@@ -41,6 +41,7 @@ from gate.pr.history_store import HistoryStore
 from gate.pr.trend import check_head, history_store, push_summary, record_push
 from gate.redact import Redactor
 from gate.sandbox import Sandbox
+from gate.sanitize import WorkflowCommand
 
 log = logging.getLogger("rag-gate")
 
@@ -457,10 +458,10 @@ def run_pr(
 
 
 def _redacting(emit: Callable[[str], None], redact: Redactor) -> Callable[[str], None]:
-    """``emit`` with every line redacted first."""
+    """``emit`` with every line redacted first (rag-gate's own workflow commands stay commands)."""
 
     def emit_redacted(line: str) -> None:
-        emit(redact(line))
+        emit(WorkflowCommand(redact(line)) if isinstance(line, WorkflowCommand) else redact(line))
 
     return emit_redacted
 
@@ -469,6 +470,8 @@ def _redact_exception(exc: BaseException, redact: Redactor) -> None:
     """Redact an exception's message in place, before the CLI prints it."""
     if exc.args and isinstance(exc.args[0], str):
         exc.args = (redact(exc.args[0]), *exc.args[1:])
+    if isinstance(exc, GateError) and exc.problems:
+        exc.problems = tuple(redact(problem) for problem in exc.problems)
 
 
 FLAG_TOKEN_IGNORED = (
