@@ -97,7 +97,7 @@ def render_text(comparison: Comparison, *, max_items: int = MAX_ITEMS) -> str:
         out += ["", f"Errors: {len(c.errors)} (see report.json)"]
     if c.changes is not None and c.changes.pipeline_diff:
         out += ["", "What changed: the config's pipeline: section, base → head"]
-        out += [_CONTROL.sub("", line)[:LINE_LIMIT] for line in c.changes.pipeline_diff]  # indentation kept
+        out += [clean(line).replace("\n", " ")[:LINE_LIMIT] for line in c.changes.pipeline_diff]  # indentation kept
     if c.changes is not None and c.changes.files is not None:
         out += ["", f"Files changed ({c.changes.commits}): {cells.files_total(c.changes.files)}"]
         out += [f"  {plain(f.path)} ({cells.file_change(f)})" for f in c.changes.files[:max_items]]
