@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from typing import IO, Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -106,6 +107,15 @@ def neutralize_line(line: str) -> str:
     return _LEGACY_COMMAND.sub(r"##\\[", _COMMAND_START.sub(r"\1%3A", line))
 
 
+def inert_json(text: str) -> str:
+    """JSON text to print: every ``##[`` (only ever inside a string) written ``##\\u005b``, the same JSON value.
+
+    :class:`GuardedStream` would otherwise escape it as ``##\\[``, which is no JSON escape. A JSON text never puts
+    ``::`` at the start of a line (newlines inside strings are ``\\n``).
+    """
+    return text.replace("##[", "##\\u005b")
+
+
 class WorkflowCommand(str):
     """A line (or lines) of rag-gate's own workflow commands, built with their data and properties escaped.
 
@@ -133,6 +143,8 @@ class GuardedStream:
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
+        self._lock = threading.RLock()
+        """Held from neutralizing a write to writing it (the pipeline's output is forwarded by other threads)."""
         self._lead = ""
         """The current line's text so far, without leading whitespace, up to its first two characters."""
         self._tail = ""
@@ -181,16 +193,18 @@ class GuardedStream:
         """Write ``text`` encodable, without control characters, each line neutralized."""
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        self._write(self._guard(strip_controls(text)))
+        with self._lock:
+            self._write(self._guard(strip_controls(text)))
         return len(text)
 
     def command(self, line: WorkflowCommand) -> None:
         """Write rag-gate's own workflow command line(s) unchanged, each on a line of its own."""
-        if self._lead or self._tail:
-            self._write("\n")
-        self._write(encodable(line).rstrip("\n") + "\n")
-        self._lead = self._tail = ""
-        self.flush()
+        with self._lock:
+            if self._lead or self._tail:
+                self._write("\n")
+            self._write(encodable(line).rstrip("\n") + "\n")
+            self._lead = self._tail = ""
+            self.flush()
 
     def writelines(self, lines: Any) -> None:
         """Write each of ``lines`` (:meth:`write`)."""

@@ -24,7 +24,7 @@ from gate.cli.common import CONTEXT, EchoHandler, handle_errors, shard_option, t
 from gate.cli.history import history
 from gate.cli.pr import pr
 from gate.errors import InputError
-from gate.sanitize import guard_std_streams, one_line
+from gate.sanitize import guard_std_streams, inert_json, one_line
 
 if TYPE_CHECKING:
     from gate.config import Evaluation
@@ -293,6 +293,7 @@ def compare(
     fmt = fmt or ("text" if sys.stdout.isatty() else "markdown")
     shown = {"json": outputs.Output.JSON, "markdown": outputs.Output.COMMENT, "text": outputs.Output.TEXT}[fmt]
     text = texts.get(shown) or outputs.render(comparison, shown)
+    text = inert_json(text) if fmt == "json" else text
     click.echo(text, nl=fmt == "markdown")
     click.echo(f"verdict: {comparison.verdict} (report: {outputs.path(out, outputs.Output.JSON)})", err=True)
     sys.exit(exit_code_for(comparison.verdict, "fail"))
