@@ -182,13 +182,17 @@ def _compare_inputs(tmp_path, n=30, bad=15):
     golden, base, head = [], [], []
     for i in range(n):
         question = f"When was town {i} founded?" + (f" {PAYLOAD}" if i == 1 else "")
-        golden.append({"id": f"q{i:02d}", "question": question, "expected_doc_ids": [f"d{i}"], "reference_answers": [str(1800 + i)]})
-        good = {"id": f"q{i:02d}", "answer": f"It was founded in {1800 + i}.", "latency_ms": 10.0,
-                "retrieved": [{"id": f"d{i}", "text": f"founded in {1800 + i}"}]}  # fmt: skip
+        case_id, year = f"q{i:02d}", str(1800 + i)
+        golden.append({"id": case_id, "question": question, "expected_doc_ids": [f"d{i}"], "reference_answers": [year]})
+        good = {
+            "id": case_id,
+            "answer": f"It was founded in {year}.",
+            "latency_ms": 10.0,
+            "retrieved": [{"id": f"d{i}", "text": f"founded in {year}"}],
+        }
+        bad_answer = {**good, "answer": f"Nobody knows. {PAYLOAD}", "retrieved": [{"id": "dX", "text": PAYLOAD}]}
         base.append(good)
-        head.append(
-            {**good, "answer": f"Nobody knows. {PAYLOAD}", "retrieved": [{"id": "dX", "text": PAYLOAD}]} if i < bad else good
-        )
+        head.append(bad_answer if i < bad else good)
     for name, rows in (("golden", golden), ("base", base), ("head", head)):
         # json.dumps escapes the lone surrogate as \ud83d: valid JSON, as a JS service would write it
         write_jsonl(tmp_path / f"{name}.jsonl", rows)
@@ -258,11 +262,12 @@ def test_config_key_with_newlines_is_reported_on_one_line(tmp_path, tiny_golden)
 
 
 def test_golden_problems_from_validate_are_one_line_each(tmp_path):
-    path = write_jsonl(tmp_path / "g.jsonl", [{"id": "a\n::error::x", "question": "x"}, {"id": "a\n::error::x", "question": "y"}])
+    rows = [{"id": "a\n::error::x", "question": "x"}, {"id": "a\n::error::x", "question": "y"}]
+    path = write_jsonl(tmp_path / "g.jsonl", rows)
     result = CliRunner().invoke(main, ["validate", str(path)])
     assert result.exit_code == 2
     assert not [line for line in runner_lines(result.stderr) if is_command(line)]
-    assert "duplicate id 'a%0A::error::x'" in result.stderr or "a%0A::error::x" in result.stderr
+    assert "duplicate id 'a%0A::error::x'" in result.stderr
 
 
 def test_error_in_the_job_summary_and_annotation_is_escaped(tmp_path):
