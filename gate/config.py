@@ -302,7 +302,7 @@ class _Problems:
         """Raise one InputError listing every problem, one per line, in file order (no line last)."""
         if self.items:
             ordered = sorted(dict.fromkeys(self.items), key=lambda p: (p[0] is None, p[0] or 0))
-            raise InputError("\n".join(located(self.path, line, where, message) for line, where, message in ordered))
+            raise InputError.listing([located(self.path, line, where, message) for line, where, message in ordered])
 
 
 def _read_text(path: Path) -> str:

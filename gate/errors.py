@@ -6,11 +6,32 @@ not run. Core modules raise these; only ``gate.cli`` turns them into a message a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from gate.sanitize import one_line
+
 
 class GateError(Exception):
     """Base class of every error rag-gate reports to a user; ``exit_code`` is what the CLI exits with."""
 
     exit_code = 3
+    problems: tuple[str, ...] = ()
+    """The problems of :meth:`listing`, one per printed line (empty: the message is one problem)."""
+
+    @classmethod
+    def listing(cls, problems: Sequence[str]) -> GateError:
+        """An error listing several problems, printed one per line (its message joins them with newlines)."""
+        error = cls("\n".join(problems))
+        error.problems = tuple(problems)
+        return error
+
+    def lines(self) -> list[str]:
+        """The message as printed lines: each problem of :meth:`listing`, or the message, on one line each.
+
+        Untrusted text in a message (a pipeline's exception, a config key, a path) keeps no line break: CR and LF
+        are shown as ``%0D`` / ``%0A`` and control characters are dropped (:func:`gate.sanitize.one_line`).
+        """
+        return [one_line(problem) for problem in self.problems or (str(self),)]
 
 
 class InputError(GateError):
@@ -29,8 +50,12 @@ class EvaluationError(GateError):
 
 
 def located(path: object, line: int | None, field: str | None, message: str) -> str:
-    """Format ``file:line: field: message`` (parts that are unknown are left out)."""
-    where = str(path)
+    """Format ``file:line: field: message`` on one line (parts that are unknown are left out).
+
+    Each part may hold untrusted text (a PR's config key, a golden path): it is kept on one line
+    (:func:`gate.sanitize.one_line`).
+    """
+    where = one_line(path)
     if line is not None:
         where += f":{line}"
-    return f"{where}: {field}: {message}" if field else f"{where}: {message}"
+    return f"{where}: {one_line(field)}: {one_line(message)}" if field else f"{where}: {one_line(message)}"

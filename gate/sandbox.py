@@ -43,6 +43,7 @@ from typing import IO, Any
 
 from gate.errors import EvaluationError
 from gate.redact import SECRET_NAMES, Redactor
+from gate.sanitize import encodable, neutralize_line
 
 log = logging.getLogger("rag-gate")
 
@@ -131,8 +132,13 @@ def pipeline_user(environ: Mapping[str, str]) -> PipelineUser | None:
 
 
 def neutralize(line: str) -> str:
-    """A line of the pipeline's output, made unable to act as a GitHub workflow command (``::error::``...)."""
-    return "[pipeline] " + line if line.lstrip().startswith("::") else line
+    """A line of the pipeline's output, made unable to act as a GitHub workflow command (``::error::``...).
+
+    A line that starts with ``::`` is shown as ``[pipeline] ::…``; a legacy ``##[`` command anywhere in the line is
+    escaped (:func:`gate.sanitize.neutralize_line`); lone surrogates are replaced.
+    """
+    line = "[pipeline] " + line if line.lstrip().startswith("::") else line
+    return neutralize_line(encodable(line))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import click
 
 from gate.errors import GateError, InputError
 from gate.redact import Redactor
+from gate.sanitize import one_line, print_line
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -45,8 +46,8 @@ class EchoHandler(logging.Handler):
         self.redact = Redactor.from_environ(os.environ)
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Echo one record."""
-        click.echo(self.redact(f"rag-gate: {record.getMessage()}"), err=True)
+        """Echo one record, on one line (:func:`gate.sanitize.one_line`)."""
+        print_line(self.redact(f"rag-gate: {one_line(record.getMessage())}"), err=True)
 
 
 def terminate(signum: int, frame: Any) -> None:
@@ -55,7 +56,10 @@ def terminate(signum: int, frame: Any) -> None:
 
 
 def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn GateError into a one-line stderr message and its exit code; unexpected errors exit 3."""
+    """Turn GateError into a one-line stderr message and its exit code; unexpected errors exit 3.
+
+    A message is printed one line per problem, untrusted text in it on that line (:meth:`GateError.lines`).
+    """
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -66,7 +70,9 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except GateError as exc:
             if debug:
                 traceback.print_exc()
-            click.echo(redact(f"rag-gate: error: {exc}"), err=True)
+            first, *more = exc.lines()
+            for line in [f"rag-gate: error: {first}", *more]:
+                print_line(redact(line), err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("rag-gate: interrupted; results so far are on disk (re-run to resume)", err=True)
@@ -74,7 +80,8 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:  # noqa: BLE001 - a bug or an environment failure: exit 3, never 1
             if debug:
                 traceback.print_exc()
-            click.echo(redact(f"rag-gate: internal error: {type(exc).__name__}: {exc} (re-run with --debug)"), err=True)
+            message = f"rag-gate: internal error: {type(exc).__name__}: {one_line(exc)} (re-run with --debug)"
+            print_line(redact(message), err=True)
             sys.exit(3)
 
     return wrapper

@@ -17,6 +17,7 @@ import click
 
 from gate.cli.common import CONTEXT, handle_errors
 from gate.errors import InputError
+from gate.sanitize import inert_json
 
 HISTORY_FILE = click.Path(dir_okay=False, path_type=Path)
 RUN_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -167,7 +168,7 @@ def check(
     run = HistoryEntry(entry_from_run(run_dir)) if run_dir is not None else None
     report = trend_report(read.entries, run, policy=policy, gated=gated)
     if fmt == "json":
-        click.echo(json.dumps(clean_nan(report.to_dict()), indent=2, allow_nan=False))
+        click.echo(inert_json(json.dumps(clean_nan(report.to_dict()), indent=2, allow_nan=False)))
     else:
         click.echo(to_text(report, str(history_path)))
     sys.exit(1 if report.blocks(fail_on) else 0)  # type: ignore[arg-type]
@@ -214,11 +215,11 @@ def show(
             if series:
                 charts[name] = plot_metric(series, name, out / chart_name(name)).name
     except ImportError:
-        (out / "history.md").write_text(history_markdown(series, chosen, {}), encoding="utf-8")
+        (out / "history.md").write_text(history_markdown(series, chosen, {}), encoding="utf-8", errors="replace")
         raise InputError(
             f"wrote {out / 'history.md'} without charts: charts need matplotlib (pip install 'rag-gate[plot]')"
         ) from None
-    (out / "history.md").write_text(history_markdown(series, chosen, charts), encoding="utf-8")
+    (out / "history.md").write_text(history_markdown(series, chosen, charts), encoding="utf-8", errors="replace")
     click.echo(f"wrote {out / 'history.md'} and {len(charts)} chart(s)", err=True)
 
 
@@ -253,7 +254,7 @@ def calibrate(
     policy, _ = resolve_policy(config_path, window, warning, critical)
     results = estimate([run_summary(d) for d in run_dirs], policy)
     if fmt == "json":
-        click.echo(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
+        click.echo(inert_json(json.dumps([dataclasses.asdict(r) for r in results], indent=2)))
         return
     click.echo(
         f"{len(run_dirs)} run(s); window {policy.window}; current thresholds warning {policy.warning:g}, "

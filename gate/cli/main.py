@@ -24,6 +24,7 @@ from gate.cli.common import CONTEXT, EchoHandler, handle_errors, shard_option, t
 from gate.cli.history import history
 from gate.cli.pr import pr
 from gate.errors import InputError
+from gate.sanitize import guard_std_streams, inert_json, one_line
 
 if TYPE_CHECKING:
     from gate.config import Evaluation
@@ -41,6 +42,7 @@ def main(debug: bool) -> None:
     paired statistics, and fail when answers got worse.
     Exit codes: 0 pass · 1 regression · 2 bad input · 3 evaluation could not run.
     """
+    guard_std_streams()  # no untrusted text printed by any command can act as a workflow command or be unencodable
     logger = logging.getLogger("rag-gate")
     if not any(isinstance(h, EchoHandler) for h in logger.handlers):
         logger.addHandler(EchoHandler())
@@ -67,7 +69,7 @@ def _validate(path: Path) -> None:
         config = None
         cases, problems = check_golden(path)
     for problem in problems:
-        click.echo(problem, err=True)
+        click.echo(one_line(problem), err=True)
     if problems:
         raise InputError(f"{path}: {len(problems)} problem(s)")
     if config is None:
@@ -215,7 +217,7 @@ def run(
     if kinds:
         click.echo(f"{len(kinds)} distinct pipeline error(s), all kept in {out / 'predictions.jsonl'}:", err=True)
         for kind in kinds[:3]:
-            click.echo(f"  {kind['count']}× {kind['message']}", err=True)
+            click.echo(f"  {kind['count']}× {one_line(kind['message'])}", err=True)
         if len(kinds) > 3:
             click.echo(f"  … and {len(kinds) - 3} more", err=True)
 
@@ -297,6 +299,7 @@ def compare(
     fmt = fmt or ("text" if sys.stdout.isatty() else "markdown")
     shown = {"json": outputs.Output.JSON, "markdown": outputs.Output.COMMENT, "text": outputs.Output.TEXT}[fmt]
     text = texts.get(shown) or outputs.render(comparison, shown)
+    text = inert_json(text) if fmt == "json" else text
     click.echo(text, nl=fmt == "markdown")
     click.echo(f"verdict: {comparison.verdict} (report: {outputs.path(out, outputs.Output.JSON)})", err=True)
     sys.exit(exit_code_for(comparison.verdict, "fail"))

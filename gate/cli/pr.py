@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from gate.cli.common import CONTEXT, handle_errors
+from gate.sanitize import print_line
 
 ON = ("on", "true", "yes", "1")
 OFF = ("off", "false", "no", "0")
@@ -173,7 +174,7 @@ def pr(
         strict=strict,
         progress=sys.stderr.isatty() if progress is None else progress,
     )
-    result = run_pr(options, os.environ, emit=click.echo)
+    result = run_pr(options, os.environ, emit=print_line)
     cached = " (base from cache)" if result.base_cached else ""
     trend = f"; trend vs main: {result.trend.status}" if result.trend else ""
     click.echo(

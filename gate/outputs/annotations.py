@@ -8,13 +8,19 @@ from __future__ import annotations
 from typing import Literal
 
 from gate.comparison import Comparison
+from gate.sanitize import WorkflowCommand, visible
 
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 error annotations per step; the rest are counted in one more line."""
 
 
 def escape_data(text: str) -> str:
-    """Escape the message of a workflow command: ``%`` → ``%25``, CR → ``%0D``, LF → ``%0A``."""
+    """Escape the message of a workflow command: ``%`` → ``%25``, CR → ``%0D``, LF → ``%0A``.
+
+    Lone CRs are kept as ``%0D`` (the runner splits lines on CR too); control and invisible characters are dropped
+    and lone surrogates replaced (:func:`gate.sanitize.visible`).
+    """
+    text = visible(text)
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
@@ -30,7 +36,7 @@ def annotation(
     title: str | None = None,
     file: str | None = None,
     line: int | None = None,
-) -> str:
+) -> WorkflowCommand:
     """Format an ``::error`` / ``::warning`` / ``::notice`` workflow command (one line, escaped).
 
     Args:
@@ -45,10 +51,10 @@ def annotation(
     """
     props = {"file": file, "line": line, "title": title}
     rendered = ",".join(f"{key}={escape_property(str(value))}" for key, value in props.items() if value is not None)
-    return f"::{level}{' ' + rendered if rendered else ''}::{escape_data(message)}"
+    return WorkflowCommand(f"::{level}{' ' + rendered if rendered else ''}::{escape_data(message)}")
 
 
-def render_annotations(comparison: Comparison, golden_file: str | None = None) -> str:
+def render_annotations(comparison: Comparison, golden_file: str | None = None) -> WorkflowCommand:
     """Annotation lines for new out-of-domain failures and regressed cases (errors), old OOD failures (warnings).
 
     Errors come first; at most :data:`MAX_ANNOTATIONS` cases get a line of their own and one more line counts the
@@ -75,4 +81,4 @@ def render_annotations(comparison: Comparison, golden_file: str | None = None) -
     ]
     if len(found) > MAX_ANNOTATIONS:
         lines.append(annotation("error", f"{len(found) - MAX_ANNOTATIONS} more cases: see the PR comment"))
-    return "\n".join(lines)
+    return WorkflowCommand("\n".join(lines))

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gate.comparison import clip
+from gate.sanitize import clean
 
 CELL_LIMIT = 300
 """Characters of untrusted text kept in one table cell or list item."""
@@ -30,7 +31,6 @@ _REFERENCES = re.compile(
     """,
     re.VERBOSE | re.IGNORECASE,
 )
-_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 
 
 def escape_markdown(text: Any, limit: int = CELL_LIMIT) -> str:
@@ -38,10 +38,11 @@ def escape_markdown(text: Any, limit: int = CELL_LIMIT) -> str:
 
     Collapses whitespace (newlines would end a table row), truncates to ``limit`` characters, HTML-escapes
     ``& < >`` (no tags, no comments), backslash-escapes markdown metacharacters (including ``|`` and backticks),
-    drops bidirectional-override and zero-width characters, and neutralises mentions and references
-    (:func:`neutralize_references`).
+    drops control and invisible characters and replaces lone surrogates (:func:`gate.sanitize.clean`: C0/C1
+    controls, the format category, bidirectional, zero-width and tag characters, fillers), and neutralises
+    mentions and references (:func:`neutralize_references`).
     """
-    text = clip(" ".join(_INVISIBLE.sub("", str(text)).split()), limit) or ""
+    text = clip(" ".join(clean(text).split()), limit) or ""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MD_SPECIAL.sub(r"\\\1", text)
     return neutralize_references(text)
@@ -77,9 +78,10 @@ def code_block(lines: Iterable[str], lang: str = "", limit: int = 80) -> str:
     """Untrusted lines as a fenced code block that nothing inside can close or escape.
 
     The fence is one backtick longer than the longest run of backticks in the text (CommonMark: a fence closes
-    only on a run at least as long); bidirectional-override and zero-width characters are dropped; lines are
+    only on a run at least as long); lines are
     cut to :data:`CODE_LINE_LIMIT` characters and the block to ``limit`` lines (a last line says how many were
-    left out). Inside a code block GitHub renders no HTML, links or mentions.
+    left out). Control and invisible characters are dropped as in :func:`escape_markdown`, and a line break inside
+    an item becomes a space. Inside a code block GitHub renders no HTML, links or mentions.
 
     Args:
         lines: the text, one line per item (no newlines inside).
@@ -91,7 +93,7 @@ def code_block(lines: Iterable[str], lang: str = "", limit: int = 80) -> str:
 
     Source: CommonMark spec 0.31, section 4.5 "Fenced code blocks".
     """
-    kept = [clip(_INVISIBLE.sub("", line.replace("\r", "")), CODE_LINE_LIMIT) or "" for line in lines]
+    kept = [clip(clean(line).replace("\n", " "), CODE_LINE_LIMIT) or "" for line in lines]
     if len(kept) > limit:
         kept = kept[:limit] + [f"… {len(kept) - limit} more line(s)"]
     longest = max((len(run) for line in kept for run in re.findall(r"`+", line)), default=0)

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 
 from gate.comparison import Comparison, MetricRow
 from gate.outputs import cells
+from gate.sanitize import clean
 
 TEXT_LIMIT = 2_000
 """Characters of a failure's text."""
@@ -35,7 +36,7 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _text(value: object, limit: int = TEXT_LIMIT) -> str:
-    text = _NOT_XML.sub("", str(value))
+    text = _NOT_XML.sub("", clean(value))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

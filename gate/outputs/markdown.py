@@ -21,6 +21,7 @@ from gate.outputs import cells
 from gate.outputs.charts import mermaid_metrics
 from gate.outputs.escape import code_block, escape_markdown
 from gate.outputs.trend import trend_markdown
+from gate.sanitize import strip_controls
 from gate.stats import numbers
 
 CONFIG_LINE = "<!-- rag-gate config:"
@@ -180,6 +181,7 @@ def render_comment(
         text = template.render(
             report=comparison, limit=limit, details_url=details_url, marker=Markup(marker), config=config, labels=labels
         )
+        text = strip_controls(text)  # behind escape_markdown: a custom template's raw value holds no control either
         if len(text) <= max_chars:
             return text
         if limit == 0:

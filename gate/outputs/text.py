@@ -7,22 +7,21 @@ and no untrusted text beyond single lines (control characters removed).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from gate.comparison import CaseEntry, Comparison
 from gate.outputs import cells
+from gate.sanitize import clean
 
 MAX_ITEMS = 10
 """Cases listed per list; the rest are counted (every one is in ``report.json`` and ``comment.md``)."""
 LINE_LIMIT = 160
 """Characters of untrusted text per line."""
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 
 
 def plain(text: object, limit: int = LINE_LIMIT) -> str:
-    """Untrusted text on one line: control, bidirectional-override and zero-width characters removed, cut."""
-    flat = " ".join(_CONTROL.sub(" ", str(text)).split())
+    """Untrusted text on one line: control and invisible characters removed (:func:`gate.sanitize.clean`), cut."""
+    flat = " ".join(clean(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -98,7 +97,7 @@ def render_text(comparison: Comparison, *, max_items: int = MAX_ITEMS) -> str:
         out += ["", f"Errors: {len(c.errors)} (see report.json)"]
     if c.changes is not None and c.changes.pipeline_diff:
         out += ["", "What changed: the config's pipeline: section, base → head"]
-        out += [_CONTROL.sub("", line)[:LINE_LIMIT] for line in c.changes.pipeline_diff]  # indentation kept
+        out += [clean(line).replace("\n", " ")[:LINE_LIMIT] for line in c.changes.pipeline_diff]  # indentation kept
     if c.changes is not None and c.changes.files is not None:
         out += ["", f"Files changed ({c.changes.commits}): {cells.files_total(c.changes.files)}"]
         out += [f"  {plain(f.path)} ({cells.file_change(f)})" for f in c.changes.files[:max_items]]

@@ -34,6 +34,7 @@ from gate.history import TrendReport
 from gate.jsonl import dumps, write_text_atomic
 from gate.outputs import Output
 from gate.outputs.annotations import annotation
+from gate.outputs.escape import escape_markdown
 from gate.outputs.markdown import render_error_comment, sticky_marker
 from gate.pr import cache, gitops
 from gate.pr import github as gh
@@ -41,6 +42,7 @@ from gate.pr.history_store import HistoryStore
 from gate.pr.trend import check_head, history_store, push_summary, record_push
 from gate.redact import Redactor
 from gate.sandbox import Sandbox
+from gate.sanitize import WorkflowCommand
 
 log = logging.getLogger("rag-gate")
 
@@ -457,10 +459,10 @@ def run_pr(
 
 
 def _redacting(emit: Callable[[str], None], redact: Redactor) -> Callable[[str], None]:
-    """``emit`` with every line redacted first."""
+    """``emit`` with every line redacted first (rag-gate's own workflow commands stay commands)."""
 
     def emit_redacted(line: str) -> None:
-        emit(redact(line))
+        emit(WorkflowCommand(redact(line)) if isinstance(line, WorkflowCommand) else redact(line))
 
     return emit_redacted
 
@@ -469,6 +471,8 @@ def _redact_exception(exc: BaseException, redact: Redactor) -> None:
     """Redact an exception's message in place, before the CLI prints it."""
     if exc.args and isinstance(exc.args[0], str):
         exc.args = (redact(exc.args[0]), *exc.args[1:])
+    if isinstance(exc, GateError) and exc.problems:
+        exc.problems = tuple(redact(problem) for problem in exc.problems)
 
 
 FLAG_TOKEN_IGNORED = (
@@ -736,12 +740,13 @@ def _error_kind(exc: GateError) -> str:
 def _report_error(exc: GateError, context: gh.GithubContext, emit: Callable[[str], None], redact: Redactor) -> None:
     """Put a user-facing error in the job summary, an ``::error`` annotation and the ``verdict`` output (redacted)."""
     kind = _error_kind(exc)
+    message = "\n\n".join(escape_markdown(redact(line), limit=2000) for line in exc.lines())  # untrusted: escaped
     if context.in_actions:
         emit(annotation("error", str(exc), title=f"rag-gate: {kind} (exit {exc.exit_code})"))
     if context.step_summary is not None:
         gh.append_summary(
             context.step_summary,
-            f"## rag-gate: error (exit {exc.exit_code}: {kind})\n\n{redact(str(exc))}\n\n"
+            f"## rag-gate: error (exit {exc.exit_code}: {kind})\n\n{message}\n\n"
             "No verdict was reached; exit code 1 is reserved for a regression. "
             f"Fix the cause above and re-run; documentation: {gh.DOCS_URL}\n",
         )

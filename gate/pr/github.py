@@ -21,6 +21,7 @@ from gate.jsonl import parse_json
 from gate.outputs.annotations import escape_data
 from gate.outputs.markdown import CONFIG_LINE, MARKER, SUMMARY_LIMIT, cap_text
 from gate.outputs.markdown import GITHUB_COMMENT_LIMIT as COMMENT_LIMIT
+from gate.sanitize import WorkflowCommand
 
 if TYPE_CHECKING:
     from github import Github
@@ -470,4 +471,4 @@ def write_outputs(path: Path, outputs: Mapping[str, object], redact: Callable[[s
 
 def add_mask(secret: str) -> str:
     """The ``::add-mask::`` command that makes the runner redact ``secret`` from every later log line."""
-    return f"::add-mask::{escape_data(secret)}"
+    return WorkflowCommand(f"::add-mask::{escape_data(secret)}")
