@@ -141,7 +141,7 @@ def test_command_adapter(tmp_path):
 
 
 def test_command_placeholders_are_substituted_once_even_inside_a_substituted_path(tmp_path):
-    """A checkout under a folder literally named ``{golden}{predictions}{repeat}``: the golden path is given as it is."""
+    """A checkout under a folder named ``{golden}x{predictions}y{repeat}``: the golden path is given as it is."""
     root = tmp_path / "ci{golden}x{predictions}y{repeat}"
     root.mkdir()
     write_jsonl(root / "golden.jsonl", [{"id": "a", "question": "q"}])
