@@ -67,7 +67,8 @@ def _rows(side: Side, cases: Sequence[GoldenCase]) -> np.ndarray:
 def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Values and evaluation-failure flags of one metric, each of shape (N cases, R repeats).
 
-    A value is NaN where the metric does not apply, where the evaluation failed, or where the prediction failed.
+    A value is NaN where the metric does not apply, where the evaluation failed, or where the prediction failed
+    (but for the metrics that score a failed prediction: error rate, and the latency and cost it consumed).
     ``failed`` marks evaluation failures: a score the judge or scorer could not produce, or a missing score row
     (a missing row is a failure, never "not applicable"). A failed prediction is a system error, counted by the
     ``error_rate`` metric, not an evaluation failure. A paired metric (``head_win_rate``) has one column: one
@@ -265,7 +266,7 @@ def _unreadable_by_change(
     out, added = [], []
     for side, (values, failed), other in ((base, base_scores, head_scores[0]), (head, head_scores, base_scores[0])):
         unread = side.scores.unreadable(_rows(side, cases))[:, : values.shape[1]]
-        counted = unread & ~failed & ~np.isnan(other).all(axis=1, keepdims=True)
+        counted = unread & ~failed & np.isnan(values) & ~np.isnan(other).all(axis=1, keepdims=True)
         out.append((values, failed | counted))
         added.append(int(counted.sum()))
     return out[0], out[1], (added[0], added[1])
@@ -438,6 +439,9 @@ def _errors(sides: Sequence[Side], ids: set[str]) -> tuple[ErrorEntry, ...]:
 def _unreadable(sides: Sequence[Side], cases: Sequence[GoldenCase], policy: Evaluation) -> list[str]:
     """Warnings for text a scorer could not read (never scored 0 or 1: not applicable), counted per side.
 
+    Also counted: answers the judge read and found no checkable claim in (``unscored``), and answers whose chunks
+    include one without text (the judge was not called: a ``not_applicable`` note).
+
     The judge says so in its judgment (e.g. an answer in a language the lexical judge does not read); answer F1 and
     exact match cannot split text written without spaces (:func:`gate.language.f1_unreadable`), which leaves them
     NaN: only answers with a NaN score and a reference to compare with are read again.
@@ -446,6 +450,7 @@ def _unreadable(sides: Sequence[Side], cases: Sequence[GoldenCase], policy: Eval
     out = []
     for side in sides:
         reasons: Counter[str] = Counter({f"not judged: {n}": k for n, k in side.scores.not_applicable.items()})
+        reasons.update(side.scores.unscored)
         if f1 is not None:
             values, failed = side.scores.matrix(f1, _rows(side, cases))
             for i, r in zip(*np.nonzero(np.isnan(values) & ~failed), strict=True):
@@ -517,6 +522,70 @@ def pairwise_report(run: PairwiseRun, cases: Sequence[GoldenCase]) -> PairwiseRe
         p_value=sign_test(wins, losses, alternative="less").p_value,
         usage=JudgeUsage.from_dict(run.usage),
         cases=tuple(entries),
+    )
+
+
+ID_ADVICE = (
+    "Chunk ids? Keep each chunk's document id: LangChain metadata, LlamaIndex node.ref_doc_id, "
+    "Haystack meta['source_id'] (README: Retrieved ids)"
+)
+"""The likely cause of retrieved ids that never match (LlamaIndex node UUIDs, Haystack content hashes, LangChain
+splitter chunks without ``Document.id``) and how to keep document ids through chunking (kept short: the comment cuts
+a line at 300 characters; the README has the details)."""
+
+
+def unmatched_ids(
+    base: Side, head: Side, cases: Sequence[GoldenCase], inputs: Sequence[MetricInput], *, batch: int = 2048
+) -> str | None:
+    """Why the retrieval metrics cannot be scored, when no retrieved id on either side ever matches an expected id.
+
+    Only when something is expected to match: an in-domain case with ``expected_doc_ids`` among ``cases`` and a
+    retrieval metric among ``inputs``. A match on one side only is a real difference (a regression or an
+    improvement), not this. A positive retrieval value on either side proves a match without reading predictions;
+    otherwise every valid prediction's whole retrieved list is read (``batch`` rows at a time).
+
+    Returns:
+        One line naming the cases, an example of expected and retrieved ids, the likely cause and the fix (ids are
+        clipped; the report escapes them), or None when some retrieved id matches or nothing is expected to.
+    """
+    retrieval = [inp for inp in inputs if resolve(inp.name).spec.stage == "retrieval"]
+    expecting = [c for c in cases if not c.out_of_domain and c.expected_doc_ids]
+    if not retrieval or not expecting:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if any(np.any(inp.base > 0) or np.any(inp.head > 0) for inp in retrieval):
+            return None
+    retrieved, answered, example = 0, 0, None
+    for side in (base, head):
+        failed = side.table.error_mask([c.id for c in expecting])
+        keys = [(c.id, r) for c, row in zip(expecting, failed, strict=True) for r in range(side.repeats) if not row[r]]
+        by_id = {c.id: c for c in expecting}
+        for start in range(0, len(keys), batch):
+            for prediction in side.table.read(keys[start : start + batch]):
+                answered += 1
+                expected = by_id[prediction.id].expected_doc_ids
+                ids = prediction.retrieved_ids
+                if not ids:
+                    continue
+                retrieved += 1
+                if not set(ids).isdisjoint(expected):
+                    return None
+                if example is None:
+                    example = (side.label, prediction.id, expected, ids)
+    if not answered:
+        return None  # every prediction failed: error_rate and the error budget speak for that
+    what = f"{len(expecting)} in-domain cases"
+    if example is None:
+        return (
+            f"retrieval cannot be scored: neither side retrieved a chunk for any of the {what}, so every retrieval "
+            "metric is 0 on both sides (return the chunks the generator read, with their document ids, or remove "
+            "the retrieval metrics from the config)"
+        )
+    label, case_id, expected, ids = example
+    return (
+        f"retrieval cannot be scored: no retrieved id on either side matches an expected id ({what}). {ID_ADVICE}. "
+        f"E.g. {label} {clip(case_id, 20)} expects {clip(expected[0], 20)}, got {clip(ids[0], 20)}"
     )
 
 
@@ -659,6 +728,8 @@ def compare(
     case_inputs = metric_inputs(base, head, cases, policy)[0] if added else inputs
     lists = _case_lists(base, head, cases, _case_results(case_inputs, broke), k_docs)
     ood = _ood_failures(base, head, cases, policy)
+    unmatched = unmatched_ids(base, head, contract, inputs)
+    gated_retrieval = any(resolve(n).spec.stage == "retrieval" for n in policy.gated)
     decision = gate_decision(
         results,
         new_ood_failures=sum(f.new for f in ood),
@@ -669,7 +740,10 @@ def compare(
         budget=budget,
         error_budget=policy.error_budget,
         strict=policy.strict,
+        unscorable=(unmatched,) if unmatched and gated_retrieval else (),
     )
+    if unmatched and not gated_retrieval:
+        decision = replace(decision, warnings=(*decision.warnings, unmatched))
     system_share = {
         "base": base_errors.mean() if base_errors.size else 0.0,
         "head": head_errors.mean() if head_errors.size else 0.0,

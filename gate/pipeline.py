@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import queue
+import re
 import select
 import shlex
 import signal
@@ -430,6 +431,18 @@ def _serve(
     threads.shutdown()
 
 
+def substitute(template: str, values: dict[str, str]) -> str:
+    """``template`` with every ``{name}`` of ``values`` replaced by its value, in one pass.
+
+    A value is never read again for placeholders: a path that contains ``{golden}`` or ``{repeat}`` (a checkout in
+    ``/tmp/{golden}/``) is inserted as it is. Braces that name no placeholder (awk, JSON) are left alone.
+    """
+    if not values:
+        return template
+    pattern = re.compile("|".join(re.escape("{" + name + "}") for name in values))
+    return pattern.sub(lambda match: values[match.group(0)[1:-1]], template)
+
+
 def run_command(
     spec: PipelineSpec,
     golden_path: Path,
@@ -468,10 +481,9 @@ def run_command(
         kept.unlink(missing_ok=True)
         with sandbox.scratch() as scratch:
             out = scratch / f"predictions-{repeat}.jsonl"
-            command = (
-                spec.command.replace("{golden}", shlex.quote(str(golden_path)))
-                .replace("{predictions}", shlex.quote(str(out)))
-                .replace("{repeat}", str(repeat))
+            command = substitute(
+                spec.command,
+                {"golden": shlex.quote(str(golden_path)), "predictions": shlex.quote(str(out)), "repeat": str(repeat)},
             )
             start = time.perf_counter()
             try:

@@ -221,6 +221,8 @@ class ScoreTable:
         """Rows read."""
         self.not_applicable: Counter[str] = Counter()
         """Why a scorer found rows not applicable (e.g. text in a language the judge does not read), with counts."""
+        self.unscored: Counter[str] = Counter()
+        """Why a scorer read an answer but found nothing to score (e.g. no checkable claim), with counts."""
         self._values: dict[str, np.ndarray] = {}
         self._failed: dict[str, np.ndarray] = {}
         self._unread = np.zeros((len(self.ids), self.repeats), dtype=bool)
@@ -230,9 +232,14 @@ class ScoreTable:
     def add(self, case_id: str, repeat: int, metric: str, value: float, error: str | None, note: Any = None) -> None:
         """Record one row (a later row of the same case, repeat and metric replaces an earlier one).
 
-        ``note`` is the row's ``detail["not_applicable"]``, when the scorer said why it could not score.
+        ``note`` is the row's ``detail["not_applicable"]``, when the scorer said why it could not score, or
+        :func:`_note`'s pair of it and ``detail["unscored"]`` (the scorer read the answer and found nothing to score).
         """
         self.n_rows += 1
+        if isinstance(note, tuple):  # (not_applicable, unscored) of a row with detail
+            note, unscored = note
+            if isinstance(unscored, str) and case_id in self.index and repeat < self.repeats:
+                self.unscored[unscored] += 1
         if isinstance(note, str):
             self.not_applicable[note] += 1
         if error is not None:
@@ -263,6 +270,7 @@ class ScoreTable:
         """A copy of the table with ``scores`` added after its rows (e.g. the pairwise judge's rows)."""
         table = ScoreTable(self.ids, self.repeats)
         table.errors, table.n_rows, table.not_applicable = list(self.errors), self.n_rows, Counter(self.not_applicable)
+        table.unscored = Counter(self.unscored)
         table._values = {metric: values.copy() for metric, values in self._values.items()}
         table._failed = {metric: failed.copy() for metric, failed in self._failed.items()}
         table._unread = self._unread.copy()
@@ -332,8 +340,12 @@ class ScoreTable:
 
 
 def _note(detail: Any) -> Any:
-    """A score row's ``detail["not_applicable"]``, if any."""
-    return detail.get("not_applicable") if isinstance(detail, dict) else None
+    """A score row's ``detail["not_applicable"]``, or (it, ``detail["unscored"]``) when the row has the latter."""
+    if not isinstance(detail, dict):
+        return None
+    if "unscored" in detail:
+        return detail.get("not_applicable"), detail["unscored"]
+    return detail.get("not_applicable")
 
 
 class ScoreRow(msgspec.Struct):

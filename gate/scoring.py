@@ -51,6 +51,40 @@ def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, evaluatio
     return judge.judge(case.question, answer, prediction.retrieved, repeat=prediction.repeat)
 
 
+TEXTLESS_CHUNK = (
+    "a retrieved chunk has no text (the judge checks claims against the chunks' text): text-based metrics not "
+    "applicable"
+)
+"""The ``not_applicable`` note of an answer whose retrieved chunks include one without text (never scored 0)."""
+
+NO_CHECKABLE_CLAIM = "with no checkable claim (the judge found no claim it could check): not scored"
+"""Why a judged answer has no faithfulness value: the judge found no claim in it (counted and shown, not scored)."""
+
+
+def textless_judgment(prediction: Prediction) -> Judgment | None:
+    """A not-applicable judgment when a retrieved chunk has no text (empty or blank ``text``), else None.
+
+    The judge weighs the answer's claims against the chunks' text: a chunk without it is evidence the judge cannot
+    read, so a claim it supports would be scored unsupported (faithfulness 0). The judge is not called; every
+    metric it grades is NaN (not applicable), counted and shown in the report, and where the other side of a
+    comparison was scored it counts as an evaluation failure (never "no change").
+    """
+    if any(not chunk.text or chunk.text.isspace() for chunk in prediction.retrieved):
+        return Judgment(not_applicable=TEXTLESS_CHUNK)
+    return None
+
+
+def has_no_claim(judgment: Judgment) -> bool:
+    """True when a judge that succeeded and could read the answer found no claim it could check in it."""
+    return (
+        judgment.error is None
+        and judgment.not_applicable is None
+        and not judgment.claims
+        and judgment.score is None
+        and not judgment.grades
+    )
+
+
 def score_one(
     case: GoldenCase,
     prediction: Prediction,
@@ -61,13 +95,17 @@ def score_one(
 ) -> list[Score]:
     """All metric scores of one prediction, in ``metrics`` order (resolved from ``evaluation.metrics``).
 
-    A failed prediction (a system error) is scored by the metrics that score failures (``error_rate``: 1) and has
-    no value, with its reason in ``error``, for every other metric. A metric the judge grades (its
+    A failed prediction (a system error) is scored by the metrics that score failures (``error_rate``: 1;
+    ``latency_ms`` and ``cost_usd``: what the failed call consumed, NaN when unknown) and has no value, with its
+    reason in ``error``, for every other metric. A metric the judge grades (its
     ``judgment_field`` is among the judge's dimensions) is read from the judge's Judgment, combined with the
     metric's deterministic part when it has one (:meth:`~gate.metrics.MetricSpec.combined`); a judge failure
     gives failures for those metrics only. A metric the judge does not grade takes its deterministic value (NaN
     when it has none). The judge is not called on a refusal (a refusal makes no claims): judged metrics are then
-    their deterministic value (0 for correctness and completeness of an answerable case) or NaN. Paired metrics
+    their deterministic value (0 for correctness and completeness of an answerable case) or NaN. Nor is it called
+    when a retrieved chunk has no text (:func:`textless_judgment`: the judged metrics are then not applicable, with
+    a note). The judgment's detail is kept on one row: the metric that keeps it (faithfulness) or else the first
+    metric the judge grades; an answer without a checkable claim is noted there (``unscored``). Paired metrics
     (``head_win_rate``) have no per-side rows. ``given`` holds values already computed for this prediction (by
     :func:`batch_values`), used instead of the metric's per-case function.
     """
@@ -87,7 +125,11 @@ def score_one(
     refused = detect_refusal(prediction, evaluation) if judged or any(m.name not in given for m in metrics) else False
     judgment = None
     if judged and not refused:
-        judgment = call_judge(judge, case, prediction, evaluation)
+        judgment = textless_judgment(prediction) or call_judge(judge, case, prediction, evaluation)
+    # the judgment's detail is kept once: on the metric that keeps it, else on the first metric the judge grades
+    keeper = next((m for m in metrics if m.spec.keeps_detail and m.spec.judgment_field in graded), None) or next(
+        (m for m in metrics if m.spec.judgment_field in graded), None
+    )
     scores = []
     for metric in metrics:
         spec = metric.spec
@@ -105,7 +147,11 @@ def score_one(
         else:
             judged = getattr(judgment, spec.judgment_field)
             value = spec.combined(value, judged) if spec.fn else judged
-            detail = judgment.to_dict() if spec.keeps_detail else None
+            detail = None
+            if metric is keeper:
+                detail = judgment.to_dict()
+                if has_no_claim(judgment):
+                    detail["unscored"] = NO_CHECKABLE_CLAIM
             scores.append(Score(*key, metric.name, value, detail=detail))
     return scores
 

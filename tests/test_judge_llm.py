@@ -199,6 +199,25 @@ def test_cache_hit_makes_no_request_and_survives_a_new_judge(fake, make_judge, t
     assert len(files) == 3 and all(len(f.stem) == 64 for f in files)
 
 
+def test_cache_key_holds_the_endpoint_two_servers_never_share_answers(fake, tmp_path):
+    """Two servers serving a model of the same name, one cache directory: each answer comes from its own server."""
+    cache = tmp_path / "shared-cache"
+    fake.script(grades(3, 3, "server A"))
+    with FakeOpenAI() as other:
+        other.script(grades(1, 1, "server B"))
+        on_a = RubricJudge(**fast_judge_options(fake, cache, "same-model"))
+        on_b = RubricJudge(**fast_judge_options(other, cache, "same-model"))
+        assert on_a.judge(QUESTION, ANSWER, CHUNKS).extra["reasons"]["faithfulness"] == "server A"
+        got = on_b.judge(QUESTION, ANSWER, CHUNKS)
+        assert got.extra["reasons"]["faithfulness"] == "server B" and got.score == 0.0
+        assert len(other.requests) == 1 and on_b.client.stats.cache_hits == 0
+    # the same endpoint written with a trailing slash is the same server: served from the cache
+    again = RubricJudge(**{**fast_judge_options(fake, cache, "same-model"), "base_url": fake.base_url + "/"})
+    assert again.judge(QUESTION, ANSWER, CHUNKS).extra["reasons"]["faithfulness"] == "server A"
+    assert len(fake.requests) == 1 and again.client.stats.cache_hits == 1
+    assert len(list(cache.rglob("*.json"))) == 2
+
+
 def test_cache_off_always_asks(fake, make_judge):
     fake.script(grades(3, 3), grades(3, 3))
     judge = make_judge(cache_dir=False)

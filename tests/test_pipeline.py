@@ -13,7 +13,7 @@ from conftest import write_jsonl
 from gate.config import load_config
 from gate.errors import EvaluationError
 from gate.golden import load_golden
-from gate.pipeline import run_command, run_python
+from gate.pipeline import run_command, run_python, substitute
 
 PIPELINE = """
 import os, time
@@ -138,6 +138,36 @@ def test_command_adapter(tmp_path):
     config = load_config(tmp_path / "rag-gate.yml")
     with pytest.raises(EvaluationError, match="exited with 4"):
         list(run_command(config.pipeline, config.golden, [0], 1, tmp_path))
+
+
+def test_command_placeholders_are_substituted_once_even_inside_a_substituted_path(tmp_path):
+    """A checkout under a folder named ``{golden}x{predictions}y{repeat}``: the golden path is given as it is."""
+    root = tmp_path / "ci{golden}x{predictions}y{repeat}"
+    root.mkdir()
+    write_jsonl(root / "golden.jsonl", [{"id": "a", "question": "q"}])
+    (root / "make.py").write_text(
+        textwrap.dedent("""
+        import json, sys
+        golden, out, repeat = sys.argv[1:]
+        with open(out, "w") as f:
+            for line in open(golden):
+                case = json.loads(line)
+                f.write(json.dumps({"id": case["id"], "answer": golden + "|" + repeat, "retrieved": []}) + "\\n")
+    """)
+    )
+    (root / "rag-gate.yml").write_text(
+        "golden: golden.jsonl\npipeline:\n  command: python make.py {golden} {predictions} {repeat}\n"
+    )
+    config = load_config(root / "rag-gate.yml")
+    (pred,) = run_command(config.pipeline, config.golden, [3], 1, tmp_path)
+    assert pred.error is None and pred.answer == f"{config.golden}|3"
+    assert "ci{golden}x{predictions}y{repeat}" in pred.answer
+
+
+def test_substitute_is_one_pass_and_leaves_other_braces():
+    values = {"golden": "/g/{predictions}", "predictions": "/p/{golden}", "repeat": "{repeat}"}
+    got = substitute("awk '{print}' {golden} > {predictions} # {repeat} {other}", values)
+    assert got == "awk '{print}' /g/{predictions} > /p/{golden} # {repeat} {other}"
 
 
 # ------------------------------------------------------------------ process groups: nothing outlives a timeout

@@ -21,7 +21,8 @@ connection or event loop is built per call. Each request goes through
 
 :func:`extract_json` reads a model's **final** answer: reasoning blocks (``<think>…</think>`` and similar) are
 dropped and the last JSON object is taken, never an earlier draft or format example. Successful answers are
-cached on disk (:class:`DiskCache`), keyed by the hash of (judge, model, prompt version, inputs, repeat index).
+cached on disk (:class:`DiskCache`), keyed by the hash of (judge, endpoint, model, prompt version, inputs, repeat
+index).
 
 ``openai`` (extra ``[llm]``) is imported when an endpoint is built, never at module import.
 """
@@ -900,7 +901,10 @@ class ChatClient:
     ) -> T:
         """Send one chat completion (or serve it from the cache) and parse its message content.
 
-        Only answers that ``parse`` accepts are cached, so a broken answer is asked again on the next run.
+        Only answers that ``parse`` accepts are cached, so a broken answer is asked again on the next run. The cache
+        key holds everything that can change the answer: the judge, its prompt version, the repeat, the whole request
+        body and the endpoint's identity (:meth:`EndpointConfig.identity`: ``base_url`` with model, temperature and
+        ``max_tokens``), so two servers serving a model of the same name never share answers.
 
         Args:
             messages: chat messages, ``[{"role": ..., "content": ...}]``.
@@ -918,7 +922,9 @@ class ChatClient:
         body = self.request_body(messages)
         cache, key, hit = self.cache, "", None
         if cache is not None:  # the key hashes the whole prompt: not computed without a cache
-            key = DiskCache.key(judge=judge, prompt_version=prompt_version, repeat=repeat, request=body)
+            key = DiskCache.key(
+                judge=judge, prompt_version=prompt_version, repeat=repeat, request=body, endpoint=self.config.identity()
+            )
             hit = cache.get(key)
         if isinstance(hit, str):
             try:

@@ -107,8 +107,10 @@ class MetricSpec:
     """For a judged metric: its score row carries the judgment's claims as ``detail`` (one judged metric does,
     so the claims are stored once)."""
     scores_failures: bool = False
-    """True for a metric that scores a failed prediction itself (``error_rate``); every other metric has no
-    value for a failed prediction (the failure is a system error, counted by ``error_rate``)."""
+    """True for a metric that scores a failed prediction itself: ``error_rate``, and what a failed case consumed
+    (``latency_ms``, ``cost_usd``: a call that failed was still paid for and waited for, so its cost and latency,
+    when the prediction reports them, count in the metric and its aggregates). Every other metric has no value for
+    a failed prediction (the failure is a system error, counted by ``error_rate``)."""
     out_of_domain: bool = False
     """True for the metric of out-of-domain refusals (``refusal``): the comparison lists its failing cases as
     out-of-domain failures, not as regressed cases, and its test decides whether new ones block."""
@@ -285,7 +287,7 @@ def false_refusal(ctx: ScoreContext) -> float:
 
 
 def latency_ms(ctx: ScoreContext) -> float:
-    """Wall-clock latency of the case in milliseconds (≥ 0), as recorded in the prediction.
+    """Wall-clock latency of the case in milliseconds (≥ 0), as recorded in the prediction (a failed one's too).
 
     Returns:
         Milliseconds; NaN when unknown.
@@ -298,7 +300,7 @@ def latency_ms(ctx: ScoreContext) -> float:
 
 
 def cost_usd(ctx: ScoreContext) -> float:
-    """Cost of the case in US dollars (≥ 0), as reported by the pipeline.
+    """Cost of the case in US dollars (≥ 0), as reported by the pipeline (a failed call's too: it was paid for).
 
     Returns:
         US dollars; NaN when unknown.
@@ -386,9 +388,9 @@ METRICS: dict[str, MetricSpec] = {
                    "Cases whose head answer the pairwise judge prefers in both orders (base column: base "
                    "preferred; a split or tie is neither).", paired=True),
         MetricSpec("latency_ms", "Latency (ms)", "lower", "ratio", 0.10,
-                   "Wall-clock milliseconds per case.", stage="efficiency", fn=latency_ms),
+                   "Wall-clock milliseconds per case.", stage="efficiency", fn=latency_ms, scores_failures=True),
         MetricSpec("cost_usd", "Cost (USD)", "lower", "ratio", 0.05,
-                   "US dollars per case.", stage="efficiency", fn=cost_usd),
+                   "US dollars per case.", stage="efficiency", fn=cost_usd, scores_failures=True),
     )
 }  # fmt: skip
 

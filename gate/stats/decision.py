@@ -544,6 +544,7 @@ def gate_decision(
     budget: Sequence[ErrorBudgetUse] = (),
     error_budget: float = 0.05,
     strict: bool = False,
+    unscorable: Sequence[str] = (),
 ) -> Decision:
     """The verdict of the whole gate (DESIGN §8: four outcomes).
 
@@ -553,7 +554,9 @@ def gate_decision(
     repeat **and** the refusal metric's one-sided test shows a drop at ``alpha`` (its Holm p when gated, raw p
     otherwise; no margin) — a lone flip of a sampled generator is noise as often as not, so without that
     evidence the flips are a warning. Otherwise ERROR when a gated metric's evaluation failures on one side exceed
-    ``error_budget`` (the evaluation cannot be trusted: the scored cases may be a biased subset). Otherwise
+    ``error_budget`` (the evaluation cannot be trusted: the scored cases may be a biased subset), or when a gated
+    metric cannot be scored on either side (``unscorable``: e.g. retrieved ids that never match the expected ones,
+    which makes retrieval 0 on both sides, never "no change"). Otherwise
     INCONCLUSIVE when a gated metric is inconclusive (not enough evidence); otherwise PASS. Metrics that apply
     to no case are left out. ``strict`` turns INCONCLUSIVE into FAIL.
 
@@ -567,6 +570,7 @@ def gate_decision(
         budget: evaluation failures per gated metric and side.
         error_budget: largest tolerated share of evaluation failures of one gated metric on one side, in [0, 1].
         strict: release mode.
+        unscorable: one line per gated metric (or family) that cannot be scored on either side, and why.
 
     Returns:
         The :class:`Decision`.
@@ -574,7 +578,7 @@ def gate_decision(
     Source: STATISTICS.md §3 and §6 (three-outcome rule, strict mode); DESIGN.md §4 and §8.
 
     """
-    fails, broken, doubts, warnings = [], [], [], []
+    fails, broken, doubts, warnings = [], list(unscorable), [], []
     if new_system_failures:
         fails.append(f"the pipeline fails on {new_system_failures} case(s) the base answered (system errors)")
     if new_ood_failures and fail_on_new_ood:
