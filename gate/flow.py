@@ -447,10 +447,10 @@ def _check_shard_origin(shard_dirs: list[Path], manifests: list[dict[str, Any]])
 
 
 def _check_shard_rows(shard_dirs: list[Path], manifests: list[dict[str, Any]]) -> None:
-    """Each shard holds exactly the rows of its own cases: a shard relabelled as another (its manifest's ``shard``
-    edited, a directory copied) is refused.
+    """Each shard holds exactly the rows of its own cases; a shard relabelled as another is refused.
 
-    With the golden set the shards record (same sha256), shard i/n must hold every case of
+    A relabelled shard: its manifest's ``shard`` edited, or a directory copied. With the golden set the shards
+    record (same sha256), shard i/n must hold every case of
     :func:`gate.golden.shard` i/n at every repeat and nothing else; without it, the shards' cases must not
     overlap and each must hold ``n_cases`` × ``repeats`` rows. Score rows must belong to the shard's cases.
 

@@ -120,7 +120,8 @@ def test_a_users_first_hour_with_the_installed_package(tmp_path):
         _rag_gate("run", "--config", "rag-gate.yml", "--out", "runs/head", "--no-progress", cwd=repo)
 
         junit = "reports/ci/junit.xml"  # a folder that does not exist yet
-        compared = _rag_gate("compare", "runs/base", "runs/head", "--out", "reports/cmp", "--junit", junit, cwd=repo, ok=(1,))
+        compare = ["compare", "runs/base", "runs/head", "--out", "reports/cmp", "--junit", junit]
+        compared = _rag_gate(*compare, cwd=repo, ok=(1,))
         assert "fail" in compared.stdout
         report = json.loads((repo / "reports" / "cmp" / "report.json").read_text())
         assert report["verdict"] == "fail"

@@ -128,6 +128,7 @@ def test_no_line_written_to_a_guarded_stream_is_a_workflow_command(chunks):
     assert not {c for c in out if unicodedata.category(c) == "Cc" and c not in "\n\r\t"}
     # nothing but the neutralizing escapes was added: removing them gives the input without controls/surrogates
     expected = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", "", encodable("".join(chunks)))
+
     def undo(text):
         return text.replace("%3A", ":").replace("##\\[", "##[")
 
