@@ -47,10 +47,13 @@ COPY requirements-action.txt requirements-action-ragas.txt /opt/rag-gate-src/
 RUN python3 -m venv /opt/rag-gate \
     && pip install --no-cache-dir --require-hashes --no-deps -r "/opt/rag-gate-src/${REQUIREMENTS}"
 
-# The package itself, built with the hashed setuptools above (no build isolation: nothing unhashed is fetched).
+# The package itself, as users get it: built into a wheel with the hashed setuptools above (no build isolation:
+# nothing unhashed is fetched), and the wheel installed.
 COPY pyproject.toml README.md /opt/rag-gate-src/
-COPY gate /opt/rag-gate-src/gate
-RUN pip install --no-cache-dir --no-deps --no-build-isolation /opt/rag-gate-src \
+COPY src /opt/rag-gate-src/src
+RUN pip wheel --no-cache-dir --no-deps --no-build-isolation -w /opt/rag-gate-dist /opt/rag-gate-src \
+    && pip install --no-cache-dir --no-deps /opt/rag-gate-dist/rag_gate-*.whl \
+    && rm -rf /opt/rag-gate-dist /opt/rag-gate-src/src \
     && pip check && rag-gate --version
 
 # The pipeline user and its own virtual environment (which the setup command installs into), which sees the

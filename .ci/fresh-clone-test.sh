@@ -3,8 +3,8 @@
 # need the team's data sets (../shared/data) must skip, all others must pass.
 #
 # Copies the working tree without its venv, drops what git ignores (build and cache files), and runs
-# `python -m pip install -e ".[test]" && python -m pytest` there with the active venv. `pip install -e` points
-# the venv's rag-gate at the copy for that run; on exit it is pointed back at this repository.
+# `python -m pip install ".[test]" && python -m pytest` there with the active venv (the package installed from the
+# copy for that run; on exit it is installed from this repository again).
 # Usage (with the venv active): bash .ci/fresh-clone-test.sh [extra pytest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ say() { printf '[fresh-clone-test] %s\n' "$*"; }
 
 copy_root="$(mktemp -d)"
 restore() {
-  python -m pip install -q --no-deps -e "$ROOT" >/dev/null 2>&1 || say "WARNING: could not re-install $ROOT"
+  python -m pip install -q --no-deps "$ROOT" >/dev/null 2>&1 || say "WARNING: could not re-install $ROOT"
   rm -rf "$copy_root"
 }
 trap restore EXIT
@@ -24,4 +24,4 @@ test ! -e "$copy_root/shared"
 say "running the README test command in $copy_root/repo (no ../shared)"
 cd "$copy_root/repo"
 unset RAG_GATE_SHARED_DATA
-python -m pip install -q -e ".[test]" && python -m pytest "$@"
+python -m pip install -q ".[test]" && python -m pytest "$@"

