@@ -14,6 +14,7 @@ Source: POSIX ``rename(2)`` (atomic replacement within one file system) and ``fs
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from gate.errors import EvaluationError, InputError
+from gate.errors import EvaluationError, InputError, WriteError, reason_text
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -85,6 +86,105 @@ def write_text_atomic(path: Path | str, text: str) -> None:
     """
     with atomic_writer(path) as handle:
         handle.write(text)
+
+
+def _reason(path: Path, exc: OSError) -> str:
+    """Why ``path`` cannot be written, naming the file that stands where a directory should be, if one does."""
+    if isinstance(exc, NotADirectoryError | FileExistsError):
+        for part in (*reversed(path.parents), path):
+            if part.exists() and not part.is_dir():
+                return "it is a file, not a directory" if part == path else f"{part} is a file, not a directory"
+    return reason_text(exc)
+
+
+def make_dirs(path: Path | str) -> Path:
+    """Create the directory ``path`` and its parents (an existing directory is fine).
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        WriteError: it cannot be created (a file in the way, a read-only or full file system): exit code 3,
+            ``PATH: cannot write: REASON``.
+    """
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError(path, _reason(path, exc)) from None
+    return path
+
+
+@contextlib.contextmanager
+def writing(path: Path | str) -> Iterator[Path]:
+    """Report an ``OSError`` raised in the ``with`` block as :class:`WriteError` naming ``path``.
+
+    For writes that are not atomic replacements (a chart a library saves, a file opened for appending); wrap
+    only the writing itself, so that a read error is not reported as a write error.
+    """
+    path = Path(path)
+    try:
+        yield path
+    except OSError as exc:
+        raise WriteError(path, _reason(path, exc)) from None
+
+
+def write_all(fd: int, data: bytes, path: Path | str, *, sync: bool = True) -> None:
+    """Append ``data`` to the open file ``fd`` (opened with ``O_APPEND``) all or nothing.
+
+    Every byte is written (a short write is continued) and, with ``sync``, flushed to disk (``fsync``); when a
+    write fails (full disk, file-size limit) or is interrupted, the file is truncated back to its size before the
+    call, so a reader never sees a partial line. Appends are expected from one writer at a time.
+
+    Raises:
+        WriteError: the data cannot be written (the file is left as it was).
+    """
+    size = os.fstat(fd).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            try:
+                os.fsync(fd)
+            except OSError as exc:  # a pipe or a character device (e.g. /dev/stdout) cannot be synced
+                if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EROFS):
+                    raise
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        if isinstance(exc, OSError):
+            raise WriteError(path, reason_text(exc)) from None
+        raise
+
+
+def open_append(path: Path | str, *, readable: bool = False) -> int:
+    """Open ``path`` for appending (created if missing) and return its descriptor, for :func:`write_all`.
+
+    With ``readable``, the descriptor can also be read (``os.pread``).
+
+    Raises:
+        WriteError: it cannot be opened for writing.
+    """
+    path = Path(path)
+    try:
+        flags = (os.O_RDWR if readable else os.O_WRONLY) | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        return os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise WriteError(path, _reason(path, exc)) from None
+
+
+def append_text(path: Path | str, text: str) -> None:
+    """Append ``text`` (UTF-8) to ``path`` all or nothing (see :func:`write_all`); the file is created if missing.
+
+    Raises:
+        WriteError: the text cannot be written; the file keeps its previous content.
+    """
+    fd = open_append(path)
+    try:
+        write_all(fd, text.encode("utf-8", errors="replace"), path)
+    finally:
+        os.close(fd)
 
 
 def remove_tree(path: Path | str) -> None:

@@ -27,6 +27,7 @@ arXiv:2411.00640, §3 (resampling answers: Var = Σ σᵢ² / (K n²)).
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,7 +37,8 @@ from typing import Any, Literal
 import numpy as np
 
 from gate.config import TrendBlock, TrendPolicy
-from gate.errors import InputError, located
+from gate.errors import InputError, WriteError, located
+from gate.files import make_dirs, open_append, write_all
 from gate.jsonl import dumps, read_jsonl, validate
 from gate.metrics import resolve
 from gate.runs import SCORES, load_scores, read_manifest
@@ -248,22 +250,34 @@ def read_history(path: Path | str, *, strict: bool = False) -> History:
 def append_entry(path: Path | str, record: Mapping[str, Any]) -> None:
     """Append one entry as a line, creating the file (and its directory) if needed.
 
-    A last line cut short (no trailing newline, e.g. a killed writer) is closed first, so the new entry stays
-    readable and only the damaged line is skipped when reading.
+    The line is written all or nothing (one write, fsync; truncated back to the old size when it fails: see
+    :func:`gate.files.write_all`), so a full disk never leaves part of an entry. A last line cut short by an older
+    writer (no trailing newline) is closed first, so the new entry stays readable and only the damaged line is
+    skipped when reading (also by ``history check``).
 
     Raises:
         InputError: the record is not a valid entry.
+        WriteError: the history cannot be written (exit code 3), naming the file; it is left as it was.
     """
     path = Path(path)
     parse_entry(dict(record), path, None)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    prefix = ""
-    if path.exists() and path.stat().st_size:
-        with path.open("rb") as handle:
-            handle.seek(-1, 2)
-            prefix = "" if handle.read(1) == b"\n" else "\n"
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(prefix + dumps(dict(record)) + "\n")
+    make_dirs(path.parent)
+    existed = path.exists()
+    fd = open_append(path, readable=True)
+    try:
+        prefix = ""
+        size = os.fstat(fd).st_size
+        if size:
+            prefix = "" if os.pread(fd, 1, size - 1) == b"\n" else "\n"
+        write_all(fd, (prefix + dumps(dict(record)) + "\n").encode("utf-8", errors="replace"), path)
+    except OSError as exc:  # pread on something that is not a regular file
+        raise WriteError(path, exc) from None
+    except WriteError:
+        if not existed and not size:
+            path.unlink(missing_ok=True)  # the empty file this call created: nothing at all is left
+        raise
+    finally:
+        os.close(fd)
 
 
 def load_run(run_dir: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

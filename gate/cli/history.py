@@ -197,6 +197,7 @@ def show(
     Example:
       rag-gate history show --history history.jsonl --out history-report
     """  # noqa: D301
+    from gate.files import make_dirs, write_text_atomic
     from gate.history import read_history, trend_series
     from gate.outputs.trend import chart_name, history_markdown, plot_metric
 
@@ -207,18 +208,18 @@ def show(
     series = trend_series(read.entries, policy=policy, gated=gated)
     last = read.entries[-1] if read.entries else None
     chosen = list(metrics) or list(gated or (last.gated if last else None) or (last.record["metrics"] if last else []))
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     charts: dict[str, str] = {}
     try:
         for name in chosen:
             if series:
                 charts[name] = plot_metric(series, name, out / chart_name(name)).name
     except ImportError:
-        (out / "history.md").write_text(history_markdown(series, chosen, {}), encoding="utf-8")
+        write_text_atomic(out / "history.md", history_markdown(series, chosen, {}))
         raise InputError(
             f"wrote {out / 'history.md'} without charts: charts need matplotlib (pip install 'rag-gate[plot]')"
         ) from None
-    (out / "history.md").write_text(history_markdown(series, chosen, charts), encoding="utf-8")
+    write_text_atomic(out / "history.md", history_markdown(series, chosen, charts))
     click.echo(f"wrote {out / 'history.md'} and {len(charts)} chart(s)", err=True)
 
 
