@@ -115,6 +115,23 @@ def make_dirs(path: Path | str) -> Path:
     return path
 
 
+def make_parent(path: Path | str) -> Path:
+    """Create the directory of the file ``path`` (and its parents); an error names the file.
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        WriteError: the directory cannot be created: ``PATH: cannot write: REASON`` (exit code 3).
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError(path, _reason(path, exc)) from None
+    return path
+
+
 @contextlib.contextmanager
 def writing(path: Path | str) -> Iterator[Path]:
     """Report an ``OSError`` raised in the ``with`` block as :class:`WriteError` naming ``path``.

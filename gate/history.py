@@ -38,7 +38,7 @@ import numpy as np
 
 from gate.config import TrendBlock, TrendPolicy
 from gate.errors import InputError, WriteError, located
-from gate.files import make_dirs, open_append, write_all
+from gate.files import make_parent, open_append, write_all
 from gate.jsonl import dumps, read_jsonl, validate
 from gate.metrics import resolve
 from gate.runs import SCORES, load_scores, read_manifest
@@ -308,7 +308,7 @@ def append_entry(path: Path | str, record: Mapping[str, Any]) -> None:
     """
     path = Path(path)
     parse_entry(dict(record), path, None)
-    make_dirs(path.parent)
+    make_parent(path)
     existed = path.exists()
     fd = open_append(path, readable=True)
     try:

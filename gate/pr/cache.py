@@ -130,7 +130,7 @@ class Snapshot:
         shutil.rmtree(run_dir, ignore_errors=True)
         for name, data in self.files.items():
             path = run_dir / name
-            make_dirs(path.parent)
+            make_parent(path)
             with writing(path):
                 path.write_bytes(data)
         make_dirs(run_dir)
@@ -162,7 +162,7 @@ def signing_key(environ: Mapping[str, str], *, local: bool) -> bytes | None:
         return path.read_bytes().strip()
     except FileNotFoundError:
         pass
-    make_dirs(path.parent)
+    make_parent(path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another run created it meanwhile

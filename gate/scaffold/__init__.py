@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from gate.errors import WriteError
-from gate.files import make_dirs, writing
+from gate.files import make_parent, writing
 
 FILES = {
     "rag-gate.yml": "rag-gate.yml",
@@ -57,7 +57,7 @@ def scaffold(directory: Path) -> list[Scaffolded]:
             done.append(Scaffolded(path, "kept"))
             continue
         text = resources.files(__package__).joinpath(template).read_text(encoding="utf-8")
-        make_dirs(path.parent)
+        make_parent(path)
         with writing(path):
             handle = path.open("x", encoding="utf-8")  # "x": never replaces a file created meanwhile
         try:
