@@ -218,22 +218,64 @@ def test_a_misspelt_top_level_key_is_named_with_its_line_and_the_key_it_resemble
     assert problems(tmp_path, text) == ["rag-gate.yml:2: pipline: unknown key; did you mean `pipeline`?"]
 
 
-YAML_TYPED = [
-    ("pipeline: {python: 'a:b', options: {on: 1}}", "rag-gate.yml:2: pipeline.options.on: the key `on` is read by YAML as a boolean"),
-    ("pipeline: {python: 'a:b', options: {Off: 1}}", "rag-gate.yml:2: pipeline.options.Off: the key `Off` is read by YAML as a boolean"),
-    ("pipeline: {python: 'a:b', options: {~: 1}}", "rag-gate.yml:2: pipeline.options.~: the key `~` is read by YAML as null"),
-    ("pipeline: {python: 'a:b', options: {0x1F: 1}}", "rag-gate.yml:2: pipeline.options.0x1F: the key `0x1F` is read by YAML as an integer"),
-    ("pipeline: {python: 'a:b', options: {2024-01-01: 1}}", "rag-gate.yml:2: pipeline.options.2024-01-01: the key `2024-01-01` is read by YAML as a date"),
-    ("pipeline: {python: 'a:b', options: {since: 2024-01-01}}", "rag-gate.yml:2: pipeline.options.since: `2024-01-01` is read by YAML as a date"),
-    ("pipeline: {python: 'a:b', options: {at: 2024-01-01 10:00:00}}", "rag-gate.yml:2: pipeline.options.at: `2024-01-01 10:00:00` is read by YAML as a date or timestamp"),
-    ("pipeline: {python: 'a:b', options: {b: !!binary aGVsbG8=}}", "rag-gate.yml:2: pipeline.options.b: `aGVsbG8=` is read by YAML as binary data"),
-    ("pipeline: {python: 'a:b', options: {s: !!set {a, b}}}", "rag-gate.yml:2: pipeline.options.s: a set (!!set) is not a setting value; use a list"),
-    ("pipeline: {python: 'a:b', options: {o: !!omap [a: 1]}}", "rag-gate.yml:2: pipeline.options.o: an ordered map (!!omap) is not a setting value"),
-    ("pipeline: {python: 'a:b', options: {deep: {list: [1, {when: 2024-01-01}]}}}", "rag-gate.yml:2: pipeline.options.deep.list.1.when: `2024-01-01`"),
-    ("pipeline:\n  python: 'a:b'\n  env:\n    yes: '1'", "rag-gate.yml:5: pipeline.env.yes: the key `yes` is read by YAML as a boolean"),
-    ("pipeline: {python: 'a:b'}\njudge: {name: lexical, on: 1}", "rag-gate.yml:3: judge.on: the key `on` is read by YAML as a boolean"),
-    ("pipeline: {python: 'a:b'}\npairwise: {model: m, since: 2024-01-01}", "rag-gate.yml:3: pairwise.since: `2024-01-01` is read by YAML as a date"),
-]  # fmt: skip
+YAML_TYPED = [  # (the config after its golden: line, the start of the one problem)
+    (
+        "pipeline: {python: 'a:b', options: {on: 1}}",
+        "rag-gate.yml:2: pipeline.options.on: the key `on` is read by YAML as a boolean",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {Off: 1}}",
+        "rag-gate.yml:2: pipeline.options.Off: the key `Off` is read by YAML as a boolean",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {~: 1}}",
+        "rag-gate.yml:2: pipeline.options.~: the key `~` is read by YAML as null",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {0x1F: 1}}",
+        "rag-gate.yml:2: pipeline.options.0x1F: the key `0x1F` is read by YAML as an integer",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {2024-01-01: 1}}",
+        "rag-gate.yml:2: pipeline.options.2024-01-01: the key `2024-01-01` is read by YAML as a date",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {since: 2024-01-01}}",
+        "rag-gate.yml:2: pipeline.options.since: `2024-01-01` is read by YAML as a date",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {at: 2024-01-01 10:00:00}}",
+        "rag-gate.yml:2: pipeline.options.at: `2024-01-01 10:00:00` is read by YAML as a date or timestamp",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {b: !!binary aGVsbG8=}}",
+        "rag-gate.yml:2: pipeline.options.b: `aGVsbG8=` is read by YAML as binary data",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {s: !!set {a, b}}}",
+        "rag-gate.yml:2: pipeline.options.s: a set (!!set) is not a setting value; use a list",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {o: !!omap [a: 1]}}",
+        "rag-gate.yml:2: pipeline.options.o: an ordered map (!!omap) is not a setting value",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {deep: {list: [1, {when: 2024-01-01}]}}}",
+        "rag-gate.yml:2: pipeline.options.deep.list.1.when: `2024-01-01`",
+    ),
+    (
+        "pipeline:\n  python: 'a:b'\n  env:\n    yes: '1'",
+        "rag-gate.yml:5: pipeline.env.yes: the key `yes` is read by YAML as a boolean",
+    ),
+    (
+        "pipeline: {python: 'a:b'}\njudge: {name: lexical, on: 1}",
+        "rag-gate.yml:3: judge.on: the key `on` is read by YAML as a boolean",
+    ),
+    (
+        "pipeline: {python: 'a:b'}\npairwise: {model: m, since: 2024-01-01}",
+        "rag-gate.yml:3: pairwise.since: `2024-01-01` is read by YAML as a date",
+    ),
+]
 
 
 @pytest.mark.parametrize("text, message", YAML_TYPED)
