@@ -31,16 +31,17 @@ class EvaluationError(GateError):
 class WriteError(EvaluationError):
     """An output could not be written: a read-only or full file system, a file where a folder should be (exit 3).
 
-    The message is one line, ``PATH: cannot write: REASON``, naming the file or directory rag-gate was writing,
-    so an environment problem reads as one and never as an internal error.
+    The message is one line, ``PATH: cannot write: REASON`` (``cannot remove``, ``cannot move it aside`` for those
+    operations), naming the file or directory rag-gate was writing, so an environment problem reads as one and
+    never as an internal error.
     """
 
     exit_code = 3
 
-    def __init__(self, path: object, reason: BaseException | str) -> None:
+    def __init__(self, path: object, reason: BaseException | str, *, doing: str = "write") -> None:
         self.path = str(path)
         self.reason = reason_text(reason) if isinstance(reason, BaseException) else reason
-        super().__init__(f"{self.path}: cannot write: {self.reason}")
+        super().__init__(f"{self.path}: cannot {doing}: {self.reason}")
 
 
 def reason_text(exc: BaseException) -> str:

@@ -88,10 +88,10 @@ def write_text_atomic(path: Path | str, text: str) -> None:
         handle.write(text)
 
 
-def _reason(path: Path, exc: OSError) -> str:
-    """Why ``path`` cannot be written, naming the file that stands where a directory should be, if one does."""
+def _reason(path: Path, exc: OSError, *, directory: bool = False) -> str:
+    """Why ``path`` (a ``directory``, or a file) cannot be written; names a file standing where a folder should be."""
     if isinstance(exc, NotADirectoryError | FileExistsError):
-        for part in (*reversed(path.parents), path):
+        for part in (*reversed(path.parents), *([path] if directory else [])):
             if part.exists() and not part.is_dir():
                 return "it is a file, not a directory" if part == path else f"{part} is a file, not a directory"
     return reason_text(exc)
@@ -111,7 +111,7 @@ def make_dirs(path: Path | str) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise WriteError(path, _reason(path, exc)) from None
+        raise WriteError(path, _reason(path, exc, directory=True)) from None
     return path
 
 
@@ -212,7 +212,7 @@ def remove_tree(path: Path | str) -> None:
     A missing path is fine.
 
     Raises:
-        EvaluationError: the path exists and cannot be removed.
+        WriteError: the path exists and cannot be removed (exit code 3).
     """
     path = Path(path)
     try:
@@ -223,7 +223,7 @@ def remove_tree(path: Path | str) -> None:
     except FileNotFoundError:
         pass
     except OSError as exc:
-        raise EvaluationError(f"{path}: cannot remove: {exc.strerror or exc}") from None
+        raise WriteError(path, exc, doing="remove") from None
 
 
 def is_within(path: Path, root: Path) -> bool:
@@ -317,7 +317,7 @@ def archive_previous(directory: Path, names: tuple[str, ...]) -> list[Path]:
         The archived paths (empty when none of the files existed).
 
     Raises:
-        EvaluationError: a file cannot be renamed.
+        WriteError: a file cannot be renamed (exit code 3).
     """
     present = [name for name in names if (directory / name).exists() or (directory / name).is_symlink()]
     if not present:
@@ -330,6 +330,6 @@ def archive_previous(directory: Path, names: tuple[str, ...]) -> list[Path]:
         try:
             os.rename(directory / name, target)
         except OSError as exc:
-            raise EvaluationError(f"{directory / name}: cannot move it aside: {exc.strerror or exc}") from None
+            raise WriteError(directory / name, exc, doing="move it aside") from None
         moved.append(target)
     return moved

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import WriteError
-from gate.files import make_dirs, writing
+from gate.files import make_dirs, make_parent, writing
 
 log = logging.getLogger("rag-gate")
 
