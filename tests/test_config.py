@@ -218,6 +218,93 @@ def test_a_misspelt_top_level_key_is_named_with_its_line_and_the_key_it_resemble
     assert problems(tmp_path, text) == ["rag-gate.yml:2: pipline: unknown key; did you mean `pipeline`?"]
 
 
+YAML_TYPED = [  # (the config after its golden: line, the start of the one problem)
+    (
+        "pipeline: {python: 'a:b', options: {on: 1}}",
+        "rag-gate.yml:2: pipeline.options.on: the key `on` is read by YAML as a boolean",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {Off: 1}}",
+        "rag-gate.yml:2: pipeline.options.Off: the key `Off` is read by YAML as a boolean",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {~: 1}}",
+        "rag-gate.yml:2: pipeline.options.~: the key `~` is read by YAML as null",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {0x1F: 1}}",
+        "rag-gate.yml:2: pipeline.options.0x1F: the key `0x1F` is read by YAML as an integer",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {2024-01-01: 1}}",
+        "rag-gate.yml:2: pipeline.options.2024-01-01: the key `2024-01-01` is read by YAML as a date",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {since: 2024-01-01}}",
+        "rag-gate.yml:2: pipeline.options.since: `2024-01-01` is read by YAML as a date",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {at: 2024-01-01 10:00:00}}",
+        "rag-gate.yml:2: pipeline.options.at: `2024-01-01 10:00:00` is read by YAML as a date or timestamp",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {b: !!binary aGVsbG8=}}",
+        "rag-gate.yml:2: pipeline.options.b: `aGVsbG8=` is read by YAML as binary data",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {s: !!set {a, b}}}",
+        "rag-gate.yml:2: pipeline.options.s: a set (!!set) is not a setting value; use a list",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {o: !!omap [a: 1]}}",
+        "rag-gate.yml:2: pipeline.options.o: an ordered map (!!omap) is not a setting value",
+    ),
+    (
+        "pipeline: {python: 'a:b', options: {deep: {list: [1, {when: 2024-01-01}]}}}",
+        "rag-gate.yml:2: pipeline.options.deep.list.1.when: `2024-01-01`",
+    ),
+    (
+        "pipeline:\n  python: 'a:b'\n  env:\n    yes: '1'",
+        "rag-gate.yml:5: pipeline.env.yes: the key `yes` is read by YAML as a boolean",
+    ),
+    (
+        "pipeline: {python: 'a:b'}\njudge: {name: lexical, on: 1}",
+        "rag-gate.yml:3: judge.on: the key `on` is read by YAML as a boolean",
+    ),
+    (
+        "pipeline: {python: 'a:b'}\npairwise: {model: m, since: 2024-01-01}",
+        "rag-gate.yml:3: pairwise.since: `2024-01-01` is read by YAML as a date",
+    ),
+]
+
+
+@pytest.mark.parametrize("text, message", YAML_TYPED)
+def test_a_key_or_value_that_yaml_types_by_itself_is_refused_with_its_line(tmp_path, text, message):
+    """``on:``, dates, timestamps, !!binary, !!set: not JSON, so not something a pipeline can receive (exit 2)."""
+    found = problems(tmp_path, "golden: golden.jsonl\n" + text + "\n")
+    assert len(found) == 1 and found[0].startswith(message), found
+
+
+def test_quoted_yaml_typed_text_and_plain_number_keys_are_accepted(tmp_path):
+    text = "golden: golden.jsonl\npipeline: {python: 'a:b', options: {'on': 'yes', since: '2024-01-01', 1: x, -2: y}}\n"
+    config = load_config(write(tmp_path, text))
+    assert config.pipeline.options == {"on": "yes", "since": "2024-01-01", 1: "x", -2: "y"}
+    json.dumps(config.pipeline.options, sort_keys=False)  # what the worker protocol and the config hash need
+
+
+def test_validate_and_run_refuse_a_yaml_typed_value_alike(tmp_path):
+    """One check for both: run never starts (and never says "internal error") on what validate refuses."""
+    path = write(tmp_path, "golden: golden.jsonl\npipeline: {python: 'a:b', options: {since: 2024-01-01}}\n")
+    args = [sys.executable, "-m", "gate"]
+    validate = subprocess.run([*args, "validate", str(path)], capture_output=True, text=True)
+    run = subprocess.run([*args, "run", "--config", str(path), "--out", str(tmp_path / "out")], capture_output=True,
+                         text=True)  # fmt: skip
+    expected = f"{path}:2: pipeline.options.since: `2024-01-01` is read by YAML as a date or timestamp"
+    assert validate.returncode == 2 and expected in validate.stdout + validate.stderr
+    assert run.returncode == 2 and expected in run.stderr and "internal error" not in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_every_problem_is_reported_at_once_in_file_order(tmp_path):
     text = textwrap.dedent("""\
         golden: missing.jsonl

@@ -10,6 +10,7 @@ import json
 import math
 import statistics
 import subprocess
+import warnings
 
 import numpy as np
 import pytest
@@ -280,20 +281,64 @@ def test_only_gated_metrics_decide_the_exit_code(tmp_path):
 @pytest.mark.parametrize(
     "line, message",
     [
-        ('{"schema_version": 1, "timestamp": "t"', "h.jsonl:3: invalid JSON"),
-        ("[1, 2]", "h.jsonl:3: expected a JSON object, got list"),
-        (json.dumps({k: v for k, v in record(0.9).items() if k != "metrics"}), "h.jsonl:3: metrics: required field"),
-        (json.dumps(record(0.9) | {"schema_version": 2}), "h.jsonl:3: schema_version: entry format 2 is newer"),
-        (json.dumps(record(0.9) | {"repeats": "3"}), "h.jsonl:3: repeats: must be an integer, got str"),
+        ('{"schema_version": 1, "timestamp": "t"', "h.jsonl:6: invalid JSON"),
+        (json.dumps(record(0.9))[:120], "h.jsonl:6: invalid JSON"),  # a line cut short by a killed writer
+        ("[1, 2]", "h.jsonl:6: expected a JSON object, got list"),
+        (json.dumps({k: v for k, v in record(0.9).items() if k != "metrics"}), "h.jsonl:6: metrics: required field"),
+        (json.dumps(record(0.9) | {"schema_version": 2}), "h.jsonl:6: schema_version: entry format 2 is newer"),
+        (json.dumps(record(0.9) | {"repeats": "3"}), "h.jsonl:6: repeats: must be an integer, got str"),
+        (json.dumps(record(0.9)).replace('"mean": 0.9', '"mean": 1e999'),
+         "h.jsonl:6: metrics.faithfulness.mean: inf is not a finite number"),
+        (json.dumps(record(0.9)).replace('"sd": 0.1', '"sd": -1e999'),
+         "h.jsonl:6: metrics.faithfulness.sd: -inf is not a finite number"),
+        (json.dumps(record(7.0)), "h.jsonl:6: metrics.faithfulness.mean: 7 is outside the metric's range [0, 1]"),
+        (json.dumps(record(-5.0, metric="latency_ms")),
+         "h.jsonl:6: metrics.latency_ms.mean: -5 is outside the metric's range ≥ 0"),
+        (json.dumps(record(0.9, se=1e300)),
+         "h.jsonl:6: metrics.faithfulness.run_se: 1e+300 is outside the metric's range [0, 1]"),
     ],
-)
-def test_check_on_a_malformed_history_exits_2_naming_file_and_line(tmp_path, line, message):
+)  # fmt: skip
+def test_check_skips_a_damaged_line_with_a_warning_naming_file_and_line(tmp_path, line, message):
+    """A cut, invalid or out-of-range line is reported (file:line) and skipped; the rest is still checked."""
     history = tmp_path / "h.jsonl"
-    history.write_text(json.dumps(record(0.9, 0)) + "\n" + json.dumps(record(0.9, 1)) + "\n" + line + "\n")
-    result = cli("history", "check", "--history", history)
-    assert result.exit_code == 2
-    assert result.stderr.startswith(f"rag-gate: error: {tmp_path / message}"), result.stderr
-    assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
+    entries = [record(0.9, i) for i in range(4)] + [record(0.8, 4)]  # an 11 % drop: CRITICAL
+    history.write_text("".join(json.dumps(e) + "\n" for e in entries) + line + "\n")
+    result, report = check(history)
+    assert result.exit_code == 1, result.output  # the last valid entry was checked: CRITICAL blocks
+    assert report["metrics"][0]["status"] == "critical" and report["metrics"][0]["value"] == 0.8
+    assert result.stderr.startswith(f"rag-gate: warning: skipped {tmp_path / message}"), result.stderr
+    assert len(report["problems"]) == 1 and report["problems"][0].startswith(str(tmp_path / message))
+    assert "Traceback" not in result.output and "error" not in result.stderr
+
+
+def test_check_after_a_cut_last_line_and_a_new_entry_reads_the_new_entry(tmp_path):
+    """What a killed ``history add`` leaves (a line cut short), then the next add: check reads past it."""
+    history = tmp_path / "h.jsonl"
+    history.write_text("".join(json.dumps(record(0.9, i)) + "\n" for i in range(4)) + json.dumps(record(0.9, 4))[:60])
+    append_entry(history, record(0.8, 5))
+    lines = history.read_text().splitlines()
+    assert len(lines) == 6 and json.loads(lines[5])["sha"] == f"{5:040x}"  # the new entry stands on its own line
+    result, report = check(history, "--fail-on", "never")
+    assert result.exit_code == 0 and report["run"] == f"{5:040x}"[:7]
+    assert report["metrics"][0]["status"] == "critical" and report["metrics"][0]["drop"] == pytest.approx(1 / 9)
+    assert f"rag-gate: warning: skipped {history}:5: invalid JSON" in result.stderr
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e300, 1.7e308])
+def test_huge_finite_values_still_show_a_50_percent_rise_as_critical(tmp_path, scale):
+    """A baseline of four huge latencies must not overflow to inf (which made a 50 % rise read "ok")."""
+    history = tmp_path / "h.jsonl"
+    entries = [record(scale / 1.5, i, metric="latency_ms", se=scale / 1e3) for i in range(4)]
+    entries.append(record(scale, 4, metric="latency_ms", se=scale / 1e3))
+    history.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow on the way either
+        result, report = check(history, "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    trend = report["metrics"][0]
+    assert trend["status"] == "critical" and trend["drop"] == pytest.approx(0.5)
+    assert trend["baseline"] == pytest.approx(scale / 1.5) and trend["beyond_noise"] is True
+    assert trend["window_sd"] == 0.0
 
 
 def test_a_truncated_line_is_skipped_when_reading_and_appending_after_it_keeps_the_entry(tmp_path):

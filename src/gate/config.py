@@ -397,6 +397,79 @@ def _non_finite(data: Any, keys: Path_ = ()) -> Iterator[Path_]:
             yield from _non_finite(v, (*keys, i))
 
 
+_JSON_SCALARS = {f"tag:yaml.org,2002:{t}": t for t in ("str", "int", "float", "bool", "null")}
+_YAML_TYPES = {"timestamp": "a date or timestamp", "binary": "binary data (!!binary)", "set": "a set (!!set)",
+               "omap": "an ordered map (!!omap)", "pairs": "a list of pairs (!!pairs)",
+               "bool": "a boolean", "int": "an integer", "float": "a number", "null": "null"}  # fmt: skip
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _yaml_type(node: yaml.Node) -> str:
+    """What YAML makes of a node, in words (``a date or timestamp`` for ``2024-01-01``)."""
+    name = node.tag.rsplit(":", 1)[-1]
+    return _YAML_TYPES.get(name, f"a {node.tag} value")
+
+
+def _key_value(node: yaml.Node) -> Any:
+    """The Python key PyYAML builds from a mapping key node (``on`` → True), as in the loaded data."""
+    try:
+        return _LOADER("").construct_object(node, deep=True)
+    except (yaml.YAMLError, TypeError):  # an unhashable key: the load itself refused it already
+        return str(getattr(node, "value", node))
+
+
+def _text_key(node: yaml.Node, written: str) -> bool:
+    """Whether a mapping key reaches a pipeline as the text written: a string, or a number written as JSON writes it.
+
+    ``1:`` is the key ``"1"``; ``0x10:`` would become ``"16"`` and ``on:`` ``true``, so those are refused.
+    """
+    if not isinstance(node, yaml.ScalarNode):
+        return False
+    if node.tag == "tag:yaml.org,2002:str":
+        return True
+    return node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and str(_key_value(node)) == written
+
+
+def _non_json(node: yaml.Node, keys: Path_ = (), data_keys: Path_ = ()) -> Iterator[tuple[Path_, Path_, int, str]]:
+    """Every key that is not text and every value that is not a JSON value, in a composed YAML document.
+
+    YAML 1.1 types unquoted scalars by itself: ``on:``/``yes:``/``no:`` keys are booleans, ``2024-01-01`` a date,
+    ``2024-01-01T10:00:00`` a timestamp, ``!!binary``/``!!set`` bytes and sets. A setting must be what a pipeline
+    can receive (JSON: text keys; text, number, boolean, null, list or mapping values), so these are refused with
+    their line rather than crash the run that serialises them (the config hash, the worker protocol, the
+    environment).
+
+    Yields:
+        ``(keys as written, keys as loaded, line, message)`` per offending node; nothing under it.
+    """
+    if isinstance(node, yaml.MappingNode):
+        if node.tag != "tag:yaml.org,2002:map":
+            instead = "a list" if node.tag.endswith(":set") else "a mapping"
+            yield keys, data_keys, node.start_mark.line + 1, f"{_yaml_type(node)} is not a setting value; use {instead}"
+            return
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:  # `<<: *anchor` merges a mapping: its keys are checked where they are written
+                continue
+            line, written = key_node.start_mark.line + 1, str(getattr(key_node, "value", "?"))
+            if not _text_key(key_node, written):
+                message = (
+                    f"the key `{written}` is read by YAML as {_yaml_type(key_node)}, not as text; "
+                    f'quote it ("{written}")'
+                )
+                yield (*keys, written), (*data_keys, _key_value(key_node)), line, message
+                continue
+            yield from _non_json(value_node, (*keys, written), (*data_keys, written))
+    elif isinstance(node, yaml.SequenceNode):
+        if node.tag != "tag:yaml.org,2002:seq":
+            yield keys, data_keys, node.start_mark.line + 1, f"{_yaml_type(node)} is not a setting value; use a list"
+            return
+        for i, item in enumerate(node.value):
+            yield from _non_json(item, (*keys, i), (*data_keys, i))
+    elif isinstance(node, yaml.ScalarNode) and node.tag not in _JSON_SCALARS:
+        message = f"`{node.value}` is read by YAML as {_yaml_type(node)}, which a setting cannot hold; quote it"
+        yield keys, data_keys, node.start_mark.line + 1, message
+
+
 # --- checking ------------------------------------------------------------------------------------------------------
 
 _TYPES = {"string": "a string", "array": "a list", "object": "a mapping", "boolean": "true or false",
@@ -451,6 +524,8 @@ def _schema_problems(
         if error.validator == "additionalProperties":
             known = list(error.schema.get("properties", {}))
             for key in sorted(set(error.instance) - set(known), key=str):
+                if (*keys, key) in skip:
+                    continue
                 close = difflib.get_close_matches(str(key), known, n=1)
                 if close:
                     suggested.add((*keys, close[0]))
@@ -616,8 +691,12 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     non_finite = set(_non_finite(data))
     for keys in non_finite:
         problems.add(keys, "must be a finite number")
-    bad = _schema_problems(_schema(), data, problems, skip=non_finite)
-    bad |= {keys[:1] for keys in non_finite | problems.duplicates}
+    yaml_typed: set[Path_] = set()
+    for keys, data_keys, line, message in _non_json(node) if node is not None else ():
+        problems.add(keys, message, line)
+        yaml_typed.add(data_keys)
+    bad = _schema_problems(_schema(), data, problems, skip=non_finite | yaml_typed)
+    bad |= {keys[:1] for keys in non_finite | yaml_typed | problems.duplicates}
     _check_metrics(data, bad, problems)
     _check_judge(data, bad, problems)
     _check_pairwise(data, bad, problems)

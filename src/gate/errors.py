@@ -49,6 +49,27 @@ class EvaluationError(GateError):
     exit_code = 3
 
 
+class WriteError(EvaluationError):
+    """An output could not be written: a read-only or full file system, a file where a folder should be (exit 3).
+
+    The message is one line, ``PATH: cannot write: REASON`` (``cannot remove``, ``cannot move it aside`` for those
+    operations), naming the file or directory rag-gate was writing, so an environment problem reads as one and
+    never as an internal error.
+    """
+
+    exit_code = 3
+
+    def __init__(self, path: object, reason: BaseException | str, *, doing: str = "write") -> None:
+        self.path = str(path)
+        self.reason = reason_text(reason) if isinstance(reason, BaseException) else reason
+        super().__init__(f"{self.path}: cannot {doing}: {self.reason}")
+
+
+def reason_text(exc: BaseException) -> str:
+    """The human part of an ``OSError`` (``No space left on device``), else the exception's text."""
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
 def located(path: object, line: int | None, field: str | None, message: str) -> str:
     """Format ``file:line: field: message`` on one line (parts that are unknown are left out).
 

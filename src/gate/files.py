@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from gate.errors import EvaluationError, InputError
+from gate.errors import EvaluationError, InputError, WriteError, reason_text
 
 
 def current_umask() -> int:
@@ -77,13 +78,13 @@ def atomic_writer(path: Path | str, *, encoding: str = "utf-8") -> Iterator[IO[s
         A writable text handle.
 
     Raises:
-        EvaluationError: the file cannot be written (disk full, file-size limit, permissions): exit code 3.
+        WriteError: the file cannot be written (disk full, file-size limit, permissions): exit code 3.
     """
     path = Path(path)
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise EvaluationError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise WriteError(path, exc) from None
     tmp = Path(tmp_name)
     try:
         os.fchmod(fd, 0o666 & ~current_umask())
@@ -94,7 +95,7 @@ def atomic_writer(path: Path | str, *, encoding: str = "utf-8") -> Iterator[IO[s
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise EvaluationError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise WriteError(path, exc) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -105,10 +106,126 @@ def write_text_atomic(path: Path | str, text: str) -> None:
     """Replace ``path`` with ``text`` atomically (see :func:`atomic_writer`).
 
     Raises:
-        EvaluationError: the file cannot be written.
+        WriteError: the file cannot be written.
     """
     with atomic_writer(path) as handle:
         handle.write(text)
+
+
+def _reason(path: Path, exc: OSError, *, directory: bool = False) -> str:
+    """Why ``path`` (a ``directory``, or a file) cannot be written; names a file standing where a folder should be."""
+    if isinstance(exc, NotADirectoryError | FileExistsError):
+        for part in (*reversed(path.parents), *([path] if directory else [])):
+            if part.exists() and not part.is_dir():
+                return "it is a file, not a directory" if part == path else f"{part} is a file, not a directory"
+    return reason_text(exc)
+
+
+def make_dirs(path: Path | str) -> Path:
+    """Create the directory ``path`` and its parents (an existing directory is fine).
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        WriteError: it cannot be created (a file in the way, a read-only or full file system): exit code 3,
+            ``PATH: cannot write: REASON``.
+    """
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError(path, _reason(path, exc, directory=True)) from None
+    return path
+
+
+def make_parent(path: Path | str) -> Path:
+    """Create the directory of the file ``path`` (and its parents); an error names the file.
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        WriteError: the directory cannot be created: ``PATH: cannot write: REASON`` (exit code 3).
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError(path, _reason(path, exc)) from None
+    return path
+
+
+@contextlib.contextmanager
+def writing(path: Path | str) -> Iterator[Path]:
+    """Report an ``OSError`` raised in the ``with`` block as :class:`WriteError` naming ``path``.
+
+    For writes that are not atomic replacements (a chart a library saves, a file opened for appending); wrap
+    only the writing itself, so that a read error is not reported as a write error.
+    """
+    path = Path(path)
+    try:
+        yield path
+    except OSError as exc:
+        raise WriteError(path, _reason(path, exc)) from None
+
+
+def write_all(fd: int, data: bytes, path: Path | str, *, sync: bool = True) -> None:
+    """Append ``data`` to the open file ``fd`` (opened with ``O_APPEND``) all or nothing.
+
+    Every byte is written (a short write is continued) and, with ``sync``, flushed to disk (``fsync``); when a
+    write fails (full disk, file-size limit) or is interrupted, the file is truncated back to its size before the
+    call, so a reader never sees a partial line. Appends are expected from one writer at a time.
+
+    Raises:
+        WriteError: the data cannot be written (the file is left as it was).
+    """
+    size = os.fstat(fd).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            try:
+                os.fsync(fd)
+            except OSError as exc:  # a pipe or a character device (e.g. /dev/stdout) cannot be synced
+                if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EROFS):
+                    raise
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        if isinstance(exc, OSError):
+            raise WriteError(path, reason_text(exc)) from None
+        raise
+
+
+def open_append(path: Path | str, *, readable: bool = False) -> int:
+    """Open ``path`` for appending (created if missing) and return its descriptor, for :func:`write_all`.
+
+    With ``readable``, the descriptor can also be read (``os.pread``).
+
+    Raises:
+        WriteError: it cannot be opened for writing.
+    """
+    path = Path(path)
+    try:
+        flags = (os.O_RDWR if readable else os.O_WRONLY) | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        return os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise WriteError(path, _reason(path, exc)) from None
+
+
+def append_text(path: Path | str, text: str) -> None:
+    """Append ``text`` (UTF-8) to ``path`` all or nothing (see :func:`write_all`); the file is created if missing.
+
+    Raises:
+        WriteError: the text cannot be written; the file keeps its previous content.
+    """
+    fd = open_append(path)
+    try:
+        write_all(fd, text.encode("utf-8", errors="replace"), path)
+    finally:
+        os.close(fd)
 
 
 def remove_tree(path: Path | str) -> None:
@@ -119,7 +236,7 @@ def remove_tree(path: Path | str) -> None:
     A missing path is fine.
 
     Raises:
-        EvaluationError: the path exists and cannot be removed.
+        WriteError: the path exists and cannot be removed (exit code 3).
     """
     path = Path(path)
     try:
@@ -130,7 +247,7 @@ def remove_tree(path: Path | str) -> None:
     except FileNotFoundError:
         pass
     except OSError as exc:
-        raise EvaluationError(f"{path}: cannot remove: {exc.strerror or exc}") from None
+        raise WriteError(path, exc, doing="remove") from None
 
 
 def is_within(path: Path, root: Path) -> bool:
@@ -256,7 +373,7 @@ def archive_previous(directory: Path, names: tuple[str, ...]) -> list[Path]:
         The archived paths (empty when none of the files existed).
 
     Raises:
-        EvaluationError: a file cannot be renamed.
+        WriteError: a file cannot be renamed (exit code 3).
     """
     present = [name for name in names if (directory / name).exists() or (directory / name).is_symlink()]
     if not present:
@@ -269,7 +386,7 @@ def archive_previous(directory: Path, names: tuple[str, ...]) -> list[Path]:
         try:
             os.rename(directory / name, target)
         except OSError as exc:
-            raise EvaluationError(f"{directory / name}: cannot move it aside: {exc.strerror or exc}") from None
+            raise WriteError(directory / name, exc, doing="move it aside") from None
         moved.append(target)
     return moved
 
@@ -315,13 +432,13 @@ def locked_directory(directory: Path | str, what: str) -> Iterator[dict[str, Any
 
     Raises:
         InputError: another process holds the lock (exit code 2), naming the directory and the holder.
-        EvaluationError: the directory or its lock file cannot be created.
+        WriteError: the directory or its lock file cannot be created.
     """
     from filelock import FileLock, Timeout
 
     directory = Path(directory)
+    make_dirs(directory)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
         lock = FileLock(directory / LOCK_FILE)
         lock.acquire(timeout=0)
     except Timeout:
@@ -330,7 +447,7 @@ def locked_directory(directory: Path | str, what: str) -> Iterator[dict[str, Any
             "wait for it to finish or choose another directory"
         ) from None
     except OSError as exc:
-        raise EvaluationError(f"{directory / LOCK_FILE}: cannot lock: {exc.strerror or exc}") from None
+        raise WriteError(directory / LOCK_FILE, exc, doing="lock") from None
     try:
         stale = read_owner(directory) if (directory / OWNER_FILE).exists() else None
         owner = {

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from gate import __version__
 from gate.config import Config, Evaluation, PipelineSpec
 from gate.errors import EvaluationError, InputError
-from gate.files import archive_previous, atomic_writer, locked_directory, refuse_inputs_inside
+from gate.files import archive_previous, atomic_writer, locked_directory, make_dirs, refuse_inputs_inside
 from gate.golden import GoldenDiff, diff_golden, file_sha256, load_golden, shard
 from gate.jsonl import JsonlAppender, dumps, write_json
 from gate.judges import get_judge, get_pairwise_judge
@@ -151,6 +151,7 @@ def run_side(
     out_dir = Path(out_dir)
     inputs = {"config": config.path, "golden": config.golden, "pipeline.predictions": config.pipeline.predictions}
     refuse_inputs_inside(out_dir, inputs, f"--out {out_dir}")
+    make_dirs(out_dir)
     with locked_directory(out_dir, f"--out {out_dir}") as left:
         if left is not None:
             log.warning(
@@ -423,6 +424,7 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
     refuse_inputs_inside(
         out_dir, {f"shard {i}": Path(d) / MANIFEST for i, d in enumerate(shard_dirs, 1)}, f"--out {out_dir}"
     )
+    make_dirs(out_dir)
     with locked_directory(out_dir, f"--out {out_dir}"):
         return _write_merged(shard_dirs, manifests, out_dir)
 
@@ -501,7 +503,6 @@ def _check_shard_rows(shard_dirs: list[Path], manifests: list[dict[str, Any]]) -
 def _write_merged(shard_dirs: list[Path], manifests: list[dict[str, Any]], out_dir: Path) -> Path:
     """Write the merged run directory (``out_dir`` is locked by this process)."""
     first = manifests[0]
-    out_dir.mkdir(parents=True, exist_ok=True)
     archive_previous(out_dir, RUN_FILES)
     for name in (PREDICTIONS, SCORES):
         with atomic_writer(out_dir / name) as sink:
@@ -602,7 +603,7 @@ def _load_side(
                 raise InputError(
                     f"--out {out_dir}: rescoring {label} would overwrite {source / SCORES}; use another --out"
                 )
-        (out_dir / label).mkdir(parents=True, exist_ok=True)
+        make_dirs(out_dir / label)
         scores = _score_to(out_dir / label / SCORES, golden, table, repeats, evaluation, judge)
         manifest = manifest | {
             "judge": wanted.judge,
@@ -816,7 +817,7 @@ def judge_pairwise(base: Side, head: Side, evaluation: Evaluation, out_dir: Path
         usage = judge_usage(judge)
         judge.close()
     rows = [pair_scores(c.id, j) for c, j in zip(cases, judgments, strict=True)]
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     with atomic_writer(out_dir / PAIRWISE_FILE) as sink:
         for case, judgment in zip(cases, judgments, strict=True):
             record = {"id": case.id, **(dataclasses.asdict(judgment) if judgment else {"outcome": None})}

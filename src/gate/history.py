@@ -27,6 +27,7 @@ arXiv:2411.00640, §3 (resampling answers: Var = Σ σᵢ² / (K n²)).
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,7 +37,8 @@ from typing import Any, Literal
 import numpy as np
 
 from gate.config import TrendBlock, TrendPolicy
-from gate.errors import InputError, located
+from gate.errors import InputError, WriteError, located
+from gate.files import make_parent, open_append, write_all
 from gate.jsonl import dumps, read_jsonl, validate
 from gate.metrics import resolve
 from gate.runs import SCORES, load_scores, read_manifest
@@ -203,7 +205,54 @@ def parse_entry(record: Any, path: Path | str, line: int | None) -> HistoryEntry
         message = f"entry format {version} is newer than this rag-gate reads ({SCHEMA_VERSION}); upgrade rag-gate"
         raise InputError(located(path, line, "schema_version", message))
     validate(record, "history", path, line)
+    _check_values(record, path, line)
     return HistoryEntry(record, line)
+
+
+VALUE_KEYS = ("mean", "sd", "p10", "share_below_0_5", "run_se")
+"""The numbers of a history entry's per-metric object that :func:`parse_entry` checks."""
+
+
+def value_range(metric: str) -> tuple[float, float]:
+    """The closed range a metric's per-case values (hence its mean and 10th percentile) lie in.
+
+    [0, 1] for binary and graded metrics, [0, ∞) for ratio ones (latency, cost); any finite number for a metric
+    this version does not know.
+    """
+    try:
+        kind = resolve(metric).spec.kind
+    except ValueError:
+        return -math.inf, math.inf
+    return (0.0, math.inf) if kind == "ratio" else (0.0, 1.0)
+
+
+def _check_values(record: Mapping[str, Any], path: Path | str, line: int | None) -> None:
+    """Refuse a number that is not finite or lies outside its metric's range (after the schema check).
+
+    An ``inf`` (JSON ``1e999``) or an impossible mean (a hit rate of 7) would otherwise enter a trend baseline and
+    turn a real drop into "ok" (an infinite baseline) or into nonsense.
+
+    Raises:
+        InputError: ``file:line: metrics.NAME.KEY: message``.
+    """
+    for name, numbers in record["metrics"].items():
+        low, high = value_range(name)
+        for key in VALUE_KEYS:
+            number = numbers.get(key)
+            if number is None or isinstance(number, bool):
+                continue
+            where = f"metrics.{name}.{key}"
+            if not math.isfinite(number):
+                raise InputError(located(path, line, where, f"{number} is not a finite number"))
+            if key in ("mean", "p10"):
+                bounds = (low, high)
+            elif key == "share_below_0_5":
+                bounds = (0.0, 1.0)
+            else:  # sd, run_se: at most the width of the range
+                bounds = (0.0, high - low)
+            if not bounds[0] <= number <= bounds[1]:
+                shown = f"[{bounds[0]:g}, {bounds[1]:g}]" if math.isfinite(bounds[1]) else f"≥ {bounds[0]:g}"
+                raise InputError(located(path, line, where, f"{number:g} is outside the metric's range {shown}"))
 
 
 @dataclass(frozen=True)
@@ -248,22 +297,34 @@ def read_history(path: Path | str, *, strict: bool = False) -> History:
 def append_entry(path: Path | str, record: Mapping[str, Any]) -> None:
     """Append one entry as a line, creating the file (and its directory) if needed.
 
-    A last line cut short (no trailing newline, e.g. a killed writer) is closed first, so the new entry stays
-    readable and only the damaged line is skipped when reading.
+    The line is written all or nothing (one write, fsync; truncated back to the old size when it fails: see
+    :func:`gate.files.write_all`), so a full disk never leaves part of an entry. A last line cut short by an older
+    writer (no trailing newline) is closed first, so the new entry stays readable and only the damaged line is
+    skipped when reading (also by ``history check``).
 
     Raises:
         InputError: the record is not a valid entry.
+        WriteError: the history cannot be written (exit code 3), naming the file; it is left as it was.
     """
     path = Path(path)
     parse_entry(dict(record), path, None)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    prefix = ""
-    if path.exists() and path.stat().st_size:
-        with path.open("rb") as handle:
-            handle.seek(-1, 2)
-            prefix = "" if handle.read(1) == b"\n" else "\n"
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(prefix + dumps(dict(record)) + "\n")
+    make_parent(path)
+    existed = path.exists()
+    fd = open_append(path, readable=True)
+    try:
+        prefix = ""
+        size = os.fstat(fd).st_size
+        if size:
+            prefix = "" if os.pread(fd, 1, size - 1) == b"\n" else "\n"
+        write_all(fd, (prefix + dumps(dict(record)) + "\n").encode("utf-8", errors="replace"), path)
+    except OSError as exc:  # pread on something that is not a regular file
+        raise WriteError(path, exc) from None
+    except WriteError:
+        if not existed and not size:
+            path.unlink(missing_ok=True)  # the empty file this call created: nothing at all is left
+        raise
+    finally:
+        os.close(fd)
 
 
 def load_run(run_dir: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -462,12 +523,44 @@ def _noise(window: Sequence[float], window_ses: Sequence[float | None], run: flo
     """
     size = len(window)
     if run is not None and size and all(se is not None for se in window_ses):
-        return math.sqrt(run**2 + float(np.mean([se**2 for se in window_ses])) / size)  # type: ignore[operator]
+        return math.hypot(run, _rms(window_ses) / math.sqrt(size))  # type: ignore[arg-type]
     if size < 2:
         return None
-    sigma2 = float(np.var(window, ddof=1))
-    value_var = run**2 if run is not None else sigma2
-    return math.sqrt(value_var + sigma2 / size)
+    sigma = _sd(window)
+    return math.hypot(run if run is not None else sigma, sigma / math.sqrt(size))
+
+
+def _mean_of(values: Sequence[float]) -> float:
+    """Mean of finite numbers that never overflows: huge values (1e308 each) give a finite mean, not inf or NaN.
+
+    Ordinary values get numpy's mean (the same digits as before); only when that overflows is the mean summed from
+    scaled terms.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = float(np.mean(values))
+    return mean if math.isfinite(mean) else math.fsum(v / len(values) for v in values)
+
+
+def _scaled(values: Sequence[float]) -> tuple[float, list[float]]:
+    """``(scale, values / scale)`` with the largest magnitude scaled to 1 (scale 1 when all are 0)."""
+    scale = max(abs(v) for v in values) or 1.0
+    return scale, [v / scale for v in values]
+
+
+def _sd(values: Sequence[float]) -> float:
+    """Sample SD (ddof 1) of finite numbers; huge ones are scaled first, so the SD is finite whenever it fits."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        sd = float(np.std(values, ddof=1))
+    if math.isfinite(sd):
+        return sd
+    scale, scaled = _scaled(values)
+    return scale * float(np.std(scaled, ddof=1))
+
+
+def _rms(values: Sequence[float]) -> float:
+    """Root mean square of finite numbers, scaled so that squaring huge ones does not overflow."""
+    scale, scaled = _scaled(values)
+    return scale * math.sqrt(_mean_of([v * v for v in scaled]))
 
 
 def metric_trend(
@@ -499,7 +592,7 @@ def metric_trend(
         return MetricTrend(**common, status="insufficient", value=value, baseline=None, drop=None, run_se=se, note=note)
     chosen = with_value[-policy.window :]
     window = tuple(e.value(metric) for e in chosen)  # type: ignore[misc]
-    baseline = float(np.mean(window))
+    baseline = _mean_of(window)
     drop = relative_drop(value, baseline, direction)
     noise = _noise(window, [e.run_se(metric) for e in chosen], se)
     worse = baseline - value if direction == "higher" else value - baseline
@@ -511,7 +604,7 @@ def metric_trend(
         baseline=baseline,
         drop=drop,
         window=window,
-        window_sd=float(np.std(window, ddof=1)) if len(window) > 1 else None,
+        window_sd=_sd(window) if len(window) > 1 else None,
         run_se=se,
         noise_sd=noise,
         beyond_noise=beyond,

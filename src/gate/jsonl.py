@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, fields, is_dataclass
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 
 from gate.errors import InputError, located
-from gate.files import atomic_writer, write_text_atomic  # noqa: F401 - write_text_atomic is re-exported
+from gate.files import atomic_writer, open_append, write_all
+from gate.files import write_text_atomic  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:  # imported when a record needs explaining: the fast path below decides valid ones
     import jsonschema
@@ -435,19 +437,29 @@ def write_jsonl(path: Path | str, records: Iterable[Any]) -> None:
 
 
 class JsonlAppender:
-    """Append records to a JSONL file, flushing each line so a killed run keeps what it computed."""
+    """Append records to a JSONL file, a whole line at a time, so a killed run keeps what it computed.
+
+    Each line is written all or nothing (:func:`gate.files.write_all`, without an ``fsync`` per line): a full disk
+    leaves the file as it was before that line, and the error names the file.
+
+    Raises:
+        WriteError: the file cannot be opened or a line cannot be written (exit code 3).
+    """
 
     def __init__(self, path: Path | str):
-        self._handle = Path(path).open("a", encoding="utf-8")
+        self._path = Path(path)
+        self._fd: int | None = open_append(self._path)
 
     def write(self, record: Any) -> None:
         """Append one record and flush it to disk."""
-        self._handle.write(dumps(record) + "\n")
-        self._handle.flush()
+        assert self._fd is not None, "write after close"
+        write_all(self._fd, (dumps(record) + "\n").encode("utf-8", errors="replace"), self._path, sync=False)
 
     def close(self) -> None:
         """Close the file."""
-        self._handle.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self) -> JsonlAppender:
         return self

@@ -40,6 +40,7 @@ import tenacity
 from gate._worker import PARENT_PID_VAR
 from gate.config import PipelineSpec
 from gate.errors import EvaluationError, InputError
+from gate.files import writing
 from gate.golden import load_golden
 from gate.jsonl import read_jsonl, validate
 from gate.models import GoldenCase, Prediction
@@ -499,6 +500,7 @@ def run_command(
             if out.is_file():
                 with (
                     out.open(encoding="utf-8", errors="surrogateescape") as source,
+                    writing(kept),
                     kept.open("w", encoding="utf-8", errors="surrogateescape") as copy,
                 ):
                     for line in source:

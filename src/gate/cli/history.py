@@ -1,7 +1,8 @@
 """The ``rag-gate history`` commands: add a run to the main-branch history, check the trend, chart it, calibrate.
 
 Exit codes: 0 fine (or an alarm below ``--fail-on``) · 1 a gated metric reached the ``--fail-on`` level · 2 bad
-input (a malformed history names file:line) · 3 an internal error.
+input (a missing history or run, bad options; a damaged history line is skipped with a warning naming file:line) ·
+3 the history or an output cannot be written, or an internal error.
 """
 
 from __future__ import annotations
@@ -152,7 +153,8 @@ def check(
 
     Prints per metric: value, baseline, relative drop (positive = worse), the window's SD,
     the run's own standard error, and ok / WARNING / CRITICAL. Exits 1 when a gated
-    metric reaches --fail-on, 2 on a malformed history (file:line).
+    metric reaches --fail-on. A damaged line (cut, invalid, a value out of range) is
+    skipped with a warning naming file:line; a missing history exits 2.
 
     \b
     Example:
@@ -164,9 +166,11 @@ def check(
     from gate.outputs.trend import to_text
 
     policy, gated = resolve_policy(config_path, window, warning, critical)
-    read = read_history(history_path, strict=True)
+    read = read_history(history_path)
+    for problem in read.problems:
+        click.echo(f"rag-gate: warning: skipped {problem}", err=True)
     run = HistoryEntry(entry_from_run(run_dir)) if run_dir is not None else None
-    report = trend_report(read.entries, run, policy=policy, gated=gated)
+    report = trend_report(read.entries, run, policy=policy, gated=gated, problems=read.problems)
     if fmt == "json":
         click.echo(inert_json(json.dumps(clean_nan(report.to_dict()), indent=2, allow_nan=False)))
     else:
@@ -198,6 +202,7 @@ def show(
     Example:
       rag-gate history show --history history.jsonl --out history-report
     """  # noqa: D301
+    from gate.files import make_dirs, write_text_atomic
     from gate.history import read_history, trend_series
     from gate.outputs.trend import chart_name, history_markdown, plot_metric
 
@@ -208,18 +213,18 @@ def show(
     series = trend_series(read.entries, policy=policy, gated=gated)
     last = read.entries[-1] if read.entries else None
     chosen = list(metrics) or list(gated or (last.gated if last else None) or (last.record["metrics"] if last else []))
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     charts: dict[str, str] = {}
     try:
         for name in chosen:
             if series:
                 charts[name] = plot_metric(series, name, out / chart_name(name)).name
     except ImportError:
-        (out / "history.md").write_text(history_markdown(series, chosen, {}), encoding="utf-8", errors="replace")
+        write_text_atomic(out / "history.md", history_markdown(series, chosen, {}))
         raise InputError(
             f"wrote {out / 'history.md'} without charts: charts need matplotlib (pip install 'rag-gate[plot]')"
         ) from None
-    (out / "history.md").write_text(history_markdown(series, chosen, charts), encoding="utf-8", errors="replace")
+    write_text_atomic(out / "history.md", history_markdown(series, chosen, charts))
     click.echo(f"wrote {out / 'history.md'} and {len(charts)} chart(s)", err=True)
 
 

@@ -13,6 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from gate.comparison import Comparison
+from gate.files import make_dirs
 from gate.jsonl import write_text_atomic
 from gate.outputs.annotations import render_annotations
 from gate.outputs.charts import CHART_FILE, plot_metrics
@@ -134,7 +135,7 @@ def write(
     Returns:
         Output → rendered text, for the caller to print or post.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     texts = {}
     for output in outputs:
         texts[output] = text = render(comparison, output, options)

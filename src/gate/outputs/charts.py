@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.comparison import Comparison, MetricRow
+from gate.files import writing
 from gate.outputs.trend import safe_label
 
 CHART_FILE = "metrics.png"
@@ -133,6 +134,9 @@ def plot_metrics(comparison: Comparison, path: Path) -> list[Bar]:
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(f"rag-gate: {comparison.verdict} — base vs head per metric", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        with writing(path):
+            fig.savefig(path)
+    finally:
+        plt.close(fig)
     return drawn

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from gate.files import writing
 from gate.history import CHART_POINTS, LEVEL, MetricTrend, TrendReport
 from gate.outputs.escape import escape_markdown
 
@@ -236,8 +237,11 @@ def plot_metric(series: Sequence[TrendReport], metric: str, path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        with writing(path):
+            fig.savefig(path)
+    finally:
+        plt.close(fig)
     return path
 
 

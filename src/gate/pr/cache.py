@@ -31,6 +31,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from gate.errors import WriteError
+from gate.files import make_dirs, make_parent, writing
+
 log = logging.getLogger("rag-gate")
 
 KEY_FILE = "key.json"
@@ -117,15 +120,20 @@ class Snapshot:
         return run_dir.is_dir() and not run_dir.is_symlink() and Snapshot.of(run_dir).digest == self.digest
 
     def restore(self, run_dir: Path) -> Path:
-        """Replace ``run_dir`` with exactly these files; returns ``run_dir``."""
+        """Replace ``run_dir`` with exactly these files; returns ``run_dir``.
+
+        Raises:
+            WriteError: a file cannot be written (exit code 3), naming it.
+        """
         if run_dir.is_symlink() or run_dir.is_file():
             run_dir.unlink()
         shutil.rmtree(run_dir, ignore_errors=True)
         for name, data in self.files.items():
             path = run_dir / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-        run_dir.mkdir(parents=True, exist_ok=True)
+            make_parent(path)
+            with writing(path):
+                path.write_bytes(data)
+        make_dirs(run_dir)
         return run_dir
 
 
@@ -154,12 +162,14 @@ def signing_key(environ: Mapping[str, str], *, local: bool) -> bytes | None:
         return path.read_bytes().strip()
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another run created it meanwhile
         return path.read_bytes().strip()
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
+    except OSError as exc:
+        raise WriteError(path, exc) from None
+    with writing(path), os.fdopen(fd, "w", encoding="ascii") as handle:
         handle.write(secrets.token_hex(32))
     return path.read_bytes().strip()
 
@@ -216,18 +226,26 @@ def store(cache_dir: Path, key: CacheKey, snapshot: Snapshot, signing: bytes) ->
 
     Raises:
         ValueError: the run is incomplete.
+        WriteError: the cache cannot be written (exit code 3), naming the cache directory.
     """
     if not snapshot.complete:
         raise ValueError(f"incomplete run (no {COMPLETE_MARKER}); not cached")
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(cache_dir)
     entry = cache_dir / key.digest()
-    staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=cache_dir))
-    staging.chmod(0o755)
-    snapshot.restore(staging / RUN_DIR)
-    (staging / KEY_FILE).write_text(json.dumps(asdict(key), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    (staging / SIGNATURE_FILE).write_text(sign(signing, key, snapshot) + "\n", encoding="ascii")
-    if entry.is_symlink():
-        entry.unlink()
-    shutil.rmtree(entry, ignore_errors=True)
-    staging.rename(entry)
+    with writing(cache_dir):
+        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=cache_dir))
+    try:
+        staging.chmod(0o755)
+        snapshot.restore(staging / RUN_DIR)
+        with writing(staging):
+            (staging / KEY_FILE).write_text(json.dumps(asdict(key), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            (staging / SIGNATURE_FILE).write_text(sign(signing, key, snapshot) + "\n", encoding="ascii")
+        with writing(entry):
+            if entry.is_symlink():
+                entry.unlink()
+            shutil.rmtree(entry, ignore_errors=True)
+            staging.rename(entry)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return entry / RUN_DIR

@@ -27,7 +27,7 @@ from gate import __version__, outputs
 from gate.comparison import Comparison, FailOn, exit_code_for, relocate
 from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
-from gate.files import contained_dir, prepare_output_file, remove_tree
+from gate.files import contained_dir, make_dirs, prepare_output_file, remove_tree
 from gate.flow import compare_runs, run_side
 from gate.golden import GoldenDiff, contract, diff_golden, file_sha256, load_golden
 from gate.history import TrendReport
@@ -292,7 +292,7 @@ def _golden_contract(base: Config, head: Config, out: Path) -> tuple[Path, Golde
             dumps(case.to_dict()) + "\n" for case in contract(base_cases, diff)[len(base_cases) :]
         )
     path = out / "golden.jsonl"
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     write_text_atomic(path, text)
     return path, diff, {case.id: case.line for case in head_cases}
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gate.errors import InputError, located
+from gate.files import append_text
 from gate.jsonl import parse_json
 from gate.outputs.annotations import escape_data
 from gate.outputs.markdown import CONFIG_LINE, MARKER, SUMMARY_LIMIT, cap_text
@@ -445,8 +446,7 @@ def append_summary(path: Path, markdown: str) -> None:
         markdown: text to append; a trailing newline is added.
     """
     text = cap_text(markdown, SUMMARY_LIMIT, "report.json")
-    with path.open("a", encoding="utf-8", errors="replace") as handle:
-        handle.write(text if text.endswith("\n") else text + "\n")
+    append_text(path, text if text.endswith("\n") else text + "\n")
 
 
 def write_outputs(path: Path, outputs: Mapping[str, object], redact: Callable[[str], str] | None = None) -> None:
@@ -459,14 +459,15 @@ def write_outputs(path: Path, outputs: Mapping[str, object], redact: Callable[[s
 
     Source: GitHub Actions "Workflow commands: setting an output parameter" (multiline strings).
     """
-    with path.open("a", encoding="utf-8", errors="replace") as handle:
-        for name, value in outputs.items():
-            text = redact(str(value)) if redact is not None else str(value)
-            if "\n" in text or "\r" in text:
-                delimiter = f"ghadelimiter_{uuid.uuid4().hex}"
-                handle.write(f"{name}<<{delimiter}\n{text}\n{delimiter}\n")
-            else:
-                handle.write(f"{name}={text}\n")
+    lines = []
+    for name, value in outputs.items():
+        text = redact(str(value)) if redact is not None else str(value)
+        if "\n" in text or "\r" in text:
+            delimiter = f"ghadelimiter_{uuid.uuid4().hex}"
+            lines.append(f"{name}<<{delimiter}\n{text}\n{delimiter}\n")
+        else:
+            lines.append(f"{name}={text}\n")
+    append_text(path, "".join(lines))
 
 
 def add_mask(secret: str) -> str:

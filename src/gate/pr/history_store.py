@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import EvaluationError
+from gate.files import make_parent, write_text_atomic
 from gate.history import History, append_entry, read_history
 from gate.jsonl import dumps
 from gate.pr.gitops import git
@@ -210,8 +211,8 @@ def read(store: HistoryStore, dest: Path, *, base_commit: str | None = None) -> 
             text = path.read_text(encoding="utf-8", errors="replace")
         else:
             return None
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(text, encoding="utf-8")
+    make_parent(dest)
+    write_text_atomic(dest, text)
     return read_history(dest)
 
 

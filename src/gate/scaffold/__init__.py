@@ -12,7 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from gate.errors import InputError
+from gate.errors import WriteError
+from gate.files import make_parent, writing
 
 FILES = {
     "rag-gate.yml": "rag-gate.yml",
@@ -45,7 +46,8 @@ def scaffold(directory: Path) -> list[Scaffolded]:
         One entry per file of :data:`FILES`, in that order.
 
     Raises:
-        InputError: ``directory`` or one of the paths is not a directory where one is needed, or cannot be written.
+        WriteError: ``directory`` or one of the paths is not a directory where one is needed, or cannot be written
+            (exit code 3, ``PATH: cannot write: REASON``).
     """
     directory = Path(directory)
     done = []
@@ -55,11 +57,14 @@ def scaffold(directory: Path) -> list[Scaffolded]:
             done.append(Scaffolded(path, "kept"))
             continue
         text = resources.files(__package__).joinpath(template).read_text(encoding="utf-8")
+        make_parent(path)
+        with writing(path):
+            handle = path.open("x", encoding="utf-8")  # "x": never replaces a file created meanwhile
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("x", encoding="utf-8") as handle:  # "x": never replaces a file created meanwhile
+            with writing(path), handle:
                 handle.write(text)
-        except OSError as exc:
-            raise InputError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+        except WriteError:
+            path.unlink(missing_ok=True)  # ours, half-written: a re-run creates it again
+            raise
         done.append(Scaffolded(path, "created"))
     return done
