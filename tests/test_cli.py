@@ -4,8 +4,8 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import write_jsonl
+
 from gate import __version__
 from gate.cli import main
 from gate.config import load_config

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from click.testing import CliRunner
-
 from conftest import write_jsonl
+
 from gate.cli import main
 
 

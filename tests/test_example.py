@@ -20,9 +20,9 @@ import sys
 
 import pytest
 import pytrec_eval
+from conftest import EXAMPLE, REPO, read_jsonl
 from scipy import stats
 
-from conftest import EXAMPLE, REPO, read_jsonl
 from gate.comparison import load_report
 from gate.outputs.markdown import render_comment
 

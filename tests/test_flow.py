@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import pytrec_eval
 from click.testing import CliRunner
-
 from conftest import REFUSAL, compare, write_jsonl
 from conftest import read_jsonl as _read
+
 from gate.cli import main
 from gate.config import Evaluation, load_config
 from gate.flow import run_side

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import compare, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import compare, write_jsonl
 from gate.cli import main
 
 N = 40

@@ -8,9 +8,8 @@ models with similar human rates must not. The full 15-pair matrix is in ``benchm
 from __future__ import annotations
 
 import pytest
-from judgeeval import load_ragtruth, mcnemar_worse
-
 from conftest import SHARED_DATA, compare, write_jsonl
+from judgeeval import load_ragtruth, mcnemar_worse
 
 RAGTRUTH = SHARED_DATA / "ragtruth-subset" / "cases.jsonl"
 # Five comparisons judged on ~100 long RAGTruth answers each: slow (CI runs `-m slow`).

@@ -8,8 +8,8 @@ import json
 import math
 
 import pytest
-
 from conftest import compare, write_jsonl
+
 from gate.config import Evaluation
 from gate.judges.lexical import LexicalJudge
 from gate.metrics import resolve, score_case
@@ -146,6 +146,7 @@ def test_score_case_reads_the_case_form_over_the_config():
 pytest.importorskip("openai")
 
 from fake_openai import FakeOpenAI, Reply, fast_judge_options  # noqa: E402
+
 from gate.judges.llm import RubricJudge  # noqa: E402
 
 

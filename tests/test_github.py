@@ -7,9 +7,9 @@ import time
 
 import pytest
 import requests
+from fake_github import FakeGithub
 from github import GithubException, RateLimitExceededException
 
-from fake_github import FakeGithub
 from gate.errors import InputError
 from gate.outputs.annotations import annotation
 from gate.pr import github as gh

@@ -1,6 +1,6 @@
 import pytest
-
 from conftest import write_jsonl
+
 from gate.errors import InputError
 from gate.golden import check_golden, load_golden, shard
 

@@ -3,8 +3,8 @@
 import json
 
 from click.testing import CliRunner
-
 from conftest import REPO
+
 from gate.cli import main
 from gate.scaffold import FILES
 

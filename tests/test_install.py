@@ -16,9 +16,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 import gate
-from conftest import REPO
 
 RAG_GATE = Path(sys.executable).parent / "rag-gate"
 

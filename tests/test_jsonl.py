@@ -6,10 +6,10 @@ import json
 import time
 
 import pytest
+from conftest import write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import write_jsonl
 from gate.errors import InputError
 from gate.golden import check_golden, load_golden
 from gate.jsonl import MAX_DEPTH, _compiled_check, parse_json, read_jsonl, schema_validator, validate

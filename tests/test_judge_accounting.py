@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import write_jsonl
 
 pytest.importorskip("openai")
 
 from fake_openai import USAGE, FakeOpenAI, Reply  # noqa: E402
+
 from gate.cli import main  # noqa: E402
 from gate.judges.base import NO_USAGE  # noqa: E402
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 pytest.importorskip("openai")
 
 from fake_openai import HUNG_S, TIMEOUT_S, FakeOpenAI, Reply, fast_judge_options  # noqa: E402
+
 from gate.cli import main  # noqa: E402
 from gate.errors import EvaluationError  # noqa: E402
 from gate.judges.base import NO_USAGE, judge_usage  # noqa: E402

@@ -14,8 +14,8 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 pytest.importorskip("ragas")
 
 import ragas  # noqa: E402
-
 from fake_openai import HUNG_S, TIMEOUT_S, FakeOpenAI, Reply, fast_judge_options  # noqa: E402
+
 from gate.judges.llmclient import JudgeConfigError  # noqa: E402
 from gate.judges.ragas_judge import REASKS, RagasJudge  # noqa: E402
 from gate.models import Chunk  # noqa: E402

@@ -15,9 +15,9 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
+from fake_openai import FakeOpenAI, Reply  # noqa: E402
 from openai.types.chat import ChatCompletion  # noqa: E402
 
-from fake_openai import FakeOpenAI, Reply  # noqa: E402
 from gate.judges.llmclient import Endpoint, EndpointConfig  # noqa: E402
 
 BODY = {"model": "judge-m", "messages": [{"role": "user", "content": "Grade «this» answer."}], "temperature": 0.0,

@@ -12,6 +12,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import SHARED_DATA
 from judgeeval import (
     DEFAULT_THRESHOLD,
     LabeledCase,
@@ -37,7 +38,6 @@ from judgeeval import (
 from scipy.stats import binomtest
 from sklearn.metrics import roc_auc_score
 
-from conftest import SHARED_DATA
 from gate.errors import InputError
 from gate.judges import LexicalJudge
 from gate.judges.base import ClaimVerdict, Judgment

@@ -14,8 +14,8 @@ import junitparser
 import pytest
 import xmlschema
 from click.testing import CliRunner
-
 from conftest import write_jsonl
+
 from gate.cli import main
 from gate.compare import compare
 from gate.config import Evaluation

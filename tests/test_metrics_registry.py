@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 import gate
-from conftest import REPO
 from gate.config import Evaluation
 from gate.judges.base import ClaimVerdict, Judgment
 from gate.metrics import METRICS, MetricSpec, resolve

@@ -14,10 +14,12 @@ import math
 
 import numpy as np
 import pytest
+from conftest import EXAMPLE, SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import make_ranx_fixture as ranx_oracle
+from oracles.make_ranx_fixture import CUTOFFS, rank_scores, tfidf_run
 
-from conftest import EXAMPLE, SHARED_DATA
 from gate.metrics import (
     DEFAULT_METRICS,
     METRICS,
@@ -31,8 +33,6 @@ from gate.metrics import (
     score_case,
 )
 from gate.models import Chunk, GoldenCase, Prediction
-from oracles import make_ranx_fixture as ranx_oracle
-from oracles.make_ranx_fixture import CUTOFFS, rank_scores, tfidf_run
 
 DATASETS = {"example": EXAMPLE, "squad2-rag": SHARED_DATA / "squad2-rag"}
 

@@ -11,13 +11,13 @@ import warnings
 from pathlib import Path
 
 import pytest
-from scipy import stats
-
 from conftest import compare, write_jsonl
+from scipy import stats
 
 pytest.importorskip("openai")
 
 from fake_openai import USAGE, FakeOpenAI, Reply  # noqa: E402
+
 from gate.config import load_config  # noqa: E402
 from gate.errors import InputError  # noqa: E402
 from gate.judges.pairwise import combine_orders, parse_preference  # noqa: E402

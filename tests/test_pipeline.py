@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import write_jsonl
+
 from gate.config import load_config
 from gate.errors import EvaluationError
 from gate.golden import load_golden

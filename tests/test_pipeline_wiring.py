@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from conftest import write_jsonl
+
 from gate.config import load_config
 from gate.errors import EvaluationError, InputError
 from gate.golden import load_golden

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-
 from conftest_github import GITHUB_VARS, N_FACTS, RAG_TEMPLATE, make_scratch_repo, pull_request_event
 from conftest_github import actions_env as shared_actions_env
 from fake_github import FakeGithub
+from test_junit import assert_valid_junit
+
 from gate.cli import main
 from gate.comparison import exit_code_for
 from gate.errors import InputError
 from gate.outputs.markdown import sticky_marker
 from gate.pr import cache, gitops
 from gate.pr import github as gh
-from test_junit import assert_valid_junit
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE_KEY = "test-cache-signing-key-0123456789"

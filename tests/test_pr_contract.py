@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest_github import N_FACTS, actions_env, git, make_scratch_repo, pull_request_event
+from fake_github import FakeGithub
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest_github import N_FACTS, actions_env, git, make_scratch_repo, pull_request_event
-from fake_github import FakeGithub
 from gate.cli import main
 from gate.golden import contract, diff_golden
 from gate.models import GoldenCase

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 import yaml
 from click.testing import CliRunner
-
 from conftest_github import make_scratch_repo, pull_request_event
+
 from gate.cli import main
 from gate.pr.history_store import DEFAULT_BRANCH, HistoryStore, append
 

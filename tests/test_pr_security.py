@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from conftest_github import GITHUB_VARS, make_scratch_repo, pull_request_event
 from conftest_github import actions_env as shared_actions_env
 from fake_github import FakeGithub
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_redact import readable_form
+
 from gate.cli import main
 from gate.config import load_config
 from gate.errors import InputError
@@ -26,7 +27,6 @@ from gate.pr import cache
 from gate.pr import github as gh
 from gate.pr.flow import SAFE_EVENTS, cache_policy, is_trusted, refuse_unsafe_event
 from gate.sandbox import Sandbox
-from test_redact import readable_form
 
 TOKEN = "ghs_securitytesttoken42"
 FLAG_TOKEN = "ghs_flagtokenonthecommandline7"

@@ -1,6 +1,6 @@
 import pytest
-
 from conftest import write_jsonl
+
 from gate.errors import InputError
 from gate.golden import load_golden
 from gate.predictions import MISSING, align, load_predictions, scan_predictions

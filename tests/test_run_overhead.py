@@ -16,9 +16,9 @@ from dataclasses import replace
 
 import jsonschema
 import pytest
+from conftest import write_jsonl
 
 import gate.flow
-from conftest import write_jsonl
 from gate.config import Evaluation, load_config
 from gate.errors import EvaluationError
 from gate.flow import _early_workers, make_judge, run_side

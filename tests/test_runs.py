@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import write_jsonl
+
 from gate.cli import main
 from gate.config import load_config
 from gate.errors import InputError

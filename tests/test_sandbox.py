@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import write_jsonl
+
 from gate.config import load_config
 from gate.errors import InputError
 from gate.golden import load_golden

@@ -15,10 +15,10 @@ import sys
 import unicodedata
 
 from click.testing import CliRunner
+from conftest import write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import write_jsonl
 from gate.cli import main
 from gate.errors import InputError, located
 from gate.outputs.annotations import annotation, escape_data

@@ -17,6 +17,7 @@ import weakref
 
 import numpy as np
 import pytest
+from oracles import make_ranx_fixture as ranx_oracle
 
 from gate.config import Evaluation
 from gate.judges import get_judge
@@ -24,7 +25,6 @@ from gate.metrics import resolve
 from gate.metrics import retrieval as retrieval_metrics
 from gate.models import CHUNK_ID, Chunk, GoldenCase, Prediction, Score
 from gate.scoring import gc_frozen, gc_paused, score_all, score_one
-from oracles import make_ranx_fixture as ranx_oracle
 
 RETRIEVAL = (
     "hit_rate@1", "hit_rate@10", "recall@3", "recall@10", "precision@1", "precision@10", "mrr", "ndcg@3", "ndcg@10",

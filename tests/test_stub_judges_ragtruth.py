@@ -8,9 +8,8 @@ accounting in report.json — not the judges' quality: the verdicts mean nothing
 from __future__ import annotations
 
 import pytest
-from judgeeval import load_ragtruth
-
 from conftest import SHARED_DATA, compare, write_jsonl
+from judgeeval import load_ragtruth
 
 pytest.importorskip("openai")
 

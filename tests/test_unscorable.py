@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 from conftest import compare, write_jsonl
+
 from gate.compare import compare as compare_sides
 from gate.compare import metric_inputs, unmatched_ids
 from gate.config import Evaluation

@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import write_jsonl
+
 from gate.cli import main
 from gate.config import load_config
 from gate.golden import load_golden

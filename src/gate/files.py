@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from gate.errors import EvaluationError, InputError, WriteError, reason_text
+from gate.errors import InputError, WriteError, reason_text
 
 
 def current_umask() -> int:

@@ -21,8 +21,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 
 from gate.errors import InputError, located
-from gate.files import atomic_writer, open_append, write_all
-from gate.files import write_text_atomic  # noqa: F401 - re-exported
+from gate.files import (
+    atomic_writer,
+    open_append,
+    write_all,
+    write_text_atomic,  # noqa: F401 - re-exported
+)
 
 if TYPE_CHECKING:  # imported when a record needs explaining: the fast path below decides valid ones
     import jsonschema
