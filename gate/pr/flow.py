@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import subprocess
+from contextlib import ExitStack
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ from gate.jsonl import dumps, write_text_atomic
 from gate.outputs import Output
 from gate.outputs.annotations import annotation
 from gate.outputs.markdown import render_error_comment, sticky_marker
-from gate.pr import cache, gitops
+from gate.pr import cache, envs, gitops
 from gate.pr import github as gh
 from gate.pr.history_store import HistoryStore
 from gate.pr.trend import check_head, history_store, push_summary, record_push
@@ -92,7 +93,8 @@ class PrOptions:
     working_directory: Path | None = None
     """Directory to run in (None: the current one)."""
     setup_command: str | None = None
-    """Shell command run once in ``working_directory`` before evaluating (installs the user's pipeline)."""
+    """Shell command that installs the user's pipeline: run for each side in that side's checkout (the base's
+    worktree, ``working_directory`` for the head), into that side's own environment (:mod:`gate.pr.envs`)."""
     github_token: str | None = None
     """Token for the comment, for local use (None: ``GITHUB_TOKEN``); ignored in GitHub Actions, where a command
     line is visible to every process of the job."""
@@ -262,6 +264,52 @@ def _run_setup(command: str, workdir: Path, sandbox: Sandbox, passthrough: Itera
         raise EvaluationError(f"--setup-command exited with {code}: {sandbox.redactor(command)}")
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """A side's setup: the command, where it runs (that side's checkout), and where temporary environments go."""
+
+    command: str
+    """The setup command's text."""
+    repo: Path
+    """The repository (for the commit's tree)."""
+    checkout: Path
+    """The directory the command runs in: ``working_directory`` inside that side's checkout."""
+    cleanup: ExitStack
+    """Removes the temporary environments made for this run."""
+
+
+def _side_sandbox(
+    setup: _Setup, sandbox: Sandbox, passthrough: Iterable[str], policy: CachePolicy | None, env_id: str = ""
+) -> Sandbox:
+    """``sandbox`` with the pipeline's Python replaced by a side's own environment, set up by the side's command.
+
+    The base's (``env_id`` given) is taken from the verified cache when there, else built and, on trusted runs,
+    stored there for reuse; the head's (``env_id`` empty) is always new and temporary. In the image the environment
+    is built as the pipeline user and taken back (read-only to it) once set up, so no later code changes it.
+    """
+    if env_id and policy is not None and policy.readable:
+        assert policy.directory is not None and policy.signing_key is not None
+        reused = envs.lookup(policy.directory, env_id, policy.signing_key)
+        if reused is not None:
+            log.info("base environment reused (%s)", env_id[:12])
+            return dataclasses.replace(sandbox, python=str(reused))
+    keep = bool(env_id) and policy is not None and policy.writable
+    env = envs.staging(policy.directory if keep and policy is not None else None, env_id)
+    if not keep:
+        setup.cleanup.callback(remove_tree, env.parent)
+    python = envs.create(sandbox.python, env)
+    if sandbox.user is not None:
+        envs.hand_over(env, sandbox.user.uid, sandbox.user.gid)
+    side = dataclasses.replace(sandbox, python=str(python))
+    log.info("setting up the %s's environment: %s", "base" if env_id else "head", sandbox.redactor(setup.command))
+    _run_setup(setup.command, setup.checkout, side, passthrough)
+    envs.freeze(env)
+    if keep and policy is not None:
+        assert policy.signing_key is not None
+        envs.store(env, env_id, policy.signing_key)
+    return side
+
+
 def _base_config(worktree: Path, config_rel: Path, head: Config, repeats: int | None) -> Config:
     """The base side's config from its worktree (with the base's own golden set)."""
     path = worktree / config_rel
@@ -303,11 +351,14 @@ def _base_results(
     base_label: str,
     out: Path,
     sandbox: Sandbox,
+    setup: _Setup | None = None,
 ) -> tuple[cache.Snapshot, bool]:
     """The base's results in ``out/base``, from the verified cache or evaluated now; returns (snapshot, cached).
 
-    The snapshot (every file, in memory) is what the comparison will use: see :func:`_intact`.
+    With a setup command, the base is evaluated in its own environment (:func:`_side_sandbox`), whose key is part
+    of the cache key. The snapshot (every file, in memory) is what the comparison will use: see :func:`_intact`.
     """
+    env_id = envs.env_key(setup.repo, base_sha, setup.command, sandbox.python) if setup else ""
     key = cache.CacheKey(
         base_sha=base_sha,
         golden_sha256=file_sha256(config.golden),
@@ -315,6 +366,7 @@ def _base_results(
         judge_id=cache.judge_id(config.evaluation.judge),
         repeats=config.repeats,
         gate_version=__version__,
+        environment=env_id,
     )
     run_dir = out / "base"
     if policy.readable:
@@ -323,6 +375,8 @@ def _base_results(
         if hit is not None:
             hit.restore(run_dir)
             return hit, True
+    if setup is not None:
+        sandbox = _side_sandbox(setup, sandbox, config.pipeline.env_passthrough, policy, env_id)
     remove_tree(run_dir)  # never resume a run of another commit; a link there is removed, not followed
     run_side(config, run_dir, progress=options.progress, git_sha=base_sha, git_ref=base_label, sandbox=sandbox)
     snapshot = cache.Snapshot.of(run_dir)
@@ -487,6 +541,20 @@ def _run(
     environ: Mapping[str, str],
     redact: Redactor,
 ) -> PrResult:
+    with ExitStack() as envs_cleanup:  # the sides' temporary environments go when the run ends
+        return _run_sides(options, context, token, emit, policy, environ, redact, envs_cleanup)
+
+
+def _run_sides(
+    options: PrOptions,
+    context: gh.GithubContext,
+    token: str | None,
+    emit: Callable[[str], None],
+    policy: gh.RetryPolicy | None,
+    environ: Mapping[str, str],
+    redact: Redactor,
+    envs_cleanup: ExitStack,
+) -> PrResult:
     refuse_unsafe_event(context, allow_privileged=options.allow_privileged_event)
     exit_code_for("pass", options.fail_on)  # validates fail_on before any work
     workdir = (options.working_directory or Path.cwd()).resolve()
@@ -515,12 +583,16 @@ def _run(
         golden, diff, head_lines = _golden_contract(base, head, out)
         base, head = dataclasses.replace(base, golden=golden), dataclasses.replace(head, golden=golden)
         sandbox = _sandbox(environ, (base, head), secrets)
-        if options.setup_command:
-            _run_setup(options.setup_command, workdir, sandbox, base.pipeline.env_passthrough)
-        base_results, cached = _base_results(options, caching, base, base_sha, base_label, out, sandbox)
+        setup = _Setup(options.setup_command or "", repo, tree / workdir.relative_to(repo), envs_cleanup)
+        base_results, cached = _base_results(
+            options, caching, base, base_sha, base_label, out, sandbox, setup if options.setup_command else None
+        )
     # the base's policy, including which variables the pipeline may have: a PR cannot ask for more
     pipeline = dataclasses.replace(head.pipeline, env_passthrough=base.pipeline.env_passthrough)
     head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats, pipeline=pipeline)
+    if options.setup_command:  # the head's own environment, from its own checkout, after the base is done
+        setup = dataclasses.replace(setup, checkout=workdir)
+        sandbox = _side_sandbox(setup, sandbox, pipeline.env_passthrough, None)
     remove_tree(out / "head")
     head_run = run_side(
         head,
@@ -628,9 +700,11 @@ def _store_base(
     with gitops.worktree(repo, sha) as tree:
         config = load_config(tree / config_rel, repeats=options.repeats)
         sandbox = _sandbox(environ, (config,), secrets)
-        if options.setup_command:
-            _run_setup(options.setup_command, workdir, sandbox, config.pipeline.env_passthrough)
-        snapshot, cached = _base_results(options, caching, config, sha, context.ref or sha, out, sandbox)
+        with ExitStack() as envs_cleanup:
+            setup = _Setup(options.setup_command or "", repo, tree / workdir.relative_to(repo), envs_cleanup)
+            snapshot, cached = _base_results(
+                options, caching, config, sha, context.ref or sha, out, sandbox, setup if options.setup_command else None
+            )
     if caching.writable:
         log.info(
             "base results of %s %s the cache for pull requests based on it",
