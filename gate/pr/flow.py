@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import subprocess
-from contextlib import ExitStack
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from gate import __version__, outputs
 from gate.comparison import Comparison, FailOn, exit_code_for, relocate
@@ -310,15 +313,33 @@ def _side_sandbox(
     return side
 
 
-def _base_config(worktree: Path, config_rel: Path, head: Config, repeats: int | None) -> Config:
-    """The base side's config from its worktree (with the base's own golden set)."""
-    path = worktree / config_rel
-    if not path.is_file():
+def _base_config(repo: Path, base_sha: str, worktree: Path, config_rel: Path, repeats: int | None) -> Config:
+    """The base side's config from its worktree (with the base's own golden set), checked against git objects.
+
+    The config and the files it names inside the repository (golden set, precomputed predictions) must be files
+    of the base commit, links followed only inside it (:func:`gate.pr.gitops.file_at`): a link committed in the
+    base that leads out of it (e.g. into the PR's checkout) is refused (exit 2), so the policy and the golden set
+    are the base commit's own.
+    """
+    if gitops.file_at(repo, base_sha, config_rel.as_posix()) is None:
         raise InputError(
             f"{config_rel}: not found in the base commit; rag-gate compares against the base's config, "
             "so merge the config (and the golden set) before gating PRs on it"
         )
-    return load_config(path, repeats=repeats)
+    config = load_config(worktree / config_rel, repeats=repeats)
+    raw = yaml.safe_load((worktree / config_rel).read_text(encoding="utf-8")) or {}
+    pipeline = raw.get("pipeline") if isinstance(raw.get("pipeline"), dict) else {}
+    root = worktree.resolve()
+    for field, named in (("golden", raw.get("golden")), ("pipeline.predictions", pipeline.get("predictions"))):
+        if not isinstance(named, str):
+            continue
+        lexical = os.path.normpath(config.path.parent / named)
+        relative = os.path.relpath(lexical, root)
+        if relative.startswith(".."):
+            continue  # named outside the repository by the base config itself
+        if gitops.file_at(repo, base_sha, relative) is None:
+            raise InputError(f"{config_rel}: {field}: {named} is not a file of the base commit")
+    return config
 
 
 def _golden_contract(base: Config, head: Config, out: Path) -> tuple[Path, GoldenDiff, dict[str, int]]:
@@ -578,7 +599,7 @@ def _run_sides(
     base_sha, base_label = _base_commit(options, context, repo)
     head_sha = gitops.resolve_commit(repo, "HEAD")
     with gitops.worktree(repo, base_sha) as tree:
-        base = _base_config(tree, config_rel, head, options.repeats)
+        base = _base_config(repo, base_sha, tree, config_rel, options.repeats)
         head_golden = head.golden
         golden, diff, head_lines = _golden_contract(base, head, out)
         base, head = dataclasses.replace(base, golden=golden), dataclasses.replace(head, golden=golden)
@@ -698,7 +719,7 @@ def _store_base(
         )
     sha = gitops.resolve_commit(repo, context.sha or "HEAD")
     with gitops.worktree(repo, sha) as tree:
-        config = load_config(tree / config_rel, repeats=options.repeats)
+        config = _base_config(repo, sha, tree, config_rel, options.repeats)
         sandbox = _sandbox(environ, (config,), secrets)
         with ExitStack() as envs_cleanup:
             setup = _Setup(options.setup_command or "", repo, tree / workdir.relative_to(repo), envs_cleanup)
