@@ -56,8 +56,9 @@ RUN pip wheel --no-cache-dir --no-deps --no-build-isolation -w /opt/rag-gate-dis
     && rm -rf /opt/rag-gate-dist /opt/rag-gate-src/src \
     && pip check && rag-gate --version
 
-# The pipeline user and its own virtual environment (which the setup command installs into), which sees the
-# image's packages after its own; rag-gate's environment stays root's and read-only to it.
+# The pipeline user and its virtual environment, which sees the image's packages after its own; with a setup
+# command each side gets a new venv made from it (and seeing its packages), which the command installs into;
+# rag-gate's environment stays root's and read-only to it.
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/rag-gate-pipeline \
         --shell /usr/sbin/nologin rag-gate-pipeline \
     && python3 -m venv /opt/rag-gate-pipeline \

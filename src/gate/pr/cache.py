@@ -4,9 +4,10 @@
   takes one of the base run before the head's pipeline starts, checks the directory against it before comparing,
   and restores it when it changed (the head's code rewrote it).
 - The cache keeps one base run per :class:`CacheKey` (everything that determines it: base commit, golden set,
-  config, judge, repeats, rag-gate version) so that later PRs on the same base need not re-run it. Each entry is
-  signed with HMAC-SHA256 over its key and the digests of its files, with a key the pipeline never gets
-  (:func:`signing_key`); an entry whose signature does not verify is ignored, with a warning, and recomputed.
+  config, judge, repeats, rag-gate version, the base's pipeline environment) so that later PRs on the same base
+  need not re-run it. Each entry is signed with HMAC-SHA256 over its key and the digests of its files, with a key
+  the pipeline never gets (:func:`signing_key`); an entry whose signature does not verify is ignored, with a
+  warning, and recomputed.
   Who may *write* entries is the PR flow's rule (trusted runs only), see ``gate.pr.flow``.
 
 The cache directory is plain files (``<dir>/<key digest>/key.json``, ``signature``, ``run/...``), so users can
@@ -76,6 +77,8 @@ class CacheKey:
     """Repeats per case (≥ 1)."""
     gate_version: str
     """rag-gate version (scoring may change between versions)."""
+    environment: str = ""
+    """:func:`gate.pr.envs.env_key` of the environment the base ran in ("" without a setup command)."""
 
     def digest(self) -> str:
         """sha256 of the key's canonical JSON: the entry's directory name (64 hex chars)."""

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from gate import __version__, outputs
 from gate.comparison import Comparison, FailOn, exit_code_for, relocate
@@ -36,7 +40,7 @@ from gate.outputs import Output
 from gate.outputs.annotations import annotation
 from gate.outputs.escape import escape_markdown
 from gate.outputs.markdown import render_error_comment, sticky_marker
-from gate.pr import cache, gitops
+from gate.pr import cache, envs, gitops
 from gate.pr import github as gh
 from gate.pr.history_store import HistoryStore
 from gate.pr.trend import check_head, history_store, push_summary, record_push
@@ -94,7 +98,8 @@ class PrOptions:
     working_directory: Path | None = None
     """Directory to run in (None: the current one)."""
     setup_command: str | None = None
-    """Shell command run once in ``working_directory`` before evaluating (installs the user's pipeline)."""
+    """Shell command that installs the user's pipeline: run for each side in that side's checkout (the base's
+    worktree, ``working_directory`` for the head), into that side's own environment (:mod:`gate.pr.envs`)."""
     github_token: str | None = None
     """Token for the comment, for local use (None: ``GITHUB_TOKEN``); ignored in GitHub Actions, where a command
     line is visible to every process of the job."""
@@ -264,15 +269,79 @@ def _run_setup(command: str, workdir: Path, sandbox: Sandbox, passthrough: Itera
         raise EvaluationError(f"--setup-command exited with {code}: {sandbox.redactor(command)}")
 
 
-def _base_config(worktree: Path, config_rel: Path, head: Config, repeats: int | None) -> Config:
-    """The base side's config from its worktree (with the base's own golden set)."""
-    path = worktree / config_rel
-    if not path.is_file():
+@dataclass(frozen=True)
+class _Setup:
+    """A side's setup: the command, where it runs (that side's checkout), and where temporary environments go."""
+
+    command: str
+    """The setup command's text."""
+    repo: Path
+    """The repository (for the commit's tree)."""
+    checkout: Path
+    """The directory the command runs in: ``working_directory`` inside that side's checkout."""
+    cleanup: ExitStack
+    """Removes the temporary environments made for this run."""
+
+
+def _side_sandbox(
+    setup: _Setup, sandbox: Sandbox, passthrough: Iterable[str], policy: CachePolicy | None, env_id: str = ""
+) -> Sandbox:
+    """``sandbox`` with the pipeline's Python replaced by a side's own environment, set up by the side's command.
+
+    The base's (``env_id`` given) is taken from the verified cache when there, else built and, on trusted runs,
+    stored there for reuse; the head's (``env_id`` empty) is always new and temporary. In the image the environment
+    is built as the pipeline user and taken back (read-only to it) once set up, so no later code changes it.
+    """
+    if env_id and policy is not None and policy.readable:
+        assert policy.directory is not None and policy.signing_key is not None
+        reused = envs.lookup(policy.directory, env_id, policy.signing_key)
+        if reused is not None:
+            log.info("base environment reused (%s)", env_id[:12])
+            return dataclasses.replace(sandbox, python=str(reused))
+    keep = bool(env_id) and policy is not None and policy.writable
+    env = envs.staging(policy.directory if keep and policy is not None else None, env_id)
+    if not keep:
+        setup.cleanup.callback(remove_tree, env.parent)
+    python = envs.create(sandbox.python, env)
+    if sandbox.user is not None:
+        envs.hand_over(env, sandbox.user.uid, sandbox.user.gid)
+    side = dataclasses.replace(sandbox, python=str(python))
+    log.info("setting up the %s's environment: %s", "base" if env_id else "head", sandbox.redactor(setup.command))
+    _run_setup(setup.command, setup.checkout, side, passthrough)
+    envs.freeze(env)
+    if keep and policy is not None:
+        assert policy.signing_key is not None
+        envs.store(env, env_id, policy.signing_key)
+    return side
+
+
+def _base_config(repo: Path, base_sha: str, worktree: Path, config_rel: Path, repeats: int | None) -> Config:
+    """The base side's config from its worktree (with the base's own golden set), checked against git objects.
+
+    The config and the files it names inside the repository (golden set, precomputed predictions) must be files
+    of the base commit, links followed only inside it (:func:`gate.pr.gitops.file_at`): a link committed in the
+    base that leads out of it (e.g. into the PR's checkout) is refused (exit 2), so the policy and the golden set
+    are the base commit's own.
+    """
+    if gitops.file_at(repo, base_sha, config_rel.as_posix()) is None:
         raise InputError(
             f"{config_rel}: not found in the base commit; rag-gate compares against the base's config, "
             "so merge the config (and the golden set) before gating PRs on it"
         )
-    return load_config(path, repeats=repeats)
+    config = load_config(worktree / config_rel, repeats=repeats)
+    raw = yaml.safe_load((worktree / config_rel).read_text(encoding="utf-8")) or {}
+    pipeline = raw.get("pipeline") if isinstance(raw.get("pipeline"), dict) else {}
+    root = worktree.resolve()
+    for field, named in (("golden", raw.get("golden")), ("pipeline.predictions", pipeline.get("predictions"))):
+        if not isinstance(named, str):
+            continue
+        lexical = os.path.normpath(config.path.parent / named)
+        relative = os.path.relpath(lexical, root)
+        if relative.startswith(".."):
+            continue  # named outside the repository by the base config itself
+        if gitops.file_at(repo, base_sha, relative) is None:
+            raise InputError(f"{config_rel}: {field}: {named} is not a file of the base commit")
+    return config
 
 
 def _golden_contract(base: Config, head: Config, out: Path) -> tuple[Path, GoldenDiff, dict[str, int]]:
@@ -305,11 +374,14 @@ def _base_results(
     base_label: str,
     out: Path,
     sandbox: Sandbox,
+    setup: _Setup | None = None,
 ) -> tuple[cache.Snapshot, bool]:
     """The base's results in ``out/base``, from the verified cache or evaluated now; returns (snapshot, cached).
 
-    The snapshot (every file, in memory) is what the comparison will use: see :func:`_intact`.
+    With a setup command, the base is evaluated in its own environment (:func:`_side_sandbox`), whose key is part
+    of the cache key. The snapshot (every file, in memory) is what the comparison will use: see :func:`_intact`.
     """
+    env_id = envs.env_key(setup.repo, base_sha, setup.command, sandbox.python) if setup else ""
     key = cache.CacheKey(
         base_sha=base_sha,
         golden_sha256=file_sha256(config.golden),
@@ -317,6 +389,7 @@ def _base_results(
         judge_id=cache.judge_id(config.evaluation.judge),
         repeats=config.repeats,
         gate_version=__version__,
+        environment=env_id,
     )
     run_dir = out / "base"
     if policy.readable:
@@ -325,6 +398,8 @@ def _base_results(
         if hit is not None:
             hit.restore(run_dir)
             return hit, True
+    if setup is not None:
+        sandbox = _side_sandbox(setup, sandbox, config.pipeline.env_passthrough, policy, env_id)
     remove_tree(run_dir)  # never resume a run of another commit; a link there is removed, not followed
     run_side(config, run_dir, progress=options.progress, git_sha=base_sha, git_ref=base_label, sandbox=sandbox)
     snapshot = cache.Snapshot.of(run_dir)
@@ -491,6 +566,20 @@ def _run(
     environ: Mapping[str, str],
     redact: Redactor,
 ) -> PrResult:
+    with ExitStack() as envs_cleanup:  # the sides' temporary environments go when the run ends
+        return _run_sides(options, context, token, emit, policy, environ, redact, envs_cleanup)
+
+
+def _run_sides(
+    options: PrOptions,
+    context: gh.GithubContext,
+    token: str | None,
+    emit: Callable[[str], None],
+    policy: gh.RetryPolicy | None,
+    environ: Mapping[str, str],
+    redact: Redactor,
+    envs_cleanup: ExitStack,
+) -> PrResult:
     refuse_unsafe_event(context, allow_privileged=options.allow_privileged_event)
     exit_code_for("pass", options.fail_on)  # validates fail_on before any work
     workdir = (options.working_directory or Path.cwd()).resolve()
@@ -518,17 +607,21 @@ def _run(
     base_sha, base_label = _base_commit(options, context, repo)
     head_sha = gitops.resolve_commit(repo, "HEAD")
     with gitops.worktree(repo, base_sha) as tree:
-        base = _base_config(tree, config_rel, head, options.repeats)
+        base = _base_config(repo, base_sha, tree, config_rel, options.repeats)
         head_golden = head.golden
         golden, diff, head_lines = _golden_contract(base, head, out)
         base, head = dataclasses.replace(base, golden=golden), dataclasses.replace(head, golden=golden)
         sandbox = _sandbox(environ, (base, head), secrets)
-        if options.setup_command:
-            _run_setup(options.setup_command, workdir, sandbox, base.pipeline.env_passthrough)
-        base_results, cached = _base_results(options, caching, base, base_sha, base_label, out, sandbox)
+        setup = _Setup(options.setup_command or "", repo, tree / workdir.relative_to(repo), envs_cleanup)
+        base_results, cached = _base_results(
+            options, caching, base, base_sha, base_label, out, sandbox, setup if options.setup_command else None
+        )
     # the base's policy, including which variables the pipeline may have: a PR cannot ask for more
     pipeline = dataclasses.replace(head.pipeline, env_passthrough=base.pipeline.env_passthrough)
     head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats, pipeline=pipeline)
+    if options.setup_command:  # the head's own environment, from its own checkout, after the base is done
+        setup = dataclasses.replace(setup, checkout=workdir)
+        sandbox = _side_sandbox(setup, sandbox, pipeline.env_passthrough, None)
     remove_tree(out / "head")
     head_run = run_side(
         head,
@@ -633,11 +726,20 @@ def _store_base(
         )
     sha = gitops.resolve_commit(repo, context.sha or "HEAD")
     with gitops.worktree(repo, sha) as tree:
-        config = load_config(tree / config_rel, repeats=options.repeats)
+        config = _base_config(repo, sha, tree, config_rel, options.repeats)
         sandbox = _sandbox(environ, (config,), secrets)
-        if options.setup_command:
-            _run_setup(options.setup_command, workdir, sandbox, config.pipeline.env_passthrough)
-        snapshot, cached = _base_results(options, caching, config, sha, context.ref or sha, out, sandbox)
+        with ExitStack() as envs_cleanup:
+            setup = _Setup(options.setup_command or "", repo, tree / workdir.relative_to(repo), envs_cleanup)
+            snapshot, cached = _base_results(
+                options,
+                caching,
+                config,
+                sha,
+                context.ref or sha,
+                out,
+                sandbox,
+                setup if options.setup_command else None,
+            )
     if caching.writable:
         log.info(
             "base results of %s %s the cache for pull requests based on it",

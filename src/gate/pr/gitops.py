@@ -162,6 +162,50 @@ def credential_settings(repo: Path) -> list[str]:
     return done.stdout.split() if done.returncode == 0 else []
 
 
+def file_at(repo: Path, commit: str, path: str) -> str | None:
+    """The text of the file ``path`` as it is in ``commit``, read from git objects, never from a checkout.
+
+    Symbolic links in the commit's tree (the file itself or a directory on its way) are followed inside the
+    commit only (``git cat-file --follow-symlinks``); a link that leads outside the tree (an absolute target such
+    as ``/dev/null``, or ``../`` above the root), that leads nowhere, or that loops is refused.
+
+    Args:
+        repo: the repository.
+        commit: the commit (sha).
+        path: a POSIX path relative to the repository root (``..`` components are normalized away first).
+
+    Returns:
+        The file's text (UTF-8, undecodable bytes replaced), or None when ``commit`` has nothing at ``path``.
+
+    Raises:
+        InputError: ``path`` leaves the repository, is a directory, or is a link refused as above.
+    """
+    name = os.path.normpath(path).replace(os.sep, "/")
+    if name.startswith("../") or name == ".." or os.path.isabs(name):
+        raise InputError(f"{path}: outside the repository; rag-gate reads it as in the base commit")
+    done = git(repo, "cat-file", "--batch-check", "--follow-symlinks", stdin=f"{commit}:{name}\n")
+    header, _, rest = done.stdout.partition("\n")
+    words = header.split()
+    if header.endswith(" missing") or words[:1] == ["notdir"]:
+        return None
+    if len(words) == 3 and words[1] == "blob":
+        try:
+            return git(repo, "cat-file", "blob", words[0]).stdout
+        except UnicodeDecodeError:
+            raise InputError(f"{name}: not UTF-8 text in commit {commit[:12]}") from None
+    if len(words) == 3:
+        raise InputError(f"{name}: a {words[1]} in commit {commit[:12]}, not a file")
+    why = {
+        "symlink": f"a symbolic link to {rest.strip()!r}, outside the repository",
+        "dangling": "a symbolic link that leads to nothing",
+        "loop": "a loop of symbolic links",
+    }.get(words[0] if words else "", f"unreadable ({header!r})")
+    raise InputError(
+        f"{name}: in commit {commit[:12]} it is {why}; rag-gate reads files as in the base commit from git objects "
+        "and follows links only inside that commit"
+    )
+
+
 @contextmanager
 def worktree(repo: Path, sha: str) -> Iterator[Path]:
     """Check out ``sha`` as a detached ``git worktree`` in a temporary directory; remove it afterwards.

@@ -7,8 +7,9 @@ without force. When another run appended first, the push is rejected; the append
 (fetch, re-append, push), so two pushes appending at once both land. The checkout, its index and its branches are
 never touched; the fetched tip is kept under :data:`TRACKING_REF`.
 
-**File mode** (``--history FILE``): the file on disk, relative to the working directory. On a pull request, a file
-that is tracked in git is read as it is in the base commit, so a PR cannot rewrite the history it is judged by.
+**File mode** (``--history FILE``): the file on disk, relative to the working directory. On a pull request, a path
+inside the repository is read as it is in the base commit, from git objects (see :func:`_base_file`), so a PR
+cannot rewrite, replace or redirect (with a symbolic link) the history it is judged by.
 
 Pull requests only read; only trusted runs (pushes to the default branch) append. Credentials: the workflow token
 is passed to git as ``http.<server>/.extraheader`` through ``GIT_CONFIG_*`` environment variables (what
@@ -32,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gate.errors import EvaluationError
+from gate.errors import EvaluationError, InputError
 from gate.files import make_parent, write_text_atomic
 from gate.history import History, append_entry, read_history
 from gate.jsonl import dumps
-from gate.pr.gitops import git
+from gate.pr.gitops import file_at, git
 
 log = logging.getLogger("rag-gate")
 
@@ -173,8 +174,45 @@ def _file_at(store: HistoryStore, commit: str | None) -> str:
 
 
 def _disk_path(store: HistoryStore) -> Path:
+    """The file-mode path as named: absolute, ``..`` resolved lexically, no link followed."""
     path = Path(store.path)
-    return path if path.is_absolute() else store.repo / path
+    return Path(os.path.normpath(path if path.is_absolute() else store.repo / path))
+
+
+def _base_file(store: HistoryStore, base_commit: str) -> str | None:
+    """A pull request's history file (file mode): as in the base commit, never as the PR's checkout has it.
+
+    The path is taken as named (made absolute, ``..`` resolved lexically, no link followed). Inside the
+    repository it is read from the base commit's git objects (links followed only inside that commit; one leading
+    out of it, such as ``-> /dev/null``, is refused); when the base commit has no such file, a file the PR's
+    commit added there is ignored (no history, as in the base), and only a regular file that git does not track
+    and reached through no symbolic link is read from disk (a history kept outside git on a persistent runner).
+    Outside the repository it must be a regular file.
+
+    Raises:
+        InputError: the base commit's file is a link refused as above, or the file on disk is reached through a
+            symbolic link or is not a regular file.
+    """
+    path = _disk_path(store)
+    repo = store.repo.resolve()
+    relative = os.path.relpath(path, repo)
+    if relative.startswith(".."):
+        if not path.is_file():
+            raise InputError(f"{path}: the history is not a regular file")
+        return path.read_text(encoding="utf-8", errors="replace")
+    text = file_at(repo, base_commit, relative)
+    if text is not None:
+        return text
+    if not os.path.lexists(path):
+        return None
+    link = next((p for p in [path, *path.parents] if p.is_symlink() and repo in p.parents), None)
+    if link is not None or not path.is_file():
+        why = f"{link} is a symbolic link" if link is not None else "it is not a regular file"
+        raise InputError(f"{store.path}: not in the base commit, and {why} in the checkout; not read")
+    if git(repo, "ls-files", "--error-unmatch", "--", relative, check=False).returncode == 0:
+        log.info("%s: not in the base commit (the pull request adds it): no history", relative)
+        return None
+    return path.read_text(encoding="utf-8", errors="replace")
 
 
 def read(store: HistoryStore, dest: Path, *, base_commit: str | None = None) -> History | None:
@@ -197,20 +235,15 @@ def read(store: HistoryStore, dest: Path, *, base_commit: str | None = None) -> 
         if tip is None:
             return None
         text = _file_at(store, tip)
+    elif base_commit is not None:
+        text = _base_file(store, base_commit)
+        if text is None:
+            return None
     else:
         path = _disk_path(store)
-        relative = os.path.relpath(path.resolve(), store.repo.resolve())
-        tracked = (
-            base_commit is not None
-            and not relative.startswith("..")
-            and git(store.repo, "cat-file", "-e", f"{base_commit}:{relative}", check=False).returncode == 0
-        )
-        if tracked:
-            text = git(store.repo, "show", f"{base_commit}:{relative}").stdout
-        elif path.is_file():
-            text = path.read_text(encoding="utf-8", errors="replace")
-        else:
+        if not path.is_file():
             return None
+        text = path.read_text(encoding="utf-8", errors="replace")
     make_parent(dest)
     write_text_atomic(dest, text)
     return read_history(dest)

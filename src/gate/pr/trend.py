@@ -8,6 +8,7 @@ never a failure of the check. On a push to the default branch the commit's run i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gate.config import Config
@@ -47,7 +48,8 @@ def history_store(
     if history == OFF:
         return None
     if history:
-        return HistoryStore(repo, path=str((workdir / history).resolve()), branch=None)
+        # as named: a link the PR commits at that path must not choose the file (history_store._base_file)
+        return HistoryStore(repo, path=os.path.normpath(workdir / history), branch=None)
     credentials = context.in_actions and token and not gitops.credential_settings(repo)
     env = auth_env(token, context.server_url) if credentials else {}
     return HistoryStore(repo, branch=branch or DEFAULT_BRANCH, env=env)
