@@ -122,8 +122,8 @@ def test_bundled_example_end_to_end(example):
 def readme_excerpt(comment: str) -> str:
     """The part of the example's comment README shows: the top, two cases per list, the What changed block.
 
-    Timings differ from run to run: the cells of timed rows show ``…`` (their p is ``–``: not gated), counts too. The run
-    details after What changed (commits, cold starts, minimum detectable effects) are left out.
+    Timings differ from run to run: the cells of timed rows show ``…`` (their p is ``–``: not gated), their
+    counts too. The run details after What changed (commits, cold starts, minimum detectable effects) are left out.
     """
     top, details = comment.split("#### The runs", 1)
     lines = []
