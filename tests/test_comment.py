@@ -91,7 +91,10 @@ def test_a_metric_that_is_not_gated_shows_its_direction_never_a_gate_status(comp
         assert row.split("|")[6].strip() == "–"  # no Holm p: they are not in the family
     hit = _table_row(text, "Hit rate@")
     assert hit.endswith("| ❌ fail |")
-    assert "| metric | base | head | Δ (head − base) | CI (Holm-adjusted level) | p (Holm-adjusted) | status |" in text
+    assert (
+        "| metric | base | head | Δ (head − base) | CI (Holm-adjusted level) | p (Holm-adjusted) "
+        "| cases worse / tie / better | status |" in text
+    )
 
 
 def test_latency_columns_are_the_geometric_means_the_ratio_is_made_of(comparison):

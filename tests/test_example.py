@@ -122,15 +122,15 @@ def test_bundled_example_end_to_end(example):
 def readme_excerpt(comment: str) -> str:
     """The part of the example's comment README shows: the top, two cases per list, the What changed block.
 
-    Timings differ from run to run: the cells of timed rows show ``…`` (their p is ``–``: not gated). The run
-    details after What changed (commits, cold starts, minimum detectable effects) are left out.
+    Timings differ from run to run: the cells of timed rows show ``…`` (their p is ``–``: not gated), their
+    counts too. The run details after What changed (commits, cold starts, minimum detectable effects) are left out.
     """
     top, details = comment.split("#### The runs", 1)
     lines = []
     for line in top.rstrip("\n").splitlines():
         if line.startswith("| Latency (ms)"):
             cells = line.split("|")
-            line = "|".join(cells[:2] + [" … "] * 4 + cells[6:7] + [" … "] + cells[8:])
+            line = "|".join(cells[:2] + [" … "] * 4 + cells[6:7] + [" … "] * 2 + cells[9:])
         lines.append(line)
     return "\n".join(lines) + "\n\n…\n</details>\n"
 

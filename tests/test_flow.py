@@ -39,7 +39,7 @@ def test_compare_predictions_files_matches_pytrec_eval(squad_pair, squad_compare
     result, _ = squad_compared
     assert result.exit_code == 1, result.output
     report = json.loads((tmp / "report" / "report.json").read_text())
-    assert report["verdict"] == "fail" and report["schema_version"] == 3
+    assert report["verdict"] == "fail" and report["schema_version"] == 4
     assert json.loads(result.stdout) == report
     metrics = {m["name"]: m for m in report["metrics"]}
     pairs = {
@@ -144,6 +144,7 @@ def test_shards_merge_into_the_full_run(tmp_path, tiny_golden):
 def test_report_statistics_agree_with_scipy(squad_pair, squad_compared):
     """p-value and CI of report.json against scipy on the same per-case data (hit rate@5 and MRR)."""
     from scipy import stats
+    from statsmodels.stats.proportion import proportion_confint
 
     tmp, golden, base_rank, head_rank, ids, _ = squad_pair
     _, report = squad_compared
@@ -168,16 +169,24 @@ def test_report_statistics_agree_with_scipy(squad_pair, squad_compared):
     mrr = metrics["mrr"]
     assert mrr["delta"] == pytest.approx(d.mean(), abs=1e-12)
     assert mrr["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(len(d)), rel=1e-9)
-    oracle = stats.bootstrap(
-        (d,),
-        np.mean,
-        confidence_level=mrr["confidence"],
-        method="BCa",
-        n_resamples=10_000,
-        rng=np.random.default_rng(1),
-    )
-    assert mrr["ci_low"] == pytest.approx(oracle.confidence_interval.low, abs=0.005)
-    assert mrr["ci_high"] == pytest.approx(oracle.confidence_interval.high, abs=0.005)
+    # the interval is the inversion of the test: Clopper–Pearson on the discordant pairs for exact McNemar,
+    # the sign-flip test's own inversion for MRR (scipy's sign-flip test, its own sign vectors, brackets its ends)
+    level = (1 - metrics["hit_rate@5"]["confidence"]) / 2
+    theta = proportion_confint(better, worse + better, alpha=2 * level, method="beta")
+    scale = (worse + better) / len(in_domain)
+    hit_ci = (metrics["hit_rate@5"]["ci_low"], metrics["hit_rate@5"]["ci_high"])
+    assert hit_ci == pytest.approx(tuple(scale * (2 * t - 1) for t in theta), abs=1e-12)
+    level = (1 - mrr["confidence"]) / 2
+
+    def flip_p(delta, alternative):
+        return stats.permutation_test(
+            (d - delta, np.zeros_like(d)), lambda x, y, axis: np.mean(x - y, axis=axis),
+            permutation_type="samples", n_resamples=9999, alternative=alternative, vectorized=True, rng=1,
+        ).pvalue  # fmt: skip
+
+    step = 0.3 * mrr["se"]
+    assert flip_p(mrr["ci_high"] - step, "less") > level > flip_p(mrr["ci_high"] + step, "less")
+    assert flip_p(mrr["ci_low"] + step, "greater") > level > flip_p(mrr["ci_low"] - step, "greater")
 
 
 @pytest.mark.parametrize(

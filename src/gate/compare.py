@@ -273,9 +273,10 @@ def _unreadable_by_change(
 
 
 def _case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int, list[CaseResult]]:
-    """Per-case results that list a case, by case row, over the gated binary/graded metrics.
+    """Per-case results that list a case, by case row: regressed, suspected and flaky over the gated binary/graded
+    metrics, improved over every binary/graded metric.
 
-    Refusal is listed as out-of-domain failures instead.
+    A refusal that got worse is listed as an out-of-domain failure instead; one that got better is an improvement.
 
     With a single observation per side (R = 1) no per-case test exists: a flip beyond τ is listed as regressed,
     and its evidence says it is one observation. A case the pipeline broke (``broke``: answered on base in every
@@ -284,14 +285,21 @@ def _case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int,
     """
     per_case: dict[int, list[CaseResult]] = {}
     for inp in inputs:
-        if inp.gated and inp.kind != "ratio" and not resolve(inp.name).spec.out_of_domain:
+        if inp.kind == "ratio":  # timings: a per-case speed-up on a shared runner is mostly noise
+            continue
+        if not inp.gated or resolve(inp.name).spec.out_of_domain:
+            # improvements are listed on every metric (an out-of-domain question now refused included)
             for result in analyze_cases(inp):
-                if result.status == "suspected" and result.single_observation:
-                    result = replace(result, status="regressed")
-                if broke[result.index] and resolve(inp.name).spec.scores_failures:
-                    result = replace(result, status="regressed")
-                if result.status in LISTED:  # only listed cases are kept: 100,000 unchanged ones cost memory
+                if result.status == "improved":
                     per_case.setdefault(result.index, []).append(result)
+            continue
+        for result in analyze_cases(inp):
+            if result.status == "suspected" and result.single_observation:
+                result = replace(result, status="regressed")
+            if broke[result.index] and resolve(inp.name).spec.scores_failures:
+                result = replace(result, status="regressed")
+            if result.status in LISTED:  # only listed cases are kept: 100,000 unchanged ones cost memory
+                per_case.setdefault(result.index, []).append(result)
     return per_case
 
 

@@ -22,7 +22,7 @@ from gate.stats.cases import CaseStatus
 from gate.stats.decision import ErrorBudgetUse, MetricResult, Verdict, raw_difference
 from gate.stats.summary import Aggregate
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of ``report.json``; :func:`load_report` migrates older versions."""
 TEXT_LIMIT = 600
 """Characters of untrusted text (questions, answers, chunks) kept per field in a comparison."""
@@ -622,7 +622,7 @@ def _migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
     """
     rows = []
     for row in data.get("metrics", []):
-        row = dict(row, ci_clipped=False)
+        row = dict(row, ci_clipped=False, n_worse=None, n_tied=None, n_better=None)
         keep = {k: v for k, v in row.items() if k in _RESULT_FIELDS}
         result = MetricResult(**{k: _float(v) if k in _FLOAT_FIELDS else v for k, v in keep.items()})
         display = metric_row(
@@ -637,13 +637,19 @@ def _migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
     return dict(data, schema_version=3, metrics=rows, changes=None)
 
 
+def _migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 3 → 4: each metric row's counts of paired cases worse, tied and better (not recorded before: null)."""
+    rows = [{"n_worse": None, "n_tied": None, "n_better": None} | row for row in data.get("metrics", [])]
+    return dict(data, schema_version=4, metrics=rows)
+
+
 _RESULT_FIELDS = frozenset(f.name for f in fields(MetricResult))
 _FLOAT_FIELDS = frozenset(f.name for f in fields(MetricResult) if f.type in ("float", "float | None"))
-_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2}
+_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3}
 
 
 def load_report(path: Path | str) -> Comparison:
-    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 to 3).
+    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 to 4).
 
     Raises:
         InputError: the file is missing, not JSON, of an unknown schema version, or does not match the schema.

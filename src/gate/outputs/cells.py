@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gate.comparison import CaseMetric, ChangedFile, Comparison, JudgeUsage, MetricRow, PairwiseReport, SideInfo
+from gate.metrics import resolve
 from gate.stats import numbers
+from gate.stats.inputs import ratio_scale
 
 GATE_STATUS = {
     "pass": "✅ pass",
@@ -46,6 +48,8 @@ class MetricCells:
     """The Holm-adjusted p of a gated metric; ``–`` for the others (their raw p is in the run details)."""
     status: str
     """Gate status (gated metrics) or direction of change (the others)."""
+    counts: str
+    """Paired cases worse / tied / better on head, e.g. ``6 / 42 / 0`` (``–`` when not recorded)."""
 
 
 def movement(row: MetricRow) -> str:
@@ -56,6 +60,28 @@ def movement(row: MetricRow) -> str:
         return f"{ARROW['unchanged']} unchanged"
     noise = "" if row.beyond_noise else ", within noise"
     return f"{ARROW[row.moved]} {row.change}{noise}"
+
+
+def gate_status(row: MetricRow) -> str:
+    """A gated metric's status; a passing metric whose point estimate favours head reads ``better``.
+
+    ``✅ better`` when the interval excludes no change, ``✅ better, not significant (non-inferior)`` when it
+    excludes a worsening of the margin only, ``✅ better, not significant`` otherwise: an improvement is never
+    shown as inconclusive.
+    """
+    if row.status != "pass" or row.change != "better":
+        return GATE_STATUS[row.status]
+    if row.ci_low > 0:
+        return "✅ better"
+    margin = ratio_scale(row.margin, row.direction) if row.kind == "ratio" else row.margin  # type: ignore[arg-type]
+    return "✅ better, not significant" + (" (non-inferior)" if row.ci_low >= -margin else "")
+
+
+def counts_cell(row: MetricRow) -> str:
+    """``worse / tie / better``: paired cases whose per-case value got worse, stayed, got better on head."""
+    if row.n_worse is None or row.n_tied is None or row.n_better is None:
+        return numbers.MISSING
+    return f"{row.n_worse} / {row.n_tied} / {row.n_better}"
 
 
 def metric_cells(row: MetricRow) -> MetricCells:
@@ -77,7 +103,8 @@ def metric_cells(row: MetricRow) -> MetricCells:
         delta=delta,
         interval=interval,
         p=numbers.p_value(row.p_adjusted) if gated else numbers.MISSING,
-        status=GATE_STATUS[row.status] if row.gated else f"{movement(row)} · not gated",
+        status=gate_status(row) if row.gated else f"{movement(row)} · not gated",
+        counts=counts_cell(row),
     )
 
 
@@ -111,6 +138,33 @@ def mde_cell(row: MetricRow) -> str:
     return numbers.number(row.mde)
 
 
+def _one_column(name: str) -> bool:
+    """A metric with one value per case by design (a paired judge's verdict), whatever the repeats."""
+    try:
+        return resolve(name).spec.paired
+    except ValueError:
+        return False
+
+
+def collapsed_repeats(comparison: Comparison) -> str:
+    """Which metrics' repeats gave identical results and so count once (a deterministic pipeline); "" when none.
+
+    With ``repeats: 3`` a deterministic retrieval metric repeats one observation: counting its repeats as
+    independent would claim evidence that is not there, so each case counts once (one observation per side).
+    """
+    if comparison.repeats.base == 1 and comparison.repeats.head == 1:
+        return ""
+    once = [
+        m.label for m in comparison.metrics if m.n_pairs and m.r_base == 1 and m.r_head == 1 and not _one_column(m.name)
+    ]
+    if not once:
+        return ""
+    return (
+        "repeats that gave identical results on every case count once (a deterministic pipeline repeats one "
+        f"observation): {', '.join(once)}"
+    )
+
+
 def table_notes(comparison: Comparison) -> list[str]:
     """The notes under the metric table: what ``×`` rows compare, clipped intervals, gated timings."""
     notes = []
@@ -122,7 +176,7 @@ def table_notes(comparison: Comparison) -> list[str]:
     if any(m.ci_clipped for m in comparison.metrics):
         notes.append(
             f"{CLIPPED_MARK} interval cut to [-1, +1], the range of a difference of two scores in [0, 1] "
-            "(an interval on few cases can reach past it)."
+            "(on few cases the test cannot rule out any difference at this level)."
         )
     timed = [m.label for m in comparison.gated if m.timed]
     if timed:

@@ -88,7 +88,7 @@ def _metric_case(suite: ET.Element, row: MetricRow, broken: dict[str, str]) -> s
     c = cells.metric_cells(row)
     figures = (
         f"{row.label}: base {c.base}, head {c.head}, Δ {c.delta}, CI {c.interval}, "
-        f"p (Holm-adjusted) {c.p}, margin {cells.margin_cell(row)}"
+        f"p (Holm-adjusted) {c.p}, margin {cells.margin_cell(row)}, cases worse / tie / better {c.counts}"
     )
     if row.name in broken:
         ET.SubElement(case, "error", message=_text(broken[row.name], 500), type="evaluation").text = _text(figures)

@@ -86,6 +86,7 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         cells=cells.metric_cells,
         case_change=cells.case_change,
         table_notes=cells.table_notes,
+        collapsed_repeats=cells.collapsed_repeats,
         warmup=cells.warmup_text,
         usage=cells.usage_text,
         pairwise_line=cells.pairwise_text,

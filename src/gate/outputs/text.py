@@ -27,7 +27,7 @@ def plain(text: object, limit: int = LINE_LIMIT) -> str:
 
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    numeric = {1, 2, 3, 5}  # base, head, Δ and p are right-aligned
+    numeric = {1, 2, 3, 5, 6}  # base, head, Δ, p and the counts are right-aligned
     lines = []
     for row in rows:
         pairs = enumerate(zip(row, widths, strict=True))
@@ -75,15 +75,19 @@ def render_text(comparison: Comparison, *, max_items: int = MAX_ITEMS) -> str:
     out += [
         "",
         f"{c.n_cases} paired cases ({c.n_out_of_domain} out-of-domain) · repeats base {c.repeats.base} / head "
-        f"{c.repeats.head} · {regressed} · out-of-domain failures: {c.new_ood_failures} new, "
+        f"{c.repeats.head}{f' ({once})' if (once := cells.collapsed_repeats(c)) else ''} · {regressed} · "
+        f"out-of-domain failures: {c.new_ood_failures} new, "
         f"{len(c.ood_failures) - c.new_ood_failures} not new",
         "",
     ]
-    header = ("metric", "base", "head", "Δ (head − base)", "CI (Holm-adjusted level)", "p (Holm-adj.)", "status")
+    header = (
+        "metric", "base", "head", "Δ (head − base)", "CI (Holm-adjusted level)", "p (Holm-adj.)",
+        "worse / tie / better", "status",
+    )  # fmt: skip
     rows = [header]
     for row in c.metrics:
         m = cells.metric_cells(row)
-        rows.append((m.metric, m.base, m.head, m.delta, m.interval, m.p, m.status))
+        rows.append((m.metric, m.base, m.head, m.delta, m.interval, m.p, m.counts, m.status))
     out += _table(rows)
     out += [f"  {note}" for note in cells.table_notes(c)]
     out += _cases("Regressed cases", c.regressed_cases, labels, max_items)

@@ -13,10 +13,19 @@ from scipy import special
 
 from gate.stats import numbers
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
-from gate.stats.intervals import bootstrap_cis, clustered_se, n_units, paired_se, units_of
+from gate.stats.intervals import (
+    FlipThresholds,
+    clustered_se,
+    exact_flip_thresholds,
+    mcnemar_interval,
+    monte_carlo_flip_thresholds,
+    n_units,
+    paired_se,
+    units_of,
+)
 from gate.stats.power import ZERO_MARGIN_ALPHA, recommendation, variance_decomposition
 from gate.stats.selection import MetricTest, select
-from gate.stats.significance import EXACT_MAX_UNITS, holm, mcnemar_exact, sign_flip_hits, sign_flip_test
+from gate.stats.significance import EXACT_MAX_UNITS, holm, mcnemar_exact, sign_flip_draws
 
 Status = Literal["pass", "fail", "inconclusive", "not_applicable"]
 """A metric's outcome; ``not_applicable`` when the metric applies to no case (e.g. refusal without out-of-domain
@@ -72,10 +81,11 @@ class MetricResult:
     ci_high: float
     """U, upper end of that interval."""
     ci_method: str
-    """bca, t or none."""
+    """How the interval was made: always the inversion of ``test_method`` (exact conditional Clopper–Pearson for
+    exact McNemar, sign-flip test inversion for the sign-flip test), or none."""
     ci_clipped: bool
     """The interval was cut to [−1, 1], the range of a difference of two scores in [0, 1] (binary and graded
-    metrics): a t-interval on few cases can reach past it."""
+    metrics): an unbounded end, where the test cannot reject any difference at the interval's level (few cases)."""
     confidence: float
     """Two-sided coverage of the interval, 1 − 2α′ with α′ the Holm level of this metric."""
     alpha: float
@@ -104,8 +114,16 @@ class MetricResult:
     """Share of score variance that is between cases (NaN with R = 1)."""
     recommendation: str | None
     """Advice when the MDE exceeds the margin, e.g. "use R = 5 to detect drops of 0.03"."""
+    n_worse: int | None
+    """Paired cases whose oriented per-case difference is < 0 (head worse; a loss). None in reports written before
+    schema 4."""
+    n_tied: int | None
+    """Paired cases whose per-case difference is 0 (a tie: the per-case means over repeats are equal)."""
+    n_better: int | None
+    """Paired cases whose per-case difference is > 0 (head better; a win)."""
     status: Status
-    """fail (U < 0, Δ̂ ≤ −m, Holm p ≤ α), pass (L ≥ −m), else inconclusive (fail in strict mode)."""
+    """fail (U < 0 ⟺ Holm p ≤ α, and Δ̂ ≤ −m), pass (L ≥ −m, or Δ̂ > 0: better), else inconclusive (worse, not
+    significantly beyond the margin; fail in strict mode)."""
     reason: str
     """One sentence explaining ``status``."""
 
@@ -160,17 +178,15 @@ class _Group:
     members: tuple[int, ...]
     """Indices of the metrics in the input order."""
     test_rng: np.random.Generator
-    """Sign vectors of the Monte Carlo sign-flip test."""
-    boot_rng: np.random.Generator
-    """Resamples of the bootstrap."""
+    """Sign vectors of the Monte Carlo sign-flip test (which also give the intervals)."""
 
 
 def _groups(pairs: Sequence[_Paired], seed: int) -> list[_Group]:
     """Group metrics by the cases (and cluster labels) they are paired over; seed each group from its case set.
 
-    Two generators (test, bootstrap) per group, derived from the seed and a digest of the paired case set only —
-    not from which metrics are in the group — so adding a metric changes no other metric's result, and metrics
-    over the same cases resample the same golden sets (one draw serves them all).
+    One generator per group (the first of two spawned from the seed and a digest of the paired case set only —
+    not from which metrics are in the group), so adding a metric changes no other metric's result, and metrics
+    over the same cases share one set of sign vectors (one draw serves them all).
     """
     by_key: dict[bytes, list[int]] = {}
     for k, pair in enumerate(pairs):
@@ -181,20 +197,50 @@ def _groups(pairs: Sequence[_Paired], seed: int) -> list[_Group]:
         by_key.setdefault(digest.digest(), []).append(k)
     out = []
     for key, members in by_key.items():
-        test_ss, boot_ss = np.random.SeedSequence([seed, int.from_bytes(key[:8], "little")]).spawn(2)
-        out.append(_Group(tuple(members), np.random.default_rng(test_ss), np.random.default_rng(boot_ss)))
+        test_ss, _ = np.random.SeedSequence([seed, int.from_bytes(key[:8], "little")]).spawn(2)
+        out.append(_Group(tuple(members), np.random.default_rng(test_ss)))
     return out
+
+
+_MCNEMAR_CI = "exact conditional (Clopper–Pearson on the discordant pairs: the inversion of exact McNemar)"
+_FLIP_CI = "sign-flip test inversion"
+
+
+@dataclass(frozen=True)
+class _Procedure:
+    """What turns a metric's test into its interval at any level (test–interval duality)."""
+
+    mcnemar: tuple[int, int, int] | None = None
+    """(b worse, c better, N) for exact McNemar: the Clopper–Pearson interval mapped to Δ."""
+    exact_units: tuple[np.ndarray, np.ndarray, float] | None = None
+    """(unit sums, unit sizes, tie tolerance) of an exact sign-flip test: re-enumerated for the interval."""
+    thresholds: FlipThresholds | None = None
+    """The Monte Carlo sign-flip test's thresholds (its B sign vectors and the identity)."""
+
+    def interval(self, level: float) -> tuple[float, float, str]:
+        """(L, U, method): one-sided ``level`` bounds from the inversion of the metric's own test."""
+        if self.mcnemar is not None:
+            return (*mcnemar_interval(*self.mcnemar, level), _MCNEMAR_CI)
+        if self.exact_units is not None:
+            sums, sizes, tol = self.exact_units
+            return (*exact_flip_thresholds(sums, sizes, tol).bounds(level), f"{_FLIP_CI} (exact, 2^{sums.size})")
+        if self.thresholds is not None:
+            b = self.thresholds.upper.size - 1
+            return (*self.thresholds.bounds(level), f"{_FLIP_CI} (Monte Carlo, the test's B={b} sign vectors)")
+        return float("nan"), float("nan"), "none"
 
 
 def _tests(
     inputs: Sequence[MetricInput], pairs: Sequence[_Paired], groups: Sequence[_Group], n_resamples: int
-) -> list[tuple[float, str]]:
-    """One-sided "head worse" p-value and method per metric, from the test :func:`select` picks.
+) -> list[tuple[float, str, _Procedure]]:
+    """One-sided "head worse" p-value, method and the procedure that inverts the test, per metric.
 
-    Exact McNemar and exact sign-flip tests need no generator; the Monte Carlo sign-flip tests of a group share
-    one set of sign vectors (:func:`gate.stats.significance.sign_flip_hits`).
+    Exact McNemar (its Clopper–Pearson dual) and exact sign-flip tests need no generator; the Monte Carlo
+    sign-flip tests of a group share one set of sign vectors (:func:`gate.stats.significance.sign_flip_draws`),
+    whose thresholds also give each metric's interval (:class:`gate.stats.intervals.FlipThresholds`).
     """
-    out: list[tuple[float, str]] = [(float("nan"), "none (fewer than 2 pairs)")] * len(inputs)
+    none = (float("nan"), "none (fewer than 2 pairs)", _Procedure())
+    out: list[tuple[float, str, _Procedure]] = [none] * len(inputs)
     for group in groups:
         monte_carlo = []
         for k in group.members:
@@ -204,40 +250,44 @@ def _tests(
             test = select(inp.kind, pair.base_rep.shape[1], pair.head_rep.shape[1], inp.clusters is not None).metric
             if test is MetricTest.MCNEMAR_EXACT:
                 res = mcnemar_exact(pair.base_rep[:, 0], pair.head_rep[:, 0], alternative="less")
-                out[k] = (res.p_value, res.method)
+                worse = int(np.sum(pair.d < 0))
+                better = int(np.sum(pair.d > 0))
+                out[k] = (res.p_value, res.method, _Procedure(mcnemar=(worse, better, int(pair.d.size))))
             elif n_units(pair.d, pair.clusters) <= EXACT_MAX_UNITS:
-                res = sign_flip_test(pair.d, rng=group.test_rng, clusters=pair.clusters, alternative="less")
-                out[k] = (res.p_value, res.method)
+                sums, sizes = units_of(pair.d, pair.clusters)
+                tol = 1e-10 * float(np.abs(sums).sum())
+                p = exact_flip_thresholds(sums, sizes, tol).p_worse()
+                where = "clusters" if pair.clusters is not None else "cases"
+                method = f"sign-flip randomization (one-sided, head worse, exact 2^{sums.size} over {where})"
+                out[k] = (p, method, _Procedure(exact_units=(np.asarray(sums, dtype=float), sizes, tol)))
             else:
                 monte_carlo.append(k)
         if monte_carlo:
             first = pairs[monte_carlo[0]]
+            _, sizes = units_of(first.d, first.clusters)
             units = np.column_stack([units_of(pairs[k].d, first.clusters)[0] for k in monte_carlo])
-            observed = units.sum(axis=0)
             tol = 1e-10 * np.abs(units).sum(axis=0)
-            hits = sign_flip_hits(units, observed, tol, group.test_rng, n_resamples, "less")
+            flipped, flipped_n = sign_flip_draws(units, sizes, group.test_rng, n_resamples)
             where = "clusters" if first.clusters is not None else "cases"
             method = f"sign-flip randomization (one-sided, head worse, Monte Carlo B={n_resamples} over {where})"
-            for k, b in zip(monte_carlo, hits, strict=True):
-                out[k] = (min(1.0, (1 + int(b)) / (1 + n_resamples)), method)
+            for j, k in enumerate(monte_carlo):
+                thresholds = monte_carlo_flip_thresholds(flipped[:, j], flipped_n, float(tol[j]))
+                out[k] = (thresholds.p_worse(), method, _Procedure(thresholds=thresholds))
     return out
 
 
-def _intervals(
-    pairs: Sequence[_Paired], groups: Sequence[_Group], confidences: np.ndarray, n_resamples: int
-) -> list[tuple[float, float, str]]:
-    """(low, high, method) of every metric: one bootstrap draw per group (:func:`bootstrap_cis`)."""
-    out: list[tuple[float, float, str]] = [(float("nan"), float("nan"), "none")] * len(pairs)
-    for group in groups:
-        members = [k for k in group.members if pairs[k].d.size >= 2]
-        if not members:
-            continue
-        d = np.column_stack([pairs[k].d for k in members])
-        found = bootstrap_cis(
-            d, confidences[members], rng=group.boot_rng, n_resamples=n_resamples, clusters=pairs[members[0]].clusters
-        )
-        for k, ci in zip(members, found, strict=True):
-            out[k] = ci
+def _intervals(tested: Sequence[tuple[float, str, _Procedure]], levels: np.ndarray) -> list[tuple[float, float, str]]:
+    """(L, U, method) of every metric at its level: the inversion of the test that gave its p.
+
+    U < 0 exactly when the one-sided p is ≤ the level (duality); a floating-point tie at that boundary is settled
+    in the test's favour, so the interval and p can never disagree about "no change".
+    """
+    out = []
+    for (p, _, procedure), level in zip(tested, levels, strict=True):
+        low, high, method = procedure.interval(float(level))
+        if not math.isnan(p) and not math.isnan(high) and (p <= level) != (high < 0):
+            high = float(np.nextafter(0.0, -1.0)) if p <= level else max(high, 0.0)
+        out.append((low, high, method))
     return out
 
 
@@ -246,17 +296,26 @@ def _holm_levels(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Holm-adjusted p over the gated, testable metrics with a finite p, and each metric's one-sided CI level α′.
 
-    α′ = α_k/(M − j_k + 1) for the metric of Holm rank j_k among M; other metrics keep p and α_k. A metric whose
-    per-case differences are all 0 cannot reach any p below 1: it is left out of the family (Tarone 1990,
-    doi:10.2307/2531718: hypotheses that cannot be rejected need no share of α), so an unchanged metric such as
-    ``error_rate`` without errors costs the others no power.
+    α′ is the level Holm's step-down tests the metric at: α_k/(M − j + 1) for the metric of rank j among M when
+    every metric ranked before it was rejected, else the level of the step where the procedure stopped
+    (α_k/(M − s + 1), s the first step not rejected). Then the interval at α′ excludes "no change" exactly when
+    the Holm-adjusted p is ≤ α_k: the interval and the p beside it are one procedure. Other metrics keep p and
+    α_k. A metric whose per-case differences are all 0 cannot reach any p below 1: it is left out of the family
+    (Tarone 1990, doi:10.2307/2531718: hypotheses that cannot be rejected need no share of α), so an unchanged
+    metric such as ``error_rate`` without errors costs the others no power.
     """
     family = gated & testable & ~np.isnan(p)
     p_adj, levels = p.copy(), alphas.copy()
     p_adj[family] = holm(p[family])
     idx = np.flatnonzero(family)
     order = idx[np.argsort(p[idx], kind="stable")]
-    levels[order] = alphas[order] / (order.size - np.arange(order.size))
+    m = order.size
+    for j, k in enumerate(order):
+        a = alphas[k]
+        stop = next((s for s in range(j + 1) if min(1.0, (m - s) * p[order[s]]) > a), j)
+        levels[k] = a / (m - stop)
+        if (p_adj[k] <= a) != (p[k] <= levels[k]):  # floating-point tie: the level follows the Holm decision
+            levels[k] = p[k] if p_adj[k] <= a else float(np.nextafter(p[k], 0.0))
     return p_adj, levels
 
 
@@ -322,7 +381,12 @@ def _decide(
     n_pairs: int,
     shown: _Shown,
 ) -> tuple[Status, str]:
-    """Apply the three-outcome rule on the oriented scale (``margin`` already on that scale)."""
+    """Apply the outcome rule on the oriented scale (``margin`` already on that scale).
+
+    FAIL: U < 0 (the test's p ≤ α: they are one procedure) and Δ̂ ≤ −m. PASS: L ≥ −m (non-inferior), or Δ̂ > 0
+    (head better: an improvement, significant or not, never reads as inconclusive and never blocks). Else
+    INCONCLUSIVE: worse (or unchanged on average), but not significantly beyond the margin.
+    """
     if n_pairs < 2:
         return "inconclusive", f"only {n_pairs} paired case(s)"
     p_text = numbers.p_clause(shown.p_label, p_adj)
@@ -332,17 +396,30 @@ def _decide(
             f"{shown.worse} beyond the margin of {shown.margin}, significantly (worse): {shown.effect}, "
             f"CI {shown.interval}, {p_text} ≤ {alpha:g}"
         )
+    if delta > 0:
+        if low > 0:
+            return "pass", f"better, significantly: {shown.effect}, CI {shown.interval} excludes no change"
+        if low >= -margin:
+            return "pass", (
+                f"better, not significant, non-inferior: {shown.effect}, CI {shown.interval} excludes a {drop} "
+                f"of {shown.margin}"
+            )
+        return "pass", (
+            f"better, not significant: {shown.effect}, CI {shown.interval} (an improvement never blocks; "
+            f"non-inferiority to a {drop} of {shown.margin} is not shown)"
+        )
     if low >= -margin:  # ≥, not >: with margin 0 an unchanged metric (interval [0, 0]) is non-inferior
         minor = " (minor regression within tolerance)" if high < 0 else ""
         return "pass", f"non-inferior{minor}: {shown.effect}, CI {shown.interval} excludes a {drop} of {shown.margin}"
-    if high < 0 and delta <= -margin:  # the interval says "drop", the exact / randomization test does not
+    if delta <= -margin:  # beyond the margin on average, but the test (and so the interval) is not significant
         return "inconclusive", (
             f"{shown.worse} beyond the margin of {shown.margin}: {shown.effect}, CI {shown.interval}, but "
             f"{p_text} > {alpha:g}: not significant"
         )
+    word = "worse" if delta < 0 else "unchanged on average"
     return "inconclusive", (
-        f"{shown.effect}, CI {shown.interval} neither excludes a {drop} of {shown.margin} "
-        f"nor shows a significant {drop} beyond it"
+        f"{word}, but not significantly beyond the margin: {shown.effect}, CI {shown.interval} neither excludes a "
+        f"{drop} of {shown.margin} nor shows a significant {drop} beyond it"
     )
 
 
@@ -360,21 +437,22 @@ def analyze_metrics(
     differences d_i (log-ratios of the per-case means for ratio metrics); Δ̂ = d̄; Miller's paired SE
     (clustered when clusters are given); a one-sided "head worse" p-value (exact McNemar for binary
     metrics with R = 1 and no clusters, else the sign-flip test, exact for ≤ 20 units, Monte Carlo
-    (1 + b)/(1 + B) above, flipping whole clusters when given); Holm across gated metrics; a BCa
-    (t fallback) interval at two-sided level 1 − 2α′ with α′ the metric's Holm level; then
-    FAIL iff U < 0, Δ̂ ≤ −m and p_Holm ≤ α_k; PASS iff L ≥ −m; else INCONCLUSIVE (FAIL if ``strict``).
-    α_k = α, or 0.01 for a metric whose margin is 0. Requiring the Holm p as well as U < 0 makes the
-    family-wise false-fail rate rest on the exact/randomization test rather than on bootstrap coverage.
-    Metrics paired over the same cases (and clusters) share their random draws: one set of sign vectors and one
-    set of bootstrap resamples serves them all (a paired design resamples golden sets, and every metric of a
-    resampled golden set is computed on it), drawn from generators derived from ``seed`` and that case set
-    only, so adding a metric does not change another's result; the same inputs and seed give identical results.
+    (1 + b)/(1 + B) above, flipping whole clusters when given); Holm across gated metrics; the interval at
+    two-sided level 1 − 2α′ (α′ the level Holm tests the metric at) is the inversion of that same test
+    (test–interval duality): exact McNemar → the exact conditional Clopper–Pearson interval on the discordant
+    pairs mapped to Δ; sign-flip → the set of shifts δ the sign-flip test (same sign vectors) does not reject.
+    So the interval excludes "no change" exactly when the Holm-adjusted p is ≤ α_k. Then
+    FAIL iff U < 0 and Δ̂ ≤ −m; PASS iff L ≥ −m or Δ̂ > 0 (an improvement); else INCONCLUSIVE (worse, not
+    significantly beyond the margin; FAIL if ``strict``). α_k = α, or 0.01 for a metric whose margin is 0.
+    Metrics paired over the same cases (and clusters) share their random sign vectors, drawn from a generator
+    derived from ``seed`` and that case set only, so adding a metric does not change another's result; the same
+    inputs and seed give identical results.
 
     Args:
         inputs: one :class:`MetricInput` per metric; names must be unique.
         alpha: one-sided family-wise level in (0, 0.5).
         seed: non-negative integer seed.
-        n_resamples: B for the Monte Carlo sign-flip test and the bootstrap.
+        n_resamples: B for the Monte Carlo sign-flip test (and its interval).
         strict: turn inconclusive metrics into failures (release branches, safety metrics).
 
     Returns:
@@ -384,8 +462,8 @@ def analyze_metrics(
         ValueError: duplicate metric names, alpha outside (0, 0.5) or a negative seed.
 
     Source: Miller (2024), arXiv:2411.00640 (Eq. 7, 8, 10); Smucker et al. (2007),
-    doi:10.1145/1321440.1321528; Holm (1979); Efron (1987), doi:10.1080/01621459.1987.10478410;
-    STATISTICS.md §3 and §6 (three-outcome non-inferiority rule).
+    doi:10.1145/1321440.1321528; Holm (1979); Clopper & Pearson (1934); Hartigan (1969), JASA 64(328):1303-1317
+    (permutation/sign-flip confidence sets); STATISTICS.md §3 and §6 (outcome rule, test–interval duality).
 
     """
     names = [inp.name for inp in inputs]
@@ -401,7 +479,7 @@ def analyze_metrics(
     gated = np.array([inp.gated for inp in inputs], dtype=bool)
     testable = np.array([bool(np.any(pair.d != 0)) for pair in pairs], dtype=bool)
     p_adj, levels = _holm_levels(p, alphas, gated, testable)
-    intervals = _intervals(pairs, groups, 1.0 - 2.0 * levels, n_resamples)
+    intervals = _intervals(tested, levels)
     return [
         _result(inp, pairs[k], intervals[k], p[k], p_adj[k], tested[k][1], alphas[k], levels[k], strict)
         for k, inp in enumerate(inputs)
@@ -429,8 +507,8 @@ def _result(
     else:
         se = low = high = omega2 = s2_a = s2_b = icc = float("nan")
         ci_method = "none"
-    # A difference of two scores in [0, 1] lies in [-1, 1]; a t-interval on few cases can reach past it. Cutting
-    # it there changes no decision (the margin is < 1) and the comment says so.
+    # A difference of two scores in [0, 1] lies in [-1, 1]; an inverted test that cannot reject any difference at
+    # this level (few cases) has an unbounded end. Cutting it there changes no decision and the comment says so.
     clipped = inp.kind != "ratio" and bool(low < -1.0 or high > 1.0)
     if clipped:
         low, high = max(low, -1.0), min(high, 1.0)
@@ -494,6 +572,9 @@ def _result(
         sigma2_head=float(s2_b),
         icc=float(icc),
         recommendation=advice,
+        n_worse=int(np.count_nonzero(d < 0)),
+        n_tied=int(np.count_nonzero(d == 0)),
+        n_better=int(np.count_nonzero(d > 0)),
         status=status,
         reason=reason,
     )
@@ -557,7 +638,8 @@ def gate_decision(
     ``error_budget`` (the evaluation cannot be trusted: the scored cases may be a biased subset), or when a gated
     metric cannot be scored on either side (``unscorable``: e.g. retrieved ids that never match the expected ones,
     which makes retrieval 0 on both sides, never "no change"). Otherwise
-    INCONCLUSIVE when a gated metric is inconclusive (not enough evidence); otherwise PASS. Metrics that apply
+    INCONCLUSIVE when a gated metric is inconclusive (worse, but not significantly beyond its margin; an improved
+    metric is never inconclusive); otherwise PASS. Metrics that apply
     to no case are left out. ``strict`` turns INCONCLUSIVE into FAIL.
 
     Args:
@@ -611,5 +693,7 @@ def gate_decision(
     if doubts:
         return Decision("fail" if strict else "inconclusive", tuple(doubts), tuple(warnings))
     n_gated = sum(res.gated and res.status != "not_applicable" for res in results)
-    reason = f"all {n_gated} gated metric(s) non-inferior within their margins" if n_gated else "no gated metrics"
+    reason = (
+        f"all {n_gated} gated metric(s) non-inferior within their margins or better" if n_gated else "no gated metrics"
+    )
     return Decision("pass", (reason,), tuple(warnings))

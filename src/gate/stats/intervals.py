@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import special, stats
 
@@ -287,3 +290,109 @@ def bootstrap_ci(
         d[:, None], np.array([confidence]), rng=rng, n_resamples=n_resamples, clusters=clusters, min_units=min_units
     )
     return result
+
+
+def mcnemar_interval(worse: int, better: int, n: int, level: float) -> tuple[float, float]:
+    """Exact conditional interval of Δ = P(0→1) − P(1→0) for paired binary outcomes: the dual of exact McNemar.
+
+    Given the b + c discordant pairs (b = ``worse``, c = ``better``), c ~ Binomial(b + c, θ) with θ =
+    P(better | discordant); McNemar's exact test is the binomial test of θ = ½. The one-sided Clopper–Pearson
+    bounds of θ at ``level`` (θ_L = Beta⁻¹(level; c, b + 1), θ_U = Beta⁻¹(1 − level; c + 1, b)) are the inversion
+    of the one-sided binomial tests, and map to the difference given the discordant count:
+    Δ = (b + c)/N·(2θ − 1). So U < 0 exactly when the one-sided McNemar p ("head worse") is ≤ ``level``, and the
+    bounds lie in [−(b + c)/N, (b + c)/N]: a change the data cannot show is never claimed (no discordant pair:
+    [0, 0]).
+
+    Args:
+        worse: b, cases that passed on base and failed on head, ≥ 0.
+        better: c, cases that failed on base and passed on head, ≥ 0.
+        n: N paired cases, ≥ b + c, > 0.
+        level: one-sided level of each bound in (0, 0.5); the interval has coverage 1 − 2·level.
+
+    Returns:
+        (L, U) on the difference scale.
+
+    Source: McNemar (1947); Clopper & Pearson (1934), Biometrika 26(4):404-413, doi:10.1093/biomet/26.4.404;
+    the conditional interval of Breslow & Day (1980) §7.3; equals statsmodels ``proportion_confint(c, b + c,
+    alpha=2·level, method="beta")`` mapped to Δ.
+
+    """
+    if worse < 0 or better < 0 or n < worse + better or n < 1 or not 0 < level < 0.5:
+        raise ValueError(f"need 0 ≤ b, c with b + c ≤ N, N ≥ 1, level in (0, 0.5); got {worse}, {better}, {n}, {level}")
+    discordant = worse + better
+    if discordant == 0:
+        return 0.0, 0.0
+    theta_low = 0.0 if better == 0 else float(stats.beta.ppf(level, better, worse + 1))
+    theta_high = 1.0 if worse == 0 else float(stats.beta.ppf(1 - level, better + 1, worse))
+    scale = discordant / n
+    return scale * (2 * theta_low - 1), scale * (2 * theta_high - 1)
+
+
+@dataclass(frozen=True)
+class FlipThresholds:
+    """The sign-flip test of a mean difference as a function of the hypothesised difference δ.
+
+    For a sign vector that flips the set F of units, the shifted statistic Σ_F (u − δ·n) (u: a unit's sum of d,
+    n: its cases) is ≥ 0 exactly when δ ≤ Σ_F u / Σ_F n. So each sign vector has one threshold, and the one-sided
+    p-values of H0: Δ = δ are counts of thresholds: p_worse(δ) = #{upper ≥ δ}/T ("head worse than δ"),
+    p_better(δ) = #{lower ≤ δ}/T. ``upper``/``lower`` carry the tie tolerance ±tol/2 (so δ = 0 counts ties as
+    the test does) and ±∞ for the empty flip set (the identity, which always counts).
+    """
+
+    upper: np.ndarray
+    """shape (T,), the thresholds of p_worse (T = 2^U exact, or B + 1 with the identity)."""
+    lower: np.ndarray
+    """shape (T,), the thresholds of p_better."""
+    exact: bool
+    """Every sign vector enumerated (True) or B random ones plus the identity (Monte Carlo)."""
+
+    def p_worse(self) -> float:
+        """One-sided p for "head worse" (H0: Δ = 0): #{upper ≥ 0}/T."""
+        return int(np.count_nonzero(self.upper >= 0)) / self.upper.size
+
+    def bounds(self, level: float) -> tuple[float, float]:
+        """(L, U): the one-sided ``level`` bounds that invert the test, so U < 0 ⟺ p_worse ≤ ``level``.
+
+        U = sup{δ : p_worse(δ) > level}, the j-th largest ``upper`` with j the smallest count with j/T > level;
+        L likewise the j-th smallest ``lower``. ±∞ when the test cannot reject at ``level`` whatever δ.
+        """
+        total = self.upper.size
+        j = rank_above(level, total)
+        high = float(np.partition(self.upper, total - j)[total - j])
+        low = float(np.partition(self.lower, j - 1)[j - 1])
+        return low, high
+
+
+def rank_above(level: float, total: int) -> int:
+    """The smallest count j ≥ 1 with j/total > level (a p-value count/total is ≤ level exactly when count < j)."""
+    j = max(1, int(math.floor(level * total)) + 1)
+    while j > 1 and (j - 1) / total > level:
+        j -= 1
+    while j / total <= level:
+        j += 1
+    return min(j, total)
+
+
+def _thresholds(flipped: np.ndarray, flipped_n: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = np.where(flipped_n > 0, (flipped + tol / 2) / flipped_n, np.inf)
+        lower = np.where(flipped_n > 0, (flipped - tol / 2) / flipped_n, -np.inf)
+    return upper, lower
+
+
+def exact_flip_thresholds(sums: np.ndarray, sizes: np.ndarray, tol: float) -> FlipThresholds:
+    """:class:`FlipThresholds` of all 2^U sign vectors over U units (sums of d, cases per unit); U ≤ 22."""
+    sums, sizes = np.asarray(sums, dtype=float), np.asarray(sizes, dtype=float)
+    if sums.size > 22:
+        raise ValueError(f"exact enumeration is limited to 22 units, got {sums.size}")
+    flipped, flipped_n = np.zeros(1), np.zeros(1)
+    for u, n in zip(sums, sizes, strict=True):  # subset sums by doubling: O(2^U) time and memory
+        flipped = np.concatenate([flipped, flipped + u])
+        flipped_n = np.concatenate([flipped_n, flipped_n + n])
+    return FlipThresholds(*_thresholds(flipped, flipped_n, tol), exact=True)
+
+
+def monte_carlo_flip_thresholds(flipped: np.ndarray, flipped_n: np.ndarray, tol: float) -> FlipThresholds:
+    """:class:`FlipThresholds` of B random sign vectors (their flipped sums and case counts) plus the identity."""
+    upper, lower = _thresholds(np.asarray(flipped, dtype=float), np.asarray(flipped_n, dtype=float), tol)
+    return FlipThresholds(np.append(upper, np.inf), np.append(lower, -np.inf), exact=False)

@@ -270,6 +270,34 @@ def sign_flip_hits(
     return hits
 
 
+def sign_flip_draws(
+    units: np.ndarray, sizes: np.ndarray, rng: np.random.Generator, n_resamples: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The B random sign vectors of :func:`sign_flip_hits` (the same draws), as flipped sums and flipped cases.
+
+    Args:
+        units: shape (U, M), per-unit sums of each statistic.
+        sizes: shape (U,), cases per unit.
+        rng: the generator (drawn exactly as :func:`sign_flip_hits` draws it).
+        n_resamples: B ≥ 1.
+
+    Returns:
+        (Σ_{flipped units} units, shape (B, M); Σ_{flipped units} sizes, shape (B,)): what the test statistic
+        and its inversion (:class:`gate.stats.intervals.FlipThresholds`) need of each sign vector.
+
+    """
+    u = np.asarray(units, dtype=float)
+    n_units = u.shape[0]
+    columns = np.column_stack([u, np.asarray(sizes, dtype=float)])
+    out = np.empty((n_resamples, columns.shape[1]))
+    chunk = max(8, (_MC_CHUNK_CELLS // max(n_units, 1)) // 8 * 8)
+    for start in range(0, n_resamples, chunk):
+        size = min(chunk, n_resamples - start)
+        bits = np.unpackbits(rng.integers(0, 256, size=(size, (n_units + 7) // 8), dtype=np.uint8), axis=1)
+        out[start : start + size] = bits[:, :n_units].astype(float) @ columns
+    return out[:, :-1], out[:, -1]
+
+
 def holm(p_values: np.ndarray) -> np.ndarray:
     """Holm–Bonferroni step-down adjusted p-values (family-wise error rate under any dependence).
 
