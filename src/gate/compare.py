@@ -273,9 +273,9 @@ def _unreadable_by_change(
 
 
 def _case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int, list[CaseResult]]:
-    """Per-case results that list a case, by case row: regressed, suspected and flaky over the gated binary/graded
-    metrics, improved over every binary/graded metric.
+    """Per-case results that list a case, by case row.
 
+    Regressed, suspected and flaky over the gated binary/graded metrics; improved over every binary/graded metric.
     A refusal that got worse is listed as an out-of-domain failure instead; one that got better is an improvement.
 
     With a single observation per side (R = 1) no per-case test exists: a flip beyond τ is listed as regressed,
