@@ -319,4 +319,8 @@ def test_sharded_and_merged_runs_give_the_unsharded_report(tmp_path):
     assert full["verdict"] == "fail" and full["regressed_cases"]
     for side in ("base", "head"):  # measured warm-up times are the one thing that differs: each shard warms up
         assert len(sharded[side].pop("warmup_ms")) == 3 * len(full[side].pop("warmup_ms"))
+    for report_ in (full, sharded):  # and the measured latency of each listed case (JUnit's time)
+        for listed in ("regressed_cases", "improved_cases", "flaky_cases", "suspected_cases", "ood_failures"):
+            for case in report_.get(listed) or []:
+                case.pop("latency_ms", None)
     assert sharded == full

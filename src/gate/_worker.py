@@ -109,7 +109,8 @@ def _encode(reply: dict[str, object]) -> str:
     except RecursionError:
         return json.dumps({"ok": False, "error": "bad return value: nested too deeply to send (RecursionError)"})
     except Exception as exc:  # noqa: BLE001 - TypeError, ValueError, or anything user objects raise
-        return json.dumps({"ok": False, "error": f"bad return value: {type(exc).__name__}: {_text(exc)}"})
+        told = _text(exc) if isinstance(exc, (TypeError, ValueError)) else f"{type(exc).__name__}: {_text(exc)}"
+        return json.dumps({"ok": False, "error": f"bad return value: {told}"})
 
 
 def _wiring_error(target: str, reason: str, is_input: bool) -> dict[str, object]:
