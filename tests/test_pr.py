@@ -368,3 +368,32 @@ def test_committed_out_dir_symlink_out_of_the_checkout_is_refused(tmp_path, fake
     assert result.exit_code == 2 and "--out-dir escape-link: resolves through a symbolic link" in result.stderr
     assert sorted(p.relative_to(victim).as_posix() for p in victim.rglob("*")) == ["head", "head/precious.txt"]
     assert [c["body"].splitlines()[2][:30] for c in fake.comments] == ["## 🛑 rag-gate: **error** (exit"]
+
+
+def test_the_pull_request_that_adds_rag_gate_passes_with_a_notice(tmp_path, fake, scratch):
+    """No config in the base commit: nothing to compare, a documented pass (exit 0, verdict skipped), no comment."""
+    source, _, _ = scratch
+    repo = tmp_path / "adding"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    identity = ["-c", "user.email=ci@example.com", "-c", "user.name=ci"]
+    (repo / "README.md").write_text("a repository without rag-gate\n")
+    subprocess.run(["git", *identity, "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", *identity, "commit", "-q", "-m", "base"], cwd=repo, check=True)
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    subprocess.run(["git", "checkout", "-q", "-b", "add-rag-gate"], cwd=repo, check=True)
+    for name in ("rag-gate.yml", "golden.jsonl", "rag.py", "docs.jsonl", ".gitignore"):
+        (repo / name).write_bytes((source / name).read_bytes())
+    subprocess.run(["git", *identity, "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", *identity, "commit", "-q", "-m", "add rag-gate"], cwd=repo, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    env = shared_actions_env(
+        tmp_path, fake.api_url, fake.token, repo, pull_request_event({"base": base, "head": head}), "pull_request"
+    )
+    result = run_pr(tmp_path, (repo, None, tmp_path / "cache"), env)
+    assert result.exit_code == 0, result.output
+    assert f"rag-gate.yml is not in the base commit {base[:12]}: this pull request adds rag-gate" in result.stderr
+    assert "::notice title=rag-gate%3A not gated yet::" in result.stdout
+    assert outputs(tmp_path)["verdict"] == "skipped"
+    assert "not gated yet" in (tmp_path / "summary.md").read_text()
+    assert fake.comments == [] and not (tmp_path / "out" / "report.json").exists()

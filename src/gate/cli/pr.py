@@ -152,7 +152,7 @@ def pr(
       rag-gate pr --base-ref main
       rag-gate pr --config rag-gate.yml --fail-on inconclusive --cache-dir .rag-gate-cache
     """  # noqa: D301 - click needs the real \b (backspace) character, a raw string would print "\b"
-    from gate.pr.flow import PrOptions, run_pr
+    from gate.pr.flow import NotGatedYet, PrOptions, run_pr
     from gate.sandbox import protect_process
 
     protect_process(os.environ, [github_token])  # before any other process starts
@@ -174,7 +174,11 @@ def pr(
         strict=strict,
         progress=sys.stderr.isatty() if progress is None else progress,
     )
-    result = run_pr(options, os.environ, emit=print_line)
+    try:
+        result = run_pr(options, os.environ, emit=print_line)
+    except NotGatedYet as exc:
+        click.echo(f"rag-gate: {exc}", err=True)
+        sys.exit(0)
     cached = " (base from cache)" if result.base_cached else ""
     trend = f"; trend vs main: {result.trend.status}" if result.trend else ""
     click.echo(

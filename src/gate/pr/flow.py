@@ -118,6 +118,16 @@ class PrOptions:
     """Also write the comparison as JUnit XML to this file, relative to ``working_directory`` (None: not)."""
 
 
+class NotGatedYet(GateError):
+    """The base commit has no rag-gate config: this pull request is the one that adds rag-gate (exit 0).
+
+    Nothing can be compared (the base's config is the policy), so the check passes with a notice, and the gate
+    starts with the pull requests after this one is merged.
+    """
+
+    exit_code = 0
+
+
 @dataclass(frozen=True)
 class PrResult:
     """What the PR flow did."""
@@ -324,9 +334,10 @@ def _base_config(repo: Path, base_sha: str, worktree: Path, config_rel: Path, re
     are the base commit's own.
     """
     if gitops.file_at(repo, base_sha, config_rel.as_posix()) is None:
-        raise InputError(
-            f"{config_rel}: not found in the base commit; rag-gate compares against the base's config, "
-            "so merge the config (and the golden set) before gating PRs on it"
+        raise NotGatedYet(
+            f"{config_rel} is not in the base commit {base_sha[:12]}: this pull request adds rag-gate, so there is "
+            "no base to compare with yet (the base's config is the policy); nothing was evaluated and the check "
+            "passes. The gate compares the pull requests that come after this one is merged."
         )
     config = load_config(worktree / config_rel, repeats=repeats)
     raw = yaml.safe_load((worktree / config_rel).read_text(encoding="utf-8")) or {}
@@ -524,6 +535,9 @@ def run_pr(
     emit = _redacting(emit, redact)  # everything printed from here on (the ::add-mask:: lines are out already)
     try:
         return _run(options, context, token, emit, policy, environ, redact)
+    except NotGatedYet as exc:
+        _report_not_gated(exc, context, emit)
+        raise
     except Exception as exc:
         _redact_exception(exc, redact)
         error = exc if isinstance(exc, GateError) else EvaluationError(f"internal error: {type(exc).__name__}: {exc}")
@@ -833,6 +847,18 @@ def _post_error_comment(
         emit(annotation("warning", warning, title="rag-gate: comment not posted"))
     if status in ("created", "updated"):
         log.info("sticky comment %s: no verdict", status)
+
+
+def _report_not_gated(exc: NotGatedYet, context: gh.GithubContext, emit: Callable[[str], None]) -> None:
+    """The pull request that adds rag-gate: a notice, a job summary line and ``verdict=skipped`` (no comment)."""
+    if context.in_actions:
+        emit(annotation("notice", str(exc), title="rag-gate: not gated yet"))
+    if context.step_summary is not None:
+        gh.append_summary(context.step_summary, f"## rag-gate: not gated yet\n\n{escape_markdown(str(exc))}\n")
+    if context.output is not None:
+        gh.write_outputs(
+            context.output, {"verdict": "skipped", "regressed-count": 0, "ood-failure-count": 0, "report-path": ""}
+        )
 
 
 def _error_kind(exc: GateError) -> str:
