@@ -66,6 +66,7 @@ say "built in $((SECONDS - start)) s"
 
 # --- scratch repository: the bundled example, base commit on main, regressing PR commit on feature ----------
 work="$(mktemp -d /tmp/rag-gate-ctest.XXXXXX)"
+chmod 755 "$work"   # the workspace is reached by other users, as on a runner (checked below as uid 1001)
 server_pid=""
 cleanup() { if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi; rm -rf "$work"; }
 trap cleanup EXIT
@@ -212,6 +213,12 @@ check "outputs, summary and annotations" \
    and "::error " in stdout and "ci-token" not in stdout.replace("::add-mask::ci-token", "")'
 check "report.json and comment.md are on disk" '(work / "workspace/rag-gate-out/report.json").is_file() and (work / "workspace/rag-gate-out/comment.md").is_file()'
 first_id="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["comments"][0]["id"])' "$work/state.json")"
+# The job's next steps (upload-artifact, a JUnit reporter) run as the runner's user, not root: every file rag-gate
+# wrote in the container, run directories included, is readable by another user (uid 1001, as on hosted runners).
+unreadable="$(cd "$ws/rag-gate-out" && find . -type f -print0 | while IFS= read -r -d '' f; do
+  setpriv --reuid 1001 --regid 1001 --clear-groups cat "$f" >/dev/null 2>&1 || printf '%s ' "$f"; done)"
+if [ -n "$unreadable" ]; then say "FAIL: not readable by uid 1001: $unreadable"; exit 1; fi
+say "ok: every file in rag-gate-out/ is readable by uid 1001 ($(find "$ws/rag-gate-out" -type f | wc -l) files)"
 
 run_action pull_request
 [ "$rc" = 1 ] || { say "FAIL: second run should exit 1"; exit 1; }
