@@ -234,6 +234,18 @@ def test_worse_within_noise_is_still_inconclusive_and_strict_fails_it():
     assert strict.status == "fail"
 
 
+def test_an_unchanged_metric_on_few_cases_passes_even_strict_though_its_interval_is_wide():
+    """Three graded cases, identical on both sides: the sign-flip interval cannot exclude anything (its smallest p is
+    2/8), yet no case got worse, so it is no regression: pass, also under strict (inconclusive = worse only)."""
+    scores = [0.2, 0.5, 0.9]
+    (res,) = analyze_metrics([metric("mrr", "graded", scores, scores)], strict=True)
+    assert res.ci_low <= -0.03  # the interval alone would not show non-inferiority
+    assert res.status == "pass" and res.reason == "no paired case got worse (3 of 3 unchanged)"
+    one_worse = [0.2, 0.5, 0.8]
+    (worse,) = analyze_metrics([metric("mrr", "graded", scores, one_worse)], strict=True)
+    assert worse.status == "fail" and worse.reason.startswith("strict mode")  # one case worse: strict blocks
+
+
 def test_win_tie_loss_counts_match_a_hand_count():
     base = np.array([[1, 1, 1], [0, 0, 0], [1, 0, 1], [1, 1, 1], [0, 1, 0], [1, 1, 0]], dtype=float)
     head = np.array([[1, 1, 1], [1, 0, 0], [1, 0, 0], [0, 0, 0], [1, 0, 0], [1, 0, 1]], dtype=float)

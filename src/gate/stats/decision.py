@@ -532,6 +532,10 @@ def _result(
     )
     delta = float(np.mean(d)) if n else float("nan")
     status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, _shown(inp, delta, low, high))
+    if status == "inconclusive" and n >= 2 and not np.any(d < 0):
+        # not one paired case got worse: whatever the interval's width on few cases, this is no regression
+        # (inconclusive means only "worse, but not significantly beyond the margin")
+        status, reason = "pass", f"no paired case got worse ({int(np.count_nonzero(d == 0))} of {n} unchanged)"
     if n == 0 and not _has_values(inp):
         status, reason = "not_applicable", "applies to no case on either side: left out of the decision"
     if strict and status == "inconclusive":
