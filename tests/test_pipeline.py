@@ -75,6 +75,38 @@ def test_python_adapter_isolates_failures(side):
     assert calls.count("boom") == 2 and calls.count("flaky") == 2 and calls.count("ok2") == 1
 
 
+ASYNC_PIPELINE = """
+import asyncio
+import sys
+
+LOOPS = set()
+
+async def answer(case):
+    await asyncio.sleep(0)
+    LOOPS.add(id(asyncio.get_running_loop()))
+    if case["id"] == "exits":
+        sys.exit(3)
+    return {"answer": f"{case['question']} (loops so far: {len(LOOPS)})", "retrieved": [{"id": "d1", "text": "x"}]}
+"""
+
+
+def test_async_pipelines_are_awaited_on_one_loop_and_sys_exit_fails_only_its_case(tmp_path):
+    (tmp_path / "rag.py").write_text(ASYNC_PIPELINE)
+    write_jsonl(tmp_path / "golden.jsonl", [{"id": i, "question": f"q-{i}"} for i in ("a", "b", "exits", "c")])
+    (tmp_path / "rag-gate.yml").write_text(
+        "golden: golden.jsonl\npipeline: {python: 'rag:answer', concurrency: 1, retries: 0}\n"
+    )
+    config = load_config(tmp_path / "rag-gate.yml")
+    got = {}
+    run_python(config.pipeline, [(c, 0) for c in load_golden(config.golden)], lambda p: got.setdefault(p.id, p))
+    assert [got[i].answer for i in ("a", "b", "c")] == [
+        "q-a (loops so far: 1)",
+        "q-b (loops so far: 1)",
+        "q-c (loops so far: 1)",
+    ]
+    assert got["exits"].error.startswith("SystemExit: the pipeline called sys.exit(3) (rag.py:")
+
+
 def test_each_workers_first_call_is_a_cold_start_recorded_apart_from_latency(tmp_path):
     """A pipeline that builds its index lazily on the first call (2 s): that call is no latency sample."""
     (tmp_path / "rag.py").write_text(

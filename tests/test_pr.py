@@ -397,3 +397,18 @@ def test_the_pull_request_that_adds_rag_gate_passes_with_a_notice(tmp_path, fake
     assert outputs(tmp_path)["verdict"] == "skipped"
     assert "not gated yet" in (tmp_path / "summary.md").read_text()
     assert fake.comments == [] and not (tmp_path / "out" / "report.json").exists()
+
+
+def test_uncommitted_changes_are_evaluated_and_said(tmp_path):
+    """Locally the head side is the working tree: an uncommitted fix passes, and rag-gate says it is not HEAD."""
+    repo = tmp_path / "repo"
+    shas = make_scratch_repo(repo)
+    assert gitops.uncommitted(repo) == []
+    (repo / "rag.py").write_text(RAG_TEMPLATE.format(broken=False, n=N_FACTS))  # undo the PR's break, uncommitted
+    assert gitops.uncommitted(repo) == ["rag.py"]
+    result = run_pr(tmp_path, (repo, shas, tmp_path / "cache"), dict.fromkeys(GITHUB_VARS), "--base-ref", "main")
+    assert result.exit_code == 0, result.output
+    assert "1 uncommitted change(s) (rag.py): the head side is evaluated as it is on disk, not as commit " in (
+        result.stderr
+    )
+    assert shas["head"][:12] in result.stderr

@@ -16,12 +16,14 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 # inspect and traceback are imported when a call fails: every worker's start (C of them at once) pays for its imports
 
 PARENT_PID_VAR = "RAG_GATE_PARENT_PID"
 """The environment variable in which rag-gate gives its worker its own process id (see :func:`die_with_parent`)."""
 _PR_SET_PDEATHSIG = 1  # prctl(2)
+_CO_COROUTINE = 0x80  # inspect.CO_COROUTINE: an ``async def`` function (read without importing inspect)
 _WATCH_S = 0.25  # how often the watchdog thread checks that rag-gate still runs
 
 
@@ -136,6 +138,24 @@ def _accepts(function: object, request: dict[str, object]) -> bool:
     return True
 
 
+def _caller(function: Any) -> Any:
+    """``function`` itself, or for an ``async def`` pipeline a function that runs it to completion.
+
+    A coroutine function is awaited on one event loop kept for the worker's life, so clients the pipeline creates
+    once (an ``AsyncOpenAI``, a connection pool) are reused across calls.
+    """
+    if not getattr(getattr(function, "__code__", None), "co_flags", 0) & _CO_COROUTINE:
+        return function
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+
+    def run(case: object, **options: object) -> object:
+        return loop.run_until_complete(function(case, **options))
+
+    return run
+
+
 def main(target: str) -> int:
     """Serve calls to ``target`` until stdin closes.
 
@@ -161,21 +181,23 @@ def main(target: str) -> int:
         protocol.write(json.dumps(_wiring_error(target, reason, True)) + "\n")
         return 1
     protocol.write(json.dumps({"ok": True, "ready": True}) + "\n")
+    call = _caller(function)
     first = True
     for line in sys.stdin:
         request = json.loads(line)
         start = time.perf_counter()
         try:
-            result = function(request["case"], **request.get("options", {}))
+            result = call(request["case"], **request.get("options", {}))
             reply = {"ok": True, "result": result, "latency_ms": (time.perf_counter() - start) * 1000.0}
             if first:  # a cold start (lazy imports, index loading): the adapter records it apart from latency
                 reply["warmup"] = True
-        except Exception as exc:  # noqa: BLE001
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - sys.exit() in the pipeline fails the case
             import traceback
 
             last = traceback.extract_tb(exc.__traceback__)[-1]
             where = f" ({os.path.basename(last.filename)}:{last.lineno})"
-            text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {_text(exc)}{where}"})
+            told = f"the pipeline called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else _text(exc)
+            text = json.dumps({"ok": False, "error": f"{type(exc).__name__}: {told}{where}"})
             if isinstance(exc, TypeError) and not _accepts(function, request):
                 text = json.dumps({"ok": False, "fatal": True, "input": True, "error": f"{target}: {_text(exc)}"})
         else:

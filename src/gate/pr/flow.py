@@ -620,6 +620,16 @@ def _run_sides(
         return _store_base(options, context, caching, repo, workdir, config_rel, out, environ, secrets, store, emit)
     base_sha, base_label = _base_commit(options, context, repo)
     head_sha = gitops.resolve_commit(repo, "HEAD")
+    dirty = gitops.uncommitted(repo)
+    if dirty:
+        shown = ", ".join(dirty[:3]) + (", …" if len(dirty) > 3 else "")
+        log.warning(
+            "the working tree has %d uncommitted change(s) (%s): the head side is evaluated as it is on disk, "
+            "not as commit %s",
+            len(dirty),
+            shown,
+            head_sha[:12],
+        )
     with gitops.worktree(repo, base_sha) as tree:
         base = _base_config(repo, base_sha, tree, config_rel, options.repeats)
         head_golden = head.golden

@@ -146,6 +146,15 @@ def changed_files(repo: Path, base: str) -> list[ChangedFile]:
     return files
 
 
+def uncommitted(repo: Path) -> list[str]:
+    """Tracked files whose working-tree or staged content differs from ``HEAD`` (untracked files left out).
+
+    Source: git-status(1), ``--porcelain=v1 -z``.
+    """
+    out = git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no").stdout
+    return [record[3:] for record in out.split("\0") if len(record) > 3 and record[2] == " "]
+
+
 def credential_settings(repo: Path) -> list[str]:
     """Names of the ``http.<url>.extraheader`` settings in the repository's own ``.git/config``.
 

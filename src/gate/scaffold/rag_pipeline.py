@@ -2,7 +2,8 @@
 
 The contract (README "Configuration"): rag-gate imports this module once per worker process (this directory is
 the working directory and the first entry of ``sys.path``) and calls ``answer(case, **options)`` once per golden
-case and repeat, where ``options`` is ``pipeline.options`` of rag-gate.yml.
+case and repeat, where ``options`` is ``pipeline.options`` of rag-gate.yml. It may be ``async def`` (awaited
+on one event loop per worker process, so an async client made once is reused).
 
 ``case`` is the golden case as a dict: ``id``, ``question``, ``expected_doc_ids``, ``reference_answers``,
 ``out_of_domain``, ``tags`` (and ``criteria`` / ``cluster`` when the golden set has them). Do not use the expected
