@@ -67,7 +67,7 @@ class FakeGithub:
         self,
         repo: str = "octo/rag",
         pr: int = 7,
-        token: str = "t0ken",
+        token: str = "ghs_t0ken",
         state_file: Path | None = None,
         host: str = "127.0.0.1",
         user_login: str | None = None,
@@ -285,7 +285,7 @@ def main() -> None:
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--repo", default="octo/rag")
     parser.add_argument("--pr", type=int, default=7)
-    parser.add_argument("--token", default="t0ken")
+    parser.add_argument("--token", default="ghs_t0ken")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind and to put in returned URLs")
     parser.add_argument("--forbid-writes", action="store_true", help="answer 403 to comment writes (fork token)")
     args = parser.parse_args()

@@ -97,7 +97,7 @@ def test_first_run_creates_second_run_edits(fake):
     assert len(fake.comments) == 1
     assert fake.comments[0]["body"] == f"{gh.MARKER}\nreport v2"
     assert len(fake.calls("POST", "/comments$")) == 1 and len(fake.calls("PATCH")) == 1
-    assert all(r.authorization == "token t0ken" for r in fake.requests)
+    assert all(r.authorization == "token ghs_t0ken" for r in fake.requests)
 
 
 def test_marker_found_on_second_page_of_35_comments(fake):
@@ -297,3 +297,20 @@ def test_annotation_escapes_newlines_and_properties():
     assert line == "::error file=eval/g.jsonl,line=7,title=case a%2Cb%3A x::50%25 drop%0Asecond line"
     assert annotation("warning", "plain") == "::warning::plain"
     assert gh.add_mask("s3cr%t") == "::add-mask::s3cr%25t"
+
+
+@pytest.mark.parametrize(
+    ("value", "masked"),
+    [
+        ("ghs_16C7e42F292c6912E7710c838347Ae178B4a", True),
+        ("ghp_abcDEF0123456789abcDEF0123456789abcd", True),
+        ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", True),
+        ("0123456789abcdef0123456789abcdef01234567", True),
+        ("fake-token", False),
+        ("ghs_", False),
+        ("hello ghs_abc", False),
+    ],
+)
+def test_only_github_shaped_tokens_get_a_mask_command(value, masked):
+    """A mask command prints the value: rag-gate prints only GitHub tokens' (which the runner may not have masked)."""
+    assert gh.is_github_token(value) is masked

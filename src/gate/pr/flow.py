@@ -525,8 +525,11 @@ def run_pr(
     context = gh.github_context(environ)
     token = environ.get("GITHUB_TOKEN") or None
     if context.in_actions:
-        for secret in {options.github_token, token} - {None}:
-            emit(gh.add_mask(str(secret)))
+        # GitHub already masks a token that comes from `secrets` or `github.token`; a GitHub token from elsewhere
+        # is masked here too. Anything else is never printed, not even in a mask command.
+        for secret in sorted({options.github_token, token} - {None}):
+            if gh.is_github_token(str(secret)):
+                emit(gh.add_mask(str(secret)))
         if options.github_token:
             emit(annotation("warning", FLAG_TOKEN_IGNORED, title="rag-gate: token on the command line ignored"))
     else:

@@ -10,6 +10,7 @@ Source: GitHub Actions "Workflow commands" and "Webhook events and payloads" doc
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -468,6 +469,16 @@ def write_outputs(path: Path, outputs: Mapping[str, object], redact: Callable[[s
         else:
             lines.append(f"{name}={text}\n")
     append_text(path, "".join(lines))
+
+
+GITHUB_TOKEN_SHAPE = re.compile(r"(gh[pousr]_|github_pat_)[A-Za-z0-9_]+|(v1\.)?[0-9a-f]{40}")
+"""GitHub's token formats: ``ghs_`` (installation: GITHUB_TOKEN), ``ghp_``/``github_pat_`` (personal), ``gho_``,
+``ghu_``, ``ghr_``, and the older 40-hex forms (GitHub Enterprise Server)."""
+
+
+def is_github_token(value: str) -> bool:
+    """Whether ``value`` has the shape of a GitHub token (:data:`GITHUB_TOKEN_SHAPE`), which rag-gate masks."""
+    return GITHUB_TOKEN_SHAPE.fullmatch(value) is not None
 
 
 def add_mask(secret: str) -> str:
