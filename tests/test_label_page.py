@@ -33,7 +33,8 @@ def _rows() -> list[dict]:
                 "id": f"case-{i}",
                 "repeat": 0,
                 "question": f"When did the Normans conquer England? ({i})",
-                "answer": "The Normans conquered England in 1066. They came from Normandy." + (hostile if i == 3 else ""),
+                "answer": "The Normans conquered England in 1066. They came from Normandy."
+                + (hostile if i == 3 else ""),
                 "out_of_domain": False,
                 "reference_answers": ["1066"] if i < 2 else [],
                 "chunks": [
@@ -46,10 +47,18 @@ def _rows() -> list[dict]:
                     "flagged": flagged,
                     "faithfulness": 0.5 if flagged else 1.0,
                     "claims": [
-                        {"claim": "The Normans conquered England in 1066.", "verdict": "supported",
-                         "chunk_id": "Normans-1", "reason": "100% of content words in chunk"},
-                        {"claim": "They came from Normandy.", "verdict": "unverifiable" if flagged else "supported",
-                         "chunk_id": "Normans-2", "reason": "no chunk covers it" if flagged else "in chunk"},
+                        {
+                            "claim": "The Normans conquered England in 1066.",
+                            "verdict": "supported",
+                            "chunk_id": "Normans-1",
+                            "reason": "100% of content words in chunk",
+                        },
+                        {
+                            "claim": "They came from Normandy.",
+                            "verdict": "unverifiable" if flagged else "supported",
+                            "chunk_id": "Normans-2",
+                            "reason": "no chunk covers it" if flagged else "in chunk",
+                        },
                     ],  # fmt: skip
                     "reasons": ["unverifiable: They came from Normandy. (no chunk covers it)"] if flagged else [],
                 },
@@ -70,7 +79,9 @@ def browser(tmp_path_factory):
     from selenium.webdriver.chrome.service import Service
 
     if not Path(CHROMIUM).exists() or not Path(CHROMEDRIVER).exists():
-        pytest.skip(f"Chromium or chromedriver not found ({CHROMIUM}, {CHROMEDRIVER}): apt-get install chromium chromium-driver")
+        pytest.skip(
+            f"Chromium or chromedriver not found ({CHROMIUM}, {CHROMEDRIVER}): apt-get install chromium chromium-driver"
+        )
     downloads = tmp_path_factory.mktemp("downloads")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM

@@ -98,7 +98,7 @@ def test_intervals_match_scipy_bootstrap():
     ours = agreement(truth, calls, BINARY_CLASSES, seed=0, resamples=4000)
     for stat, mine in ((cohen_kappa_score, ours.kappa), (balanced_accuracy_score, ours.balanced_accuracy)):
         ref = stats.bootstrap(
-            (truth, calls), lambda t, c: stat(t, c), paired=True, vectorized=False, n_resamples=4000,
+            (truth, calls), lambda t, c, stat=stat: stat(t, c), paired=True, vectorized=False, n_resamples=4000,
             method="percentile", random_state=np.random.default_rng(1),
         ).confidence_interval  # fmt: skip
         assert mine.low == pytest.approx(ref.low, abs=0.03)
@@ -141,7 +141,9 @@ def test_labels_schema_errors_name_file_line_and_field(tmp_path):
     with pytest.raises(InputError, match=r"u\.jsonl:1: faithfull: unknown field"):
         load_labels(unknown)
     dup = _write(tmp_path / "d.jsonl", [ROW, {**ROW, "id": "c2"}, {**ROW, "faithful": False}])
-    with pytest.raises(InputError, match=r"d\.jsonl:3: id: duplicate label of answer 'c1' repeat 0 \(first at line 1\)"):
+    with pytest.raises(
+        InputError, match=r"d\.jsonl:3: id: duplicate label of answer 'c1' repeat 0 \(first at line 1\)"
+    ):
         load_labels(dup)
     mixed = _write(tmp_path / "x.jsonl", [ROW, {**{k: v for k, v in ROW.items() if k != "faithful"}, "id": "c2",
                                                 "better": "head"}])  # fmt: skip
@@ -150,11 +152,16 @@ def test_labels_schema_errors_name_file_line_and_field(tmp_path):
 
 
 def test_labels_of_answers_not_in_the_run_are_reported_and_skipped(tmp_path):
-    labels = load_labels(_write(tmp_path / "l.jsonl", [ROW, {**ROW, "id": "gone"}, {**ROW, "id": "c2", "answer_sha256": "x"}]))
+    labels = load_labels(
+        _write(tmp_path / "l.jsonl", [ROW, {**ROW, "id": "gone"}, {**ROW, "id": "c2", "answer_sha256": "x"}])
+    )
     calls = {("c1", 0): ("faithful", (), "a"), ("c2", 0): ("unfaithful", (), "y")}
     result = check(labels, calls, judge="lexical")
     assert result.agreement.n == 1
-    assert result.skipped == ("line 2: 'gone' repeat 0: not in the run", "line 3: 'c2' repeat 0: the run's answer is not the one labelled")
+    assert result.skipped == (
+        "line 2: 'gone' repeat 0: not in the run",
+        "line 3: 'c2' repeat 0: the run's answer is not the one labelled",
+    )
 
 
 def test_stale_labels_warn_about_judge_and_golden(tmp_path):
@@ -176,7 +183,9 @@ def squad_run(tmp_path_factory):
     ood = [line for line in golden if '"out_of_domain": true' in line]
     keep = [line for line in golden[:40] if line not in ood[:10]] + ood[:10]
     (root / "squad" / "golden.jsonl").write_text("\n".join(keep) + "\n", encoding="utf-8")
-    result = CliRunner().invoke(main, ["run", "--config", str(root / "squad" / "base.yml"), "--out", str(root / "run"), "--no-progress"])
+    result = CliRunner().invoke(
+        main, ["run", "--config", str(root / "squad" / "base.yml"), "--out", str(root / "run"), "--no-progress"]
+    )
     assert result.exit_code == 0, result.output
     return root
 
@@ -216,7 +225,9 @@ def test_judge_check_reports_agreement_and_min_kappa(squad_run, tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     flip = {rows[0]["id"]}
     labels = _write(tmp_path / "labels.jsonl", _labels_from(rows, flip))
-    done = runner.invoke(main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--format", "json"])
+    done = runner.invoke(
+        main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--format", "json"]
+    )
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
     truth = [0 if not r["faithful"] else 1 for r in _labels_from(rows, flip)]  # 1 = faithful here
@@ -227,7 +238,9 @@ def test_judge_check_reports_agreement_and_min_kappa(squad_run, tmp_path):
     assert [d["id"] for d in report["disagreements"]] == [rows[0]["id"]]
     text = runner.invoke(main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run")])
     assert "confusion matrix (positive = unfaithful" in text.stdout and "disagreement(s):" in text.stdout
-    floor = runner.invoke(main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--min-kappa", "0.99"])
+    floor = runner.invoke(
+        main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--min-kappa", "0.99"]
+    )
     assert floor.exit_code == 1 and "below --min-kappa" in floor.stderr
 
 
@@ -239,10 +252,31 @@ def test_judge_check_rejudges_with_another_judge(squad_run, tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     labels = _write(tmp_path / "labels.jsonl", _labels_from(rows))
     config = squad_run / "squad" / "strict.yml"
-    text = (squad_run / "squad" / "base.yml").read_text().replace("judge: {name: lexical}", "judge: {name: lexical, support: 1.0, cover: 1.0}")
+    text = (
+        (squad_run / "squad" / "base.yml")
+        .read_text()
+        .replace("judge: {name: lexical}", "judge: {name: lexical, support: 1.0, cover: 1.0}")
+    )
     config.write_text(text)
-    same = json.loads(runner.invoke(main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--format", "json"]).stdout)
-    other = runner.invoke(main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--config", str(config), "--format", "json"])
+    same = json.loads(
+        runner.invoke(
+            main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--format", "json"]
+        ).stdout
+    )
+    other = runner.invoke(
+        main,
+        [
+            "judge-check",
+            "--labels",
+            str(labels),
+            "--run",
+            str(squad_run / "run"),
+            "--config",
+            str(config),
+            "--format",
+            "json",
+        ],
+    )
     assert other.exit_code == 0, other.output
     other = json.loads(other.stdout)
     assert same["accuracy"] == 1.0 and same["disagreements"] == []
@@ -257,16 +291,41 @@ def test_judge_check_rejudges_with_another_judge(squad_run, tmp_path):
     by_key = {a.key: a for a in answers}
     expected = []
     for r in rows:
-        value = call_judge(judge, by_key[(r["id"], r["repeat"])].case, by_key[(r["id"], r["repeat"])].prediction, evaluation).faithfulness
+        value = call_judge(
+            judge, by_key[(r["id"], r["repeat"])].case, by_key[(r["id"], r["repeat"])].prediction, evaluation
+        ).faithfulness
         if not math.isnan(value):
             expected.append((int(r["judge"]["flagged"]), int(value < 1)))
     assert other["n"] == len(expected)
-    kappa = cohen_kappa_score(*zip(*expected))
+    kappa = cohen_kappa_score(*zip(*expected, strict=True))
     assert other["kappa"]["value"] == (None if math.isnan(kappa) else pytest.approx(kappa, abs=1e-6))
     assert other["judge"] == "lexical"
-    assert other["confusion_matrix"] == confusion_matrix(*zip(*expected), labels=[0, 1]).tolist()
+    assert other["confusion_matrix"] == confusion_matrix(*zip(*expected, strict=True), labels=[0, 1]).tolist()
 
 
 def test_recorded_calls_read_the_judge_shown_when_labelling(tmp_path):
     labels = load_labels(_write(tmp_path / "l.jsonl", [{**ROW, "judge_flagged": True}, {**ROW, "id": "c2"}]))
     assert recorded_calls(labels) == {("c1", 0): ("unfaithful", (), None)}
+
+
+def test_compare_prints_agreement_in_run_details_and_warns_when_stale(squad_run, tmp_path):
+    out = tmp_path / "to-label.jsonl"
+    runner = CliRunner()
+    assert runner.invoke(main, ["label", str(squad_run / "run"), "--n", "20", "--out", str(out)]).exit_code == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    labels = _labels_from(rows)
+    labels[0]["judge"] = "another-judge-key"
+    _write(squad_run / "squad" / "labels.jsonl", labels)
+    config = squad_run / "squad" / "labelled.yml"
+    config.write_text((squad_run / "squad" / "base.yml").read_text() + "judge_labels: labels.jsonl\n")
+    done = runner.invoke(main, ["compare", str(squad_run / "run"), str(squad_run / "run"), "--config", str(config),
+                                "--out", str(tmp_path / "report"), "--format", "markdown"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    details = done.stdout.split("Run details")[1]
+    assert "Judge against your labels (`judge_labels:`): " in details
+    assert (
+        "20 labelled answer(s)" in details and "stale: 1 of 20 labels were made with another judge identity" in details
+    )
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["judge_labels"].startswith(("agrees", "too few", "disagrees"))
+    assert any(w.startswith("judge_labels: 1 of 20 labels") for w in report["warnings"])

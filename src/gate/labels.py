@@ -185,7 +185,9 @@ def stratum(answer: JudgedAnswer) -> str:
     return f"{call}, {'out-of-domain' if answer.case.out_of_domain else 'in-domain'}"
 
 
-def sample(answers: Sequence[JudgedAnswer], n: int, seed: int, exclude: Iterable[tuple[str, int]] = ()) -> list[JudgedAnswer]:
+def sample(
+    answers: Sequence[JudgedAnswer], n: int, seed: int, exclude: Iterable[tuple[str, int]] = ()
+) -> list[JudgedAnswer]:
     """Up to ``n`` answers to label, stratified by :func:`stratum`, seeded, none of ``exclude``.
 
     Only answers the judge made a call on are candidates; of answers with the same text to the same question
@@ -254,9 +256,7 @@ def read_to_label(path: Path) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------------- pairwise
 
 
-def pair_rows(
-    base_dir: Path, head_dir: Path, pairwise_file: Path
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def pair_rows(base_dir: Path, head_dir: Path, pairwise_file: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The pairs a comparison's pairwise judge decided, as rows to label (base's answer and head's, the outcome).
 
     Args:
@@ -291,9 +291,20 @@ def pair_rows(
                 "question": base.case.question,
                 "out_of_domain": base.case.out_of_domain,
                 "reference_answers": list(base.case.reference_answers),
-                "base": {"answer": base.prediction.answer, "chunks": [{"id": c.id, "text": c.text} for c in base.prediction.retrieved]},
-                "head": {"answer": head.prediction.answer, "chunks": [{"id": c.id, "text": c.text} for c in head.prediction.retrieved]},
-                "judge": {"id": _pair_judge_id(pairwise_file), "key": _pair_judge_id(pairwise_file), "better": better, "reasons": reasons},
+                "base": {
+                    "answer": base.prediction.answer,
+                    "chunks": [{"id": c.id, "text": c.text} for c in base.prediction.retrieved],
+                },
+                "head": {
+                    "answer": head.prediction.answer,
+                    "chunks": [{"id": c.id, "text": c.text} for c in head.prediction.retrieved],
+                },
+                "judge": {
+                    "id": _pair_judge_id(pairwise_file),
+                    "key": _pair_judge_id(pairwise_file),
+                    "better": better,
+                    "reasons": reasons,
+                },
                 "stratum": f"{better}, {'out-of-domain' if base.case.out_of_domain else 'in-domain'}",
                 "golden_sha256": base_manifest.get("golden_sha256", ""),
                 "answer_sha256": digest([base.prediction.answer, head.prediction.answer]),
@@ -314,7 +325,9 @@ def _pair_judge_id(pairwise_file: Path) -> str:
         return "pairwise"
 
 
-def sample_rows(rows: Sequence[dict[str, Any]], n: int, seed: int, exclude: Iterable[tuple[str, int]] = ()) -> list[dict[str, Any]]:
+def sample_rows(
+    rows: Sequence[dict[str, Any]], n: int, seed: int, exclude: Iterable[tuple[str, int]] = ()
+) -> list[dict[str, Any]]:
     """Up to ``n`` pair rows, stratified by their ``stratum`` (the judge's outcome and the domain), seeded."""
     skip = set(exclude)
     return _strata([r for r in rows if (r["id"], r["repeat"]) not in skip], lambda r: r["stratum"], n, seed)
@@ -484,7 +497,12 @@ def _stats(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def agreement(
-    labels: Sequence[int], calls: Sequence[int], classes: Sequence[str], *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
+    labels: Sequence[int],
+    calls: Sequence[int],
+    classes: Sequence[str],
+    *,
+    seed: int = 0,
+    resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> Agreement:
     """The judge's calls against the labels: confusion matrix, balanced accuracy and κ with 95 % intervals.
 
@@ -600,8 +618,14 @@ class Check:
             **self.agreement.to_dict(),
             "flagged_means": "faithfulness below 1 (llm rubric: faithfulness grade 1 or 2 of 3)",
             "disagreements": [
-                {"id": c.label.id, "repeat": c.label.repeat, "label": c.truth, "judge": c.call,
-                 "reasons": list(c.reasons), "note": c.label.note}
+                {
+                    "id": c.label.id,
+                    "repeat": c.label.repeat,
+                    "label": c.truth,
+                    "judge": c.call,
+                    "reasons": list(c.reasons),
+                    "note": c.label.note,
+                }
                 for c in self.disagreements
             ],  # fmt: skip
             "skipped": list(self.skipped),

@@ -26,16 +26,14 @@ def _page_path(out: Path) -> Path:
 @click.option("--n", "count", type=click.IntRange(min=1, max=10_000), default=20, show_default=True,
               help="Answers to add.")  # fmt: skip
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("to-label.jsonl"),
-              show_default=True, help="The rows to label (appended to when it exists); the page goes beside it.")  # fmt: skip
+              show_default=True, help="The rows to label (appended to); the page goes beside it.")  # fmt: skip
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Sampling seed.")
 @click.option("--head", "head_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Pairwise: the head run (RUN_DIR is the base); needs --pairwise.")  # fmt: skip
 @click.option("--pairwise", "pairwise_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Pairwise: pairwise.jsonl of `rag-gate compare --out` (the judge's verdicts).")  # fmt: skip
 @handle_errors
-def label(
-    run_dir: Path, count: int, out: Path, seed: int, head_dir: Path | None, pairwise_file: Path | None
-) -> None:
+def label(run_dir: Path, count: int, out: Path, seed: int, head_dir: Path | None, pairwise_file: Path | None) -> None:
     """Sample answers of RUN_DIR to label by hand, and write a page to label them in a browser.
 
     Writes OUT (JSONL rows: the question, the answer, its retrieved chunks, the judge's call and reasons, empty
@@ -196,7 +194,9 @@ def render_check(result: object) -> str:
         for d in result.disagreements:
             why = "; ".join(d.reasons) or "no reason given"
             note = f" · your note: {d.label.note}" if d.label.note else ""
-            lines.append(one_line(f"  {d.label.id} repeat {d.label.repeat}: you {d.truth}, judge {d.call} — {why}{note}"))
+            lines.append(
+                one_line(f"  {d.label.id} repeat {d.label.repeat}: you {d.truth}, judge {d.call} — {why}{note}")
+            )
     for line in result.skipped:
         lines.append(one_line(f"skipped {line}"))
     for line in result.warnings:
