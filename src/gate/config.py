@@ -131,11 +131,11 @@ class Evaluation:
     trend: TrendPolicy = field(default_factory=TrendPolicy)
     """The trend alarm against the main-branch history (``trend:``; a mapping is accepted and converted)."""
     golden_changes: Literal["base", "head"] = "base"
+    """Which golden set a PR is evaluated on (base-side policy): ``base``, the contract — every base case with its
+    base definition, plus the cases the PR adds — or ``head``, the PR's own set (removals and edits allowed)."""
     judge_labels: str | None = None
     """Answers labelled by hand (``judge_labels: labels.jsonl``, relative to the config file): ``compare`` and ``pr``
     show the judge's agreement with them in the comment's run details, and warn when they are stale."""
-    """Which golden set a PR is evaluated on (base-side policy): ``base``, the contract — every base case with its
-    base definition, plus the cases the PR adds — or ``head``, the PR's own set (removals and edits allowed)."""
 
     def __post_init__(self) -> None:
         """Normalise containers (lists → tuples, a bare judge name → a mapping) and fill ``gated``."""
