@@ -531,6 +531,8 @@ class Comparison:
     """What changed between base and head (the pipeline config, the files), when anything is known."""
     pairwise: PairwiseReport | None = None
     """The pairwise judge's wins, ties and losses (``pairwise:`` in the config); None without a pairwise judge."""
+    judge_labels: str | None = None
+    """The judge's agreement with the answers labelled by hand (``judge_labels:``), one line; None without labels."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form of ``report.json`` (NaN and ±inf as None; tuples as lists)."""

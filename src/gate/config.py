@@ -133,6 +133,9 @@ class Evaluation:
     golden_changes: Literal["base", "head"] = "base"
     """Which golden set a PR is evaluated on (base-side policy): ``base``, the contract — every base case with its
     base definition, plus the cases the PR adds — or ``head``, the PR's own set (removals and edits allowed)."""
+    judge_labels: str | None = None
+    """Answers labelled by hand (``judge_labels: labels.jsonl``, relative to the config file): ``compare`` and ``pr``
+    show the judge's agreement with them in the comment's run details, and warn when they are stale."""
 
     def __post_init__(self) -> None:
         """Normalise containers (lists → tuples, a bare judge name → a mapping) and fill ``gated``."""

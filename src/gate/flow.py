@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import math
 import os
 import shutil
 import sys
@@ -784,7 +785,43 @@ def compare_runs(
         base_side, head_side, pairwise = judge_pairwise(base_side, head_side, evaluation, out_dir)
     from gate.compare import compare
 
-    return compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
+    comparison = compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
+    if evaluation.judge_labels:
+        root = config.root if config is not None else Path(base_side.manifest.get("config") or ".").parent
+        line, stale = judge_labels_line(root / evaluation.judge_labels, base_side.manifest, evaluation.seed)
+        comparison = dataclasses.replace(comparison, judge_labels=line, warnings=(*comparison.warnings, *stale))
+    return comparison
+
+
+def judge_labels_line(path: Path, manifest: dict, seed: int) -> tuple[str, list[str]]:
+    """The comment's line on the judge's agreement with ``judge_labels:`` and the stale-label warnings.
+
+    The agreement is the judge's calls recorded in the labels (those shown when labelling) against the labels;
+    the labels are stale when made with another judge identity than the run's or on another golden set.
+    A labels file that cannot be read is a warning, never a failed comparison.
+    """
+    from gate import labels as lb
+
+    try:
+        labels = lb.load_labels(path)
+    except InputError as exc:
+        return f"cannot read the labels: {exc}", [f"judge_labels: {exc}"]
+    stale = lb.stale(labels, lb.judge_key(manifest), manifest.get("golden_sha256"))
+    result = lb.check(
+        labels, lb.recorded_calls(labels), judge=str((manifest.get("judge") or {}).get("id", "")), seed=seed
+    )
+    a = result.agreement
+
+    def ci(x: lb.Interval) -> str:
+        return "n/a" if math.isnan(x.value) else f"{x.value:.2f} (95 % CI {x.low:.2f} to {x.high:.2f})"
+
+    line = (
+        f"{lb.VERDICTS[a.verdict]} — {a.n} labelled answer(s), Cohen's κ {ci(a.kappa)}, balanced accuracy "
+        f"{ci(a.balanced_accuracy)} ({a.method}; flagged = faithfulness below 1)"
+    )
+    if stale:
+        line += " · stale: " + "; ".join(stale)
+    return line, [f"judge_labels: {warning}" for warning in stale]
 
 
 PAIRWISE_FILE = "pairwise.jsonl"

@@ -22,6 +22,7 @@ import click
 from gate import __version__
 from gate.cli.common import CONTEXT, EchoHandler, handle_errors, shard_option, terminate
 from gate.cli.history import history
+from gate.cli.labels import judge_check, label
 from gate.cli.pr import pr
 from gate.errors import InputError
 from gate.sanitize import guard_std_streams, inert_json, one_line
@@ -326,3 +327,5 @@ def merge(shards: tuple[Path, ...], out: Path) -> None:
 
 main.add_command(pr)
 main.add_command(history)
+main.add_command(label)
+main.add_command(judge_check)
