@@ -83,7 +83,8 @@ def test_ragas_jsonl_matches_contexts_and_reports_what_it_cannot(tmp_path, corpu
              "synthesizer_name": "single_hop_specific_query_synthesizer"},
             {"user_input": "What is the capital of France?", "reference": "Paris",
              "reference_contexts": ["paris is the capital and most populous city of france, on the river seine"]},
-            {"user_input": "What is the tower made of?", "reference_contexts": ["wrought-iron lattice tower on the Champ"]},
+            {"user_input": "What is the tower made of?",
+             "reference_contexts": ["wrought-iron lattice tower on the Champ"]},
             {"user_input": "Who won in 2030?", "reference_contexts": ["Nothing like this sentence is in the corpus."]},
             {"user_input": "Which paragraph?", "reference_contexts": ["This paragraph appears twice in the corpus."]},
             {"user_input": "Where is Normandy?", "reference": "In France", "reference_contexts": [DOCS[0]["text"]],
@@ -109,7 +110,9 @@ def test_ragas_jsonl_matches_contexts_and_reports_what_it_cannot(tmp_path, corpu
     assert by_question["Which paragraph?"][0]["expected_doc_ids"] == []  # ambiguous: no id chosen
     assert by_question["What did the system retrieve?"][0]["expected_doc_ids"] == []  # retrieved ≠ ground truth
     assert len(cases) == 7  # the exact duplicate (line 6) dropped
-    assert "contexts matched to corpus ids: 2 exact, 1 normalised, 1 contained; left out: 1 unmatched, 1 ambiguous" in err
+    assert "contexts matched to corpus ids: 2 exact, 1 normalised, 1 contained; left out: 1 unmatched, 1 ambiguous" in (
+        err
+    )
     assert "1 × unmatched context (left out)" in err and "testset.jsonl:4: context 1:" in err
     assert "1 × ambiguous context (left out)" in err and "(in copy-a, copy-b)" in err
     assert "1 × duplicate case (dropped)" in err and "testset.jsonl:6: same as" in err
@@ -227,7 +230,10 @@ def test_deepeval_missing_input_and_wrong_types_name_the_item(tmp_path):
 def test_deepeval_jsonl_and_ids_from_metadata(tmp_path):
     source = write_jsonl(
         tmp_path / "goldens.jsonl",
-        [{"input": "One?", "additional_metadata": {"id": "case-1"}}, {"input": "Two?", "additional_metadata": {"id": 2}}],
+        [
+            {"input": "One?", "additional_metadata": {"id": "case-1"}},
+            {"input": "Two?", "additional_metadata": {"id": 2}},
+        ],
     )
     assert [r["id"] for r in import_golden("deepeval", source).records] == ["case-1", "2"]
 
@@ -304,7 +310,8 @@ def test_promptfoo_tests_file_without_a_question_var_names_the_line(tmp_path):
     source.write_text("- vars: {topic: a, tone: b}\n- vars: {topic: c}\n", encoding="utf-8")
     with pytest.raises(InputError) as caught:
         import_golden("promptfoo", source)
-    assert caught.value.problems == (f"{source}:1: vars: no question var (have: topic, tone); pass --question-var NAME",)
+    message = f"{source}:1: vars: no question var (have: topic, tone); pass --question-var NAME"
+    assert caught.value.problems == (message,)
     chosen = import_golden("promptfoo", source, Options(question_var="topic")).records
     assert [c["question"] for c in chosen] == ["a", "c"]
 
