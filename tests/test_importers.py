@@ -316,6 +316,23 @@ def test_promptfoo_tests_file_without_a_question_var_names_the_line(tmp_path):
     assert [c["question"] for c in chosen] == ["a", "c"]
 
 
+def test_promptfoo_fields_of_the_wrong_type_are_problems_with_their_line(tmp_path):
+    source = tmp_path / "tests.yaml"
+    source.write_text(
+        "- vars: file://vars.yaml\n- vars: {question: q}\n  assert: {type: is-refusal}\n"
+        "- vars: {question: q}\n  metadata: [a]\n- vars: {question: [q, 3]}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as caught:
+        import_golden("promptfoo", source)
+    assert caught.value.problems == (
+        f"{source}:1: vars: must be an object (vars from a file:// are not read)",
+        f"{source}:2: assert: must be a list of assertions",
+        f"{source}:4: metadata: must be an object",
+        f"{source}:6: vars.question: must be text (or a list of texts)",
+    )
+
+
 def test_promptfoo_alias_bomb_is_refused_quickly(tmp_path):
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
@@ -480,3 +497,32 @@ def test_import_refuses_to_overwrite_its_source_and_corpus(tmp_path, corpus):
     assert code == 2 and "is the --corpus file" in err
     code, _, err = run("import", "beir", tmp_path, "--corpus", corpus, "--out", tmp_path / "g.jsonl")
     assert code == 2 and "--corpus: not used by beir" in err
+
+
+def test_a_golden_set_exported_to_ragas_and_beir_imports_back_to_its_questions_and_ids(tmp_path):
+    """The bundled SQuAD golden set, written as a ragas testset (contexts as text) and as a BEIR folder, imports back
+    to the same questions (as written, spaces included) and the same expected document ids, in order."""
+    squad = Path(__file__).resolve().parent.parent / "examples" / "squad"
+    golden = [json.loads(line) for line in (squad / "golden.jsonl").read_text(encoding="utf-8").splitlines()]
+    docs = {d["id"]: d for d in map(json.loads, (squad / "corpus.jsonl").read_text(encoding="utf-8").splitlines())}
+    ragas = write_jsonl(
+        tmp_path / "testset.jsonl",
+        [{"user_input": g["question"], "reference": (g["reference_answers"] or [""])[0],
+          "reference_contexts": [docs[i]["text"] for i in g["expected_doc_ids"]]} for g in golden],
+    )  # fmt: skip
+    records = import_golden("ragas", ragas, Options(corpus=squad / "corpus.jsonl")).records
+    assert [(r["question"], r["expected_doc_ids"]) for r in records] == [
+        (g["question"], g["expected_doc_ids"]) for g in golden
+    ]
+    qrels = "".join(f"{g['id']}\t{d}\t1\n" for g in golden for d in g["expected_doc_ids"])
+    beir = make_beir(
+        tmp_path / "beir",
+        "query-id\tcorpus-id\tscore\n" + qrels,
+        queries=[{"_id": g["id"], "text": g["question"]} for g in golden],
+        docs=[{"_id": d["id"], "title": d.get("title", ""), "text": d["text"]} for d in docs.values()],
+    )
+    records = import_golden("beir", beir).records
+    in_domain = [g for g in golden if g["expected_doc_ids"]]
+    assert [(r["id"], r["question"], r["expected_doc_ids"]) for r in records] == [
+        (g["id"], g["question"], g["expected_doc_ids"]) for g in in_domain
+    ]

@@ -61,9 +61,9 @@ def _shape(row: Any) -> str | None:
     if not isinstance(row, dict):
         return None
     keys = set(row)
-    if keys & _RAGAS_KEYS or ("question" in keys and keys & _RAGAS_LEGACY and "id" not in keys):
+    if "id" not in keys and ("user_input" in keys or ("question" in keys and keys & _RAGAS_LEGACY)):
         return "ragas"
-    if "input" in keys and keys & _DEEPEVAL_KEYS - {"input"}:
+    if "input" in keys and not keys & {"id", "question"}:
         return "deepeval"
     if "vars" in keys or "assert" in keys:
         return "promptfoo"

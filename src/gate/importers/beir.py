@@ -86,7 +86,7 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
                       f"{located(queries_path, line, '_id', '').rstrip(': ')}: '{query_id}', first on line "
                       f"{queries[query_id][1]}")  # fmt: skip
         else:
-            queries[query_id] = (text.strip(), line)
+            queries[query_id] = (text, line)
     if problems:
         raise InputError.listing(problems)
     corpus_ids = _corpus_ids(source / "corpus.jsonl", notes)

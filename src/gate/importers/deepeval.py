@@ -89,7 +89,7 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
         drafts.append(
             Draft(
                 where=(source, line, prefix),
-                question=question.strip(),
+                question=question,
                 case_id=as_id(meta.get("id")),
                 contexts=texts,
                 references=references,

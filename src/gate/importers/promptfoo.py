@@ -153,10 +153,17 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
         if not isinstance(test, dict):
             problems.append(f"{at}: expected a test case (an object with vars and assert)")
             continue
-        variables = {**(default.get("vars") or {}), **(test.get("vars") or {})}
-        if not isinstance(test.get("vars", {}), dict):
-            problems.append(f"{at}: vars: must be an object (vars from a file:// are not read)")
+        wrong = next(
+            (f"{where}{key}: must be {kind}" for where, item in (("defaultTest.", default), ("", test))
+             for key, kind in (("vars", "an object (vars from a file:// are not read)"), ("metadata", "an object"),
+                               ("assert", "a list of assertions"))
+             if item.get(key) is not None and not isinstance(item[key], list if key == "assert" else dict)),
+            None,
+        )  # fmt: skip
+        if wrong:
+            problems.append(f"{at}: {wrong}")
             continue
+        variables = {**(default.get("vars") or {}), **(test.get("vars") or {})}
         name = options.question_var or next((v for v in QUESTION_VARS if v in variables), None)
         if name is None and len(variables) == 1:
             name = next(iter(variables))
@@ -182,9 +189,6 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
             elif kind in CRITERIA_TYPES and isinstance(value, str):
                 criteria.append(value)
         meta = {**(default.get("metadata") or {}), **(test.get("metadata") or {})}
-        if not isinstance(meta, dict):
-            problems.append(f"{at}: metadata: must be an object")
-            continue
         ids = id_list(meta.pop("expected_doc_ids", None), f"{at}: metadata.expected_doc_ids", problems)
         contexts = text_list(variables.get("context"), f"{at}: vars.context", problems)
         if refusal and (contexts or ids):
@@ -196,7 +200,7 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
             drafts.append(
                 Draft(
                     where=(path, line, f"vars.{name}[{n}]" if len(questions) > 1 else None),
-                    question=question.strip(),
+                    question=question,
                     doc_ids=ids,
                     contexts=[] if ids else contexts,
                     references=references,

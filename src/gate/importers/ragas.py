@@ -114,7 +114,7 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
         drafts.append(
             Draft(
                 where=where,
-                question=question.strip(),
+                question=question,
                 doc_ids=ids,
                 contexts=[] if ids else texts,
                 references=references,
