@@ -480,6 +480,22 @@ def test_validate_names_the_importer_for_foreign_files_in_one_line(tmp_path):
     assert sniff(beir / "queries.jsonl")[0] == "beir"
 
 
+def test_validate_on_deeply_nested_input_reports_it_without_crashing(tmp_path):
+    deep_json = tmp_path / "deep.jsonl"
+    deep_json.write_text("[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    deep_yaml = tmp_path / "deep.yaml"
+    deep_yaml.write_text("tests: " + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    assert sniff(deep_json) == (None, "a JSON array")
+    assert sniff(deep_yaml) == (None, "")
+    with pytest.raises(InputError, match=r"deep\.yaml:1: "):
+        import_golden("promptfoo", deep_yaml)  # libyaml's own nesting limit, or ours
+    deep_yaml.write_text("tests: " + "[" * 70 + "]" * 70 + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="deep.yaml:1: nested deeper than 64 levels"):
+        import_golden("promptfoo", deep_yaml)
+    code, _, err = run("validate", deep_json)
+    assert code == 2 and "internal error" not in err
+
+
 def test_validate_still_checks_a_real_golden_set(tmp_path):
     good = write_jsonl(tmp_path / "golden.jsonl", [{"id": "1", "question": "q?", "expected_doc_ids": ["d"]}])
     assert run("validate", good)[0] == 0

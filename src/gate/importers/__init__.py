@@ -81,7 +81,7 @@ def sniff(path: Path | str) -> tuple[str | None, str]:
     if path.is_dir():
         if (path / "queries.jsonl").is_file() and (path / "qrels").is_dir():
             return "beir", "a BEIR folder"
-        return None, "a folder"
+        return None, ""
     try:
         with path.open("rb") as handle:
             head = handle.read(1 << 20).decode("utf-8-sig", errors="replace")
@@ -101,7 +101,7 @@ def sniff(path: Path | str) -> tuple[str | None, str]:
     if stripped.startswith("["):
         try:
             data = json.loads(head) if len(head) < (1 << 20) else None
-        except ValueError:
+        except (ValueError, RecursionError):  # a document nested too deep is validate's to report
             data = None
         first = data[0] if isinstance(data, list) and data else None
         if first is None:  # too large or cut: read the first object's keys from the text
@@ -113,7 +113,7 @@ def sniff(path: Path | str) -> tuple[str | None, str]:
     first_line = stripped.splitlines()[0] if stripped else ""
     try:
         row = json.loads(first_line)
-    except ValueError:
+    except (ValueError, RecursionError):  # a document nested too deep is validate's to report
         return None, ""
     shape = _shape(row)
     if shape == "beir":

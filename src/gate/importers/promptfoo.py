@@ -28,6 +28,8 @@ MAX_BYTES = 64 << 20
 MAX_NODES = 5_000_000
 """Most YAML values (after alias expansion) a promptfoo file may hold: bounds an alias bomb."""
 MAX_FILE_DEPTH = 4
+MAX_DEPTH = 64
+"""Deepest nesting of lists and mappings read (loading deeper YAML would recurse without bound)."""
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -63,12 +65,18 @@ def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
 
 
 def _bound(text: str, path: Path) -> None:
-    """Refuse a document whose values, aliases expanded, exceed :data:`MAX_NODES` (counted on the event stream)."""
+    """Refuse a document too deep or too large: nested beyond :data:`MAX_DEPTH`, or beyond :data:`MAX_NODES` values.
+
+    Both are read on the event stream, before anything is built; an alias counts the values it stands for.
+    """
     counts, anchors_open, anchors = [0], [], {}
     for event in yaml.parse(text, Loader=_LOADER):
         if isinstance(event, yaml.CollectionStartEvent):
             counts.append(1)
             anchors_open.append(event.anchor)
+            if len(anchors_open) > MAX_DEPTH:
+                line = event.start_mark.line + 1
+                raise InputError(located(path, line, None, f"nested deeper than {MAX_DEPTH} levels"))
         elif isinstance(event, yaml.CollectionEndEvent):
             count, anchor = counts.pop(), anchors_open.pop()
             counts[-1] += count
