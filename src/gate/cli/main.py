@@ -22,6 +22,7 @@ import click
 from gate import __version__
 from gate.cli.common import CONTEXT, EchoHandler, handle_errors, shard_option, terminate
 from gate.cli.history import history
+from gate.cli.importing import import_
 from gate.cli.labels import judge_check, label
 from gate.cli.pr import pr
 from gate.errors import InputError
@@ -60,6 +61,9 @@ def _validate(path: Path) -> None:
     Raises:
         InputError: ``path`` has problems.
     """
+    if path.is_dir():
+        _foreign(path)
+        raise InputError(f"{path}: is a directory; name a config (.yml) or a golden set (.jsonl)")
     if path.suffix.lower() in (".yml", ".yaml"):
         from gate.config import check_config
 
@@ -69,6 +73,8 @@ def _validate(path: Path) -> None:
 
         config = None
         cases, problems = check_golden(path)
+    if problems:
+        _foreign(path)
     for problem in problems:
         click.echo(one_line(problem), err=True)
     if problems:
@@ -90,6 +96,29 @@ def _validate(path: Path) -> None:
     )
     for warning in _too_few_cases(cases, evaluation):
         click.echo(f"{path}: warning: {warning}", err=True)
+
+
+def _foreign(path: Path) -> None:
+    """When ``path`` is another tool's dataset, say which importer converts it (one line) instead of every problem.
+
+    Raises:
+        InputError: ``path`` is a ragas, DeepEval, promptfoo or BEIR dataset, or a JSON array.
+    """
+    from gate.importers import sniff
+
+    fmt, what = sniff(path)
+    if fmt:
+        raise InputError(
+            f"{path}: {what}, not a rag-gate {'config' if path.suffix.lower() in ('.yml', '.yaml') else 'golden set'}"
+            f"; convert it with `rag-gate import {fmt} {path} --out golden.jsonl` (see `rag-gate import --help`)"
+        )
+    if what.startswith("a JSON array"):
+        raise InputError(
+            f"{path}: a JSON array, not JSON Lines (a golden set is one JSON object per line: id, question, "
+            "expected_doc_ids); convert it, or use `rag-gate import` if it comes from ragas, DeepEval, promptfoo, BEIR"
+        )
+    if what:
+        raise InputError(f"{path}: {what}")
 
 
 def _too_few_cases(cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[str]:
@@ -123,13 +152,14 @@ def _too_few_cases(cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[
 
 
 @main.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path))
 @handle_errors
 def validate(path: Path) -> None:
     """Check a config (and every file it names) or a golden set; print every problem as file:line: field: message.
 
     A .yml/.yaml file is a config: the config itself, its golden set and its precomputed predictions are
-    checked. Any other file is a golden set.
+    checked. Any other file is a golden set. A file from another tool (a ragas, DeepEval or promptfoo
+    dataset, a BEIR folder, a JSON array) gets one line naming the `rag-gate import` that converts it.
 
     \b
     Example:
@@ -329,3 +359,4 @@ main.add_command(pr)
 main.add_command(history)
 main.add_command(label)
 main.add_command(judge_check)
+main.add_command(import_)
