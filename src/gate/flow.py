@@ -729,6 +729,20 @@ def golden_file_of(base: Path, golden: Path | None) -> str | None:
     return golden.as_posix()
 
 
+@dataclasses.dataclass(frozen=True)
+class Compared:
+    """A comparison with the two loaded sides it was made from (what ``report.html`` shows case by case)."""
+
+    comparison: Comparison
+    """The comparison."""
+    base: Side
+    """The base side, loaded and scored."""
+    head: Side
+    """The head side."""
+    evaluation: Evaluation
+    """The policy the sides were compared under."""
+
+
 def compare_runs(
     base: Path,
     head: Path,
@@ -741,7 +755,25 @@ def compare_runs(
     files: Sequence[ChangedFile] | None = None,
     commits: str | None = None,
 ) -> Comparison:
-    """Load (and, where needed, score) two sides and compare them.
+    """Load (and, where needed, score) two sides and compare them: :func:`compare_sides`' comparison alone."""
+    return compare_sides(
+        base, head, out_dir, config=config, golden=golden, strict=strict, diff=diff, files=files, commits=commits
+    ).comparison
+
+
+def compare_sides(
+    base: Path,
+    head: Path,
+    out_dir: Path,
+    *,
+    config: Config | None = None,
+    golden: Path | None = None,
+    strict: bool = False,
+    diff: GoldenDiff | None = None,
+    files: Sequence[ChangedFile] | None = None,
+    commits: str | None = None,
+) -> Compared:
+    """Load (and, where needed, score) two sides and compare them; the sides are kept for per-case reports.
 
     The gate's policy (metrics, margins, judge, seed) comes from ``config`` when given, otherwise from the base
     run's manifest — the base branch's settings, so that a PR cannot relax its own gate. Rendering and writing
@@ -784,7 +816,8 @@ def compare_runs(
         base_side, head_side, pairwise = judge_pairwise(base_side, head_side, evaluation, out_dir)
     from gate.compare import compare
 
-    return compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
+    comparison = compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
+    return Compared(comparison, base_side, head_side, evaluation)
 
 
 PAIRWISE_FILE = "pairwise.jsonl"
