@@ -148,7 +148,11 @@ def write(
 __all__ = [
     "HTML_FILE",
     "RENDERERS",
-    "Output", "RenderOptions", "Renderer", "path", "render",
+    "Output",
+    "RenderOptions",
+    "Renderer",
+    "path",
+    "render",
     "write",
     "write_chart",
     "write_html",
