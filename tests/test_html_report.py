@@ -32,7 +32,12 @@ CHROMEDRIVER = os.environ.get("RAG_GATE_CHROMEDRIVER", "/usr/bin/chromedriver")
 
 def _golden():
     cases = [
-        {"id": f"q{i}", "question": f"Question {i}?", "expected_doc_ids": [f"d{i}"], "reference_answers": [f"answer {i}"]}
+        {
+            "id": f"q{i}",
+            "question": f"Question {i}?",
+            "expected_doc_ids": [f"d{i}"],
+            "reference_answers": [f"answer {i}"],
+        }
         for i in range(12)
     ]
     cases[5]["question"] = "Which " + HOSTILE + " question?"
@@ -139,7 +144,7 @@ def test_compare_writes_report_html_beside_report_json_with_every_case(report):
 def test_report_html_is_self_contained_and_hostile_text_is_inert(report):
     page = (report / "report.html").read_text(encoding="utf-8")
     # two script elements only (the JSON data and the page's own script); no tag from any answer
-    assert page.count("<script") == 2 and "<img" not in page and "onerror=\"window" not in page
+    assert page.count("<script") == 2 and "<img" not in page and 'onerror="window' not in page
     assert "pwned" in page  # the hostile text is there, as escaped data
     markup = page.replace(re.search(r'(?s)id="rag-gate-data">.*?</script>', page).group(0), "")
     assert not re.search(r"<(link|iframe|object|embed|img)\b", markup, re.I)

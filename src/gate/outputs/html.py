@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import math
 import re
 import warnings
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import msgspec
 import numpy as np
 from markupsafe import Markup
 
@@ -60,7 +60,11 @@ def safe_url(url: str | None) -> str | None:
 
 def _text(value: Any, limit: int = HTML_TEXT_LIMIT) -> str | None:
     """Untrusted text for the page: controls and invisible characters dropped, clipped; None stays None."""
-    return None if value is None else clip(clean(value), limit)
+    if value is None:
+        return None
+    if isinstance(value, str) and value.isascii() and value.isprintable():  # nothing to drop (most text)
+        return clip(value, limit)
+    return clip(clean(value), limit)
 
 
 def _number(value: Any) -> float | None:
@@ -94,13 +98,14 @@ def _claims(side: Side, case_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def _means(side: Side, ids: Sequence[str], metric: str) -> np.ndarray:
-    """Per-case means over the side's repeats of one metric (NaN: not applicable, failed or not scored)."""
+def _means(side: Side, ids: Sequence[str], metric: str) -> list[float | None]:
+    """Per-case means over the side's repeats of one metric, to 6 digits (None: not applicable, failed, not scored)."""
     rows = np.array([side.index[case_id] for case_id in ids], dtype=np.intp)
     values, _ = side.scores.matrix(metric, rows)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a row of NaN (every repeat failed) is NaN
-        return np.nanmean(values, axis=1) if values.size else np.full(len(ids), np.nan)
+        means = np.round(np.nanmean(values, axis=1), 6) if values.size else np.full(len(ids), np.nan)
+    return [None if math.isnan(x) or math.isinf(x) else x for x in means.tolist()]
 
 
 def case_rows(
@@ -166,9 +171,9 @@ def case_rows(
             "exp": [_text(x, 200) for x in case.expected_doc_ids],
             # [metric index, base, head]: a case carries only the metrics that apply to it
             "m": [
-                [j, _number(means["base"][j][i]), _number(means["head"][j][i])]
-                for j in range(len(names))
-                if not (math.isnan(means["base"][j][i]) and math.isnan(means["head"][j][i]))
+                [j, b_mean[i], h_mean[i]]
+                for j, (b_mean, h_mean) in enumerate(zip(means["base"], means["head"], strict=True))
+                if b_mean[i] is not None or h_mean[i] is not None
             ],
         }
         if len(rb) > MAX_RETRIEVED or len(rh) > MAX_RETRIEVED:
@@ -200,7 +205,7 @@ def embed_json(value: Any) -> Markup:
     ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e``, ``\\u0026`` (so ``</script>``, ``<!--`` and
     ``<script`` cannot occur), and U+2028/U+2029 are escaped; ``JSON.parse`` reads the same strings back.
     """
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = msgspec.json.encode(value).decode("utf-8")
     for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028")):
         text = text.replace(raw, escaped)
     return Markup(text.replace("\u2029", "\\u2029"))
