@@ -49,7 +49,6 @@ MAX_RETRIEVED = 20
 """Retrieved ids shown per side (ranks beyond are counted)."""
 STATUSES = ("regressed", "suspected", "improved", "flaky", "ood", "error")
 """The per-case statuses the page filters on (``ood``: an out-of-domain case head answered)."""
-_VERDICT_ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "error": "🛑"}
 _URL = re.compile(r"https?://[^\s<>\"'`()\[\]\\]+")
 
 
@@ -221,7 +220,17 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["clean"] = lambda value: clean(value) if value is not None else "–"
+    env.filters["plain"] = _plain_status
     return env
+
+
+def _plain_status(text: str) -> str:
+    """A status cell without its leading icon (the page colours it instead: no emoji font needed)."""
+    for icon in cells.GATE_STATUS.values():
+        mark = icon.split(" ", 1)[0] + " "
+        if text.startswith(mark):
+            return text[len(mark) :]
+    return text
 
 
 def _chart(comparison: Comparison) -> list[dict[str, Any]]:
@@ -272,7 +281,6 @@ def render_html(
         rows=[(m, cells.metric_cells(m)) for m in comparison.metrics],
         notes=cells.table_notes(comparison),
         chart=_chart(comparison),
-        verdict_icon=_VERDICT_ICON,
         details_url=safe_url(details_url),
         config=config,
         data=embed_json(data),
