@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -97,6 +98,13 @@ def test_first_run_posts_one_comment_second_run_edits_it(tmp_path, fake, scratch
         (scratch[0] / out["comment-path"]).read_text(), marker=sticky_marker("rag-gate.yml")
     )
     assert report["verdict"] == "fail" and len(report["regressed_cases"]) == int(out["regressed-count"])
+    # report.html beside report.json, every regressed case in it; the comment links the run whose artifact holds it
+    page = (scratch[0] / "rag-gate-out/first/report.html").read_text()
+    data = json.loads(re.search(r'id="rag-gate-data">(.*?)</script>', page, re.S).group(1))
+    assert {c["id"] for c in data["cases"] if "regressed" in c["st"]} == {c["id"] for c in report["regressed_cases"]}
+    run = "https://github.com/octo/rag/actions/runs/42"
+    assert f"`report.html` in the artifacts of [this workflow run]({run})" in fake.comments[0]["body"]
+    assert f'href="{run}"' in page
     summary = (tmp_path / "summary.md").read_text()
     assert "rag-gate" in summary and "fail" in summary
     # the token is masked first and never printed otherwise; regressions are annotated on the golden file

@@ -179,7 +179,7 @@ def test_comment_is_capped_with_a_note(comparison):
     many = tuple(dataclasses.replace(entry, id=f"case-{i}", question="long question " * 20) for i in range(2000))
     text = render_comment(dataclasses.replace(comparison, regressed_cases=many))
     assert len(text) <= 60_000 < GITHUB_COMMENT_LIMIT
-    m = re.search(r"…and (\d+) more not shown: the full list is in `report.json`", text)
+    m = re.search(r"…and (\d+) more not shown: the full list is in `report.json` and `report.html`", text)
     assert m is not None
     shown = text.count("- **case-")
     assert shown + int(m.group(1)) == 2000 and shown > 10

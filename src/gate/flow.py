@@ -730,6 +730,20 @@ def golden_file_of(base: Path, golden: Path | None) -> str | None:
     return golden.as_posix()
 
 
+@dataclasses.dataclass(frozen=True)
+class Compared:
+    """A comparison with the two loaded sides it was made from (what ``report.html`` shows case by case)."""
+
+    comparison: Comparison
+    """The comparison."""
+    base: Side
+    """The base side, loaded and scored."""
+    head: Side
+    """The head side."""
+    evaluation: Evaluation
+    """The policy the sides were compared under."""
+
+
 def compare_runs(
     base: Path,
     head: Path,
@@ -742,7 +756,25 @@ def compare_runs(
     files: Sequence[ChangedFile] | None = None,
     commits: str | None = None,
 ) -> Comparison:
-    """Load (and, where needed, score) two sides and compare them.
+    """Load (and, where needed, score) two sides and compare them: :func:`compare_sides`' comparison alone."""
+    return compare_sides(
+        base, head, out_dir, config=config, golden=golden, strict=strict, diff=diff, files=files, commits=commits
+    ).comparison
+
+
+def compare_sides(
+    base: Path,
+    head: Path,
+    out_dir: Path,
+    *,
+    config: Config | None = None,
+    golden: Path | None = None,
+    strict: bool = False,
+    diff: GoldenDiff | None = None,
+    files: Sequence[ChangedFile] | None = None,
+    commits: str | None = None,
+) -> Compared:
+    """Load (and, where needed, score) two sides and compare them; the sides are kept for per-case reports.
 
     The gate's policy (metrics, margins, judge, seed) comes from ``config`` when given, otherwise from the base
     run's manifest — the base branch's settings, so that a PR cannot relax its own gate. Rendering and writing
@@ -790,7 +822,7 @@ def compare_runs(
         root = config.root if config is not None else Path(base_side.manifest.get("config") or ".").parent
         line, stale = judge_labels_line(root / evaluation.judge_labels, base_side.manifest, evaluation.seed)
         comparison = dataclasses.replace(comparison, judge_labels=line, warnings=(*comparison.warnings, *stale))
-    return comparison
+    return Compared(comparison, base_side, head_side, evaluation)
 
 
 def judge_labels_line(path: Path, manifest: dict, seed: int) -> tuple[str, list[str]]:

@@ -272,7 +272,7 @@ def run(
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("rag-gate-report"),
     show_default=True,
-    help="Where report.json and comment.md go.",
+    help="Where report.json, comment.md and report.html go.",
 )
 @click.option(
     "--format",
@@ -300,8 +300,8 @@ def compare(
     """Compare BASE and HEAD (run directories or predictions JSONL files).
 
     Prints the result (plain text on a terminal, the markdown comment when piped, or
-    the JSON report), writes OUT/report.json and OUT/comment.md, and exits 0 on pass
-    or inconclusive, 1 on fail.
+    the JSON report), writes OUT/report.json, OUT/comment.md and OUT/report.html (every
+    case side by side, opens offline), and exits 0 on pass or inconclusive, 1 on fail.
 
     \b
     Example:
@@ -311,16 +311,18 @@ def compare(
     from gate import outputs
     from gate.comparison import exit_code_for
     from gate.config import load_config
-    from gate.flow import compare_runs
+    from gate.flow import compare_sides
 
     config = load_config(config_path) if config_path else None
     if junit is not None:
         from gate.files import prepare_output_file
 
         prepare_output_file(junit, f"--junit {junit}")  # a missing folder is made now, not a failure after the work
-    comparison = compare_runs(base, head, out, config=config, golden=golden, strict=strict)
+    compared = compare_sides(base, head, out, config=config, golden=golden, strict=strict)
+    comparison = compared.comparison
     texts = outputs.write(comparison, out, [outputs.Output.JSON, outputs.Output.COMMENT])
     outputs.write_chart(comparison, out)  # out/metrics.png, with the plot extra
+    outputs.write_html(comparison, out, compared.base, compared.head, compared.evaluation)  # every case
     if junit is not None:
         from gate.files import write_text_atomic
         from gate.flow import golden_file_of

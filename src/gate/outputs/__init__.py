@@ -17,6 +17,7 @@ from gate.files import make_dirs
 from gate.jsonl import write_text_atomic
 from gate.outputs.annotations import render_annotations
 from gate.outputs.charts import CHART_FILE, plot_metrics
+from gate.outputs.html import HTML_FILE, write_html
 from gate.outputs.junit import render_junit
 from gate.outputs.markdown import DEFAULT_MAX_CHARS, MARKER, SUMMARY_LIMIT, render_comment
 from gate.outputs.text import render_text
@@ -144,4 +145,15 @@ def write(
     return texts
 
 
-__all__ = ["RENDERERS", "Output", "RenderOptions", "Renderer", "path", "render", "write", "write_chart"]
+__all__ = [
+    "HTML_FILE",
+    "RENDERERS",
+    "Output",
+    "RenderOptions",
+    "Renderer",
+    "path",
+    "render",
+    "write",
+    "write_chart",
+    "write_html",
+]

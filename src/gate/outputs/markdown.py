@@ -39,6 +39,8 @@ CASE_LISTS = ("regressed_cases", "suspected_cases", "ood_failures", "improved_ca
 MAX_FILES = 30
 """Changed files listed in the comment (the rest are counted)."""
 _VERDICT_ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "error": "🛑"}
+_URL = re.compile(r"https?://[^\s<>\"'`()\[\]\\]+")
+"""A link the comment prints as is (the workflow run's URL): http(s), nothing that could end the markdown link."""
 
 
 def _finalize(value: Any) -> Any:
@@ -164,7 +166,8 @@ def render_comment(
         comparison: what to render.
         max_chars: hard cap on the result (GitHub allows 65,536 in a comment, 1 MiB in a job summary).
         template_dir: a directory with a ``comment.md.j2`` overriding the shipped template.
-        details_url: where the full report is (an artifact or run URL), mentioned in truncation notes.
+        details_url: the workflow run whose artifacts hold ``report.html`` (linked under the verdict and in
+            truncation notes); anything but a plain http(s) URL is left out.
         marker: the hidden marker the comment starts with (:func:`sticky_marker`).
         config: the config's path, named in the heading (several configs can gate one PR).
         max_items: list at most this many cases per list (None: as many as fit ``max_chars``).
@@ -173,6 +176,7 @@ def render_comment(
         ValueError: when even the comment without case lists exceeds ``max_chars``.
 
     """
+    details_url = details_url if details_url and _URL.fullmatch(details_url) else None  # printed as a raw link
     template = _environment(template_dir).get_template("comment.md.j2")
     labels = {m.name: m.label for m in comparison.metrics}
     # A listed case takes well over 100 characters: more than max_chars / 100 per list never fits, and rendering

@@ -32,7 +32,7 @@ from gate.comparison import Comparison, FailOn, exit_code_for, relocate
 from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
 from gate.files import contained_dir, make_dirs, prepare_output_file, remove_tree
-from gate.flow import compare_runs, run_side
+from gate.flow import compare_sides, run_side
 from gate.golden import GoldenDiff, contract, diff_golden, file_sha256, load_golden
 from gate.history import TrendReport
 from gate.jsonl import dumps, write_text_atomic
@@ -615,7 +615,8 @@ def _run_sides(
     if options.junit is not None:  # its folder is made (or refused, exit 2) now, not after the evaluations
         where = contained_dir((workdir / options.junit).parent, repo, f"--junit {options.junit}")
         junit = prepare_output_file(where / options.junit.name, f"--junit {options.junit}")
-    for stale in (outputs.path(out, Output.JSON), outputs.path(out, Output.COMMENT), out / outputs.CHART_FILE):
+    stale_files = (outputs.path(out, Output.JSON), outputs.path(out, Output.COMMENT), out / outputs.CHART_FILE)
+    for stale in (*stale_files, out / outputs.HTML_FILE):
         stale.unlink(missing_ok=True)  # a run that reaches no verdict must not leave the previous run's verdict
     secrets = (options.github_token, token)
     store = history_store(options.history, options.history_branch, repo, workdir, context, token)
@@ -660,7 +661,7 @@ def _run_sides(
         require_answers=False,  # failing on every case the base answered is a regression, not a broken run
     )
     base_run = _intact(base_results, out / "base", context, emit)
-    comparison = compare_runs(
+    compared = compare_sides(
         base_run,
         head_run,
         out,
@@ -674,7 +675,7 @@ def _run_sides(
     trend, trend_note = (
         check_head(store, head_run, base, base_sha=base_sha, head_sha=head_sha, out=out) if store else (None, "")
     )
-    comparison = relocate(dataclasses.replace(comparison, trend=trend), head_lines)
+    comparison = relocate(dataclasses.replace(compared.comparison, trend=trend), head_lines)
     render_options = outputs.RenderOptions(
         details_url=context.run_url,
         golden_file=_relative(head_golden, repo),
@@ -683,6 +684,16 @@ def _run_sides(
     )
     texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
     outputs.write_chart(comparison, out)  # metrics.png in the artifact, with the plot extra
+    outputs.write_html(  # report.html in the artifact: every case side by side
+        comparison,
+        out,
+        compared.base,
+        compared.head,
+        compared.evaluation,
+        details_url=context.run_url,
+        config=options.config.as_posix(),
+        lines=head_lines,
+    )
     if junit is not None:
         write_text_atomic(junit, outputs.render(comparison, Output.JUNIT, render_options))
     status, url, warning = _post_comment(
