@@ -49,6 +49,7 @@ class Draft:
     where: tuple[Path, int | None, str | None]
     """(file, line or None, field prefix such as ``[3]``) for messages."""
     question: str
+    """The question, exactly as the source writes it."""
     case_id: str | None = None
     """The source's own id (BEIR); None: made from a hash of the question."""
     doc_ids: list[str] = field(default_factory=list)
@@ -56,10 +57,15 @@ class Draft:
     contexts: list[str] = field(default_factory=list)
     """Expected contexts the source gives as text only, matched to corpus ids by :func:`build`."""
     references: list[str] = field(default_factory=list)
+    """Reference answers (the golden case's ``reference_answers``)."""
     out_of_domain: bool = False
+    """True when the source marks the question as one the system should refuse."""
     tags: list[str] = field(default_factory=list)
+    """Tags carried over from the source."""
     criteria: str | None = None
+    """Free-text grading criteria for judges, when the source has them."""
     metadata: dict[str, Any] = field(default_factory=dict)
+    """Source fields kept for reference (e.g. BEIR's graded relevance)."""
 
     def at(self, name: str | None = None) -> str:
         """``file:line: field`` prefix of a message about this case (``name`` under its field prefix)."""
@@ -98,7 +104,9 @@ class Result:
     """An import's outcome: golden records in source order, the notes, and how contexts were matched."""
 
     records: list[dict[str, Any]]
+    """The golden cases, as written to ``golden.jsonl``."""
     notes: Notes
+    """What the import reported: duplicates, unmatched contexts, skipped rows."""
     matched: dict[str, int] = field(default_factory=dict)
     """Contexts by how they were resolved: exact, normalised, contained, unmatched, ambiguous."""
 
