@@ -18,6 +18,7 @@ from typing import Any, Literal
 from gate.errors import InputError
 from gate.history import TrendReport
 from gate.jsonl import clean_nan, pretty_json
+from gate.manifest import JudgeUsage as JudgeUsage  # re-exported: part of the comparison
 from gate.stats.cases import CaseStatus
 from gate.stats.decision import ErrorBudgetUse, MetricResult, Verdict, raw_difference
 from gate.stats.summary import Aggregate
@@ -313,40 +314,6 @@ class JudgeInfo:
     """Judge id."""
     version: str
     """Judge version."""
-
-
-@dataclass(frozen=True)
-class JudgeUsage:
-    """What a judge's calls took: a side's scoring (or the pairwise judge's comparison), part of a check's cost.
-
-    A judge that calls no API (lexical, nli) reports 0 requests and a cost of 0.
-    """
-
-    requests: int
-    """HTTP requests sent (first attempts, retries and re-asks); 0 for an offline judge."""
-    retries: int
-    """Waits before a retry (429, 5xx, timeouts)."""
-    failures: int
-    """Calls that ended as a judge failure (including calls refused by an open circuit or the deadline)."""
-    cache_hits: int
-    """Answers served from the judge cache (no request, no cost)."""
-    input_tokens: int
-    """Prompt tokens, summed from the API's ``usage``."""
-    output_tokens: int
-    """Completion tokens, summed from the API's ``usage``."""
-    responses_without_usage: int
-    """Answered requests whose response had no ``usage`` (their tokens are unknown, not counted)."""
-    cost_usd: float | None
-    """Estimated cost in US dollars from the configured prices per 1,000 tokens; None without prices."""
-    stopped: str | None
-    """Why calls were refused (circuit open, deadline passed), or None."""
-
-    @classmethod
-    def from_dict(cls, usage: Mapping[str, Any]) -> JudgeUsage:
-        """From :func:`gate.judges.base.judge_usage`'s dict (missing counters read as 0, cost and reason as None)."""
-        counts = {f.name: int(usage.get(f.name) or 0) for f in fields(cls) if f.name not in ("cost_usd", "stopped")}
-        cost = usage.get("cost_usd")
-        return cls(**counts, cost_usd=None if cost is None else float(cost), stopped=usage.get("stopped"))
 
 
 @dataclass(frozen=True)

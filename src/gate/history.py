@@ -40,6 +40,7 @@ from gate.config import TrendBlock, TrendPolicy
 from gate.errors import InputError, WriteError, located
 from gate.files import make_parent, open_append, write_all
 from gate.jsonl import dumps, read_jsonl, validate
+from gate.manifest import Manifest
 from gate.metrics import resolve
 from gate.runs import SCORES, load_scores, read_manifest
 from gate.stats.summary import aggregate, run_se
@@ -327,7 +328,7 @@ def append_entry(path: Path | str, record: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
-def load_run(run_dir: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def load_run(run_dir: Path | str) -> tuple[Manifest, dict[str, np.ndarray]]:
     """A finished run directory's manifest and per-metric values (see :func:`metric_matrices`).
 
     Metrics are in the order of the run's configured metrics.
@@ -337,11 +338,11 @@ def load_run(run_dir: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray]
     """
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
-    if manifest.get("status") != "complete":
-        raise InputError(f"{run_dir}: the run is not complete (status {manifest.get('status')!r}); finish it first")
-    repeats = int(manifest.get("repeats") or 1)
+    if manifest.status != "complete":
+        raise InputError(f"{run_dir}: the run is not complete (status {manifest.status!r}); finish it first")
+    repeats = manifest.repeats or 1
     matrices = metric_matrices(load_scores(run_dir / SCORES), repeats)
-    order = manifest.get("evaluation", {}).get("metrics") or list(matrices)
+    order = manifest.metrics or list(matrices)
     return manifest, {name: matrices[name] for name in order if name in matrices}
 
 
@@ -370,30 +371,29 @@ def entry_from_run(
     """
     manifest, matrices = load_run(run_dir)
     record = {
-        "timestamp": timestamp or manifest.get("finished"),
-        "golden_sha256": manifest.get("golden_sha256"),
-        "config_sha256": config_sha256 or manifest.get("config_sha256"),
+        "timestamp": timestamp or manifest.finished,
+        "golden_sha256": manifest.golden_sha256,
+        "config_sha256": config_sha256 or manifest.config_sha256,
     }
     for key, value in record.items():
         if not value:
             raise InputError(located(Path(run_dir) / "manifest.json", None, key, "missing; re-run `rag-gate run`"))
-    judge = manifest.get("judge") or {}
     return make_record(
         **record,
-        sha=sha or manifest.get("git_sha"),
-        ref=ref or manifest.get("git_ref"),
-        n_cases=int(manifest.get("n_cases") or 0),
-        repeats=int(manifest.get("repeats") or 1),
+        sha=sha or manifest.git_sha,
+        ref=ref or manifest.git_ref,
+        n_cases=manifest.n_cases,
+        repeats=manifest.repeats or 1,
         metrics=matrices,
-        gated=manifest.get("evaluation", {}).get("gated"),
-        extra={"gate_version": manifest.get("gate_version"), "judge": judge.get("id")},
+        gated=manifest.gated,
+        extra={"gate_version": manifest.gate_version, "judge": manifest.judge.id if manifest.judge else None},
     )
 
 
 def run_summary(run_dir: Path | str) -> RunSummary:
     """A run directory's values for :func:`calibrate`."""
     manifest, matrices = load_run(run_dir)
-    return RunSummary(str(run_dir), manifest.get("golden_sha256"), manifest.get("config_sha256"), matrices)
+    return RunSummary(str(run_dir), manifest.golden_sha256, manifest.config_sha256, matrices)
 
 
 # ----------------------------------------------------------------------------------------------- trend

@@ -118,8 +118,8 @@ def add(run_dir: Path, history_path: Path, sha: str | None, ref: str | None, tim
     from gate.runs import read_manifest
 
     manifest = read_manifest(run_dir)
-    sha = sha or manifest.get("git_sha") or _git_default("rev-parse", "HEAD")
-    ref = ref or manifest.get("git_ref") or _git_default("rev-parse", "--abbrev-ref", "HEAD")
+    sha = sha or manifest.git_sha or _git_default("rev-parse", "HEAD")
+    ref = ref or manifest.git_ref or _git_default("rev-parse", "--abbrev-ref", "HEAD")
     record = entry_from_run(run_dir, sha=sha, ref=ref, timestamp=timestamp)
     append_entry(history_path, record)
     means = ", ".join(f"{k} {v['mean']:.3f}" for k, v in record["metrics"].items() if v["mean"] is not None)
