@@ -22,10 +22,10 @@ from fake_openai import HUNG_S, TIMEOUT_S, FakeOpenAI, Reply, fast_judge_options
 from gate.cli import main  # noqa: E402
 from gate.errors import EvaluationError  # noqa: E402
 from gate.judges.base import NO_USAGE, judge_usage  # noqa: E402
-from gate.manifest import JudgeUsage  # noqa: E402
 from gate.judges.lexical import LexicalJudge  # noqa: E402
 from gate.judges.llm import PROMPT_VERSION, VERSION, RubricJudge, parse_grades  # noqa: E402
 from gate.judges.llmclient import DiskCache, JudgeConfigError, extract_json, retry_after_s  # noqa: E402
+from gate.manifest import JudgeUsage  # noqa: E402
 from gate.models import Chunk  # noqa: E402
 
 CHUNKS = (Chunk("doc-7", "The Eiffel Tower is 330 metres tall."), Chunk("doc-2", "It opened in 1889."))

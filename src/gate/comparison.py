@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gate.errors import InputError
-from gate.history import TrendReport
 from gate.jsonl import clean_nan, pretty_json
 from gate.manifest import JudgeUsage as JudgeUsage  # re-exported: part of the comparison
-from gate.stats.cases import CaseStatus
-from gate.stats.decision import ErrorBudgetUse, MetricResult, Verdict, raw_difference
-from gate.stats.summary import Aggregate
+from gate.results import Aggregate, CaseStatus, ErrorBudgetUse, MetricResult, Verdict, raw_difference
+from gate.trends import TrendBlock, TrendReport
 
 SCHEMA_VERSION = 4
 """Version of ``report.json``; :func:`load_report` migrates older versions."""
@@ -528,15 +526,33 @@ class Comparison:
         return tuple(m for m in self.metrics if m.gated)
 
 
-def exit_code_for(verdict: str, fail_on: FailOn) -> int:
-    """The process exit code for a verdict (DESIGN §6, §8).
+def exit_code_for(
+    verdict: Verdict | None,
+    fail_on: FailOn = "fail",
+    *,
+    strict: bool = False,
+    trend: TrendReport | None = None,
+    trend_block: TrendBlock = "never",
+) -> int:
+    """The process exit code of a check: the one place that decides what blocks a merge (DESIGN §6, §8).
 
-    ``error`` (the evaluation could not be trusted) is always 3; otherwise 1 when ``fail_on`` says the verdict
-    blocks the merge, else 0.
+    README "Exit codes" has the table. ``error`` (the evaluation could not be trusted) is 3, whatever the rest.
+    Otherwise 1 when the verdict blocks under ``fail_on`` or the trend alarm blocks, else 0:
+
+    - ``fail_on="fail"`` (the default): ``fail`` blocks; ``inconclusive`` blocks only with ``strict``
+      (``--strict`` or ``strict: true``, which make the gate report an inconclusive metric as ``fail`` already);
+    - ``fail_on="inconclusive"``: ``fail`` and ``inconclusive`` block, with or without ``strict``;
+    - ``fail_on="never"``: no verdict blocks (not even with ``strict``); ``error`` is still 3;
+    - ``trend``: blocks (1) when a gated metric reached ``trend_block`` (``trend.block`` in the config, or
+      ``history check --fail-on``), whatever ``fail_on``; ``never`` never blocks.
 
     Args:
-        verdict: ``pass`` | ``fail`` | ``inconclusive`` | ``error``.
-        fail_on: ``fail`` (only fail blocks), ``inconclusive`` (fail and inconclusive block), ``never``.
+        verdict: ``pass`` | ``fail`` | ``inconclusive`` | ``error``, or None when nothing was compared (a push
+            that records the history, ``history check``): only the trend decides then.
+        fail_on: ``fail``, ``inconclusive`` or ``never`` (``--fail-on``).
+        strict: inconclusive counts as fail (``--strict``, ``strict:``).
+        trend: the head against the main-branch history, when one was read.
+        trend_block: the trend level that blocks (``never``, ``warning``, ``critical``).
 
     Returns:
         0, 1 or 3 (2 is reserved for bad input, raised as an error before any verdict).
@@ -548,8 +564,10 @@ def exit_code_for(verdict: str, fail_on: FailOn) -> int:
         raise InputError(f"--fail-on: must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
     if verdict == "error":
         return 3
-    blocking = {"fail": {"fail"}, "inconclusive": {"fail", "inconclusive"}, "never": set()}[fail_on]
-    return 1 if verdict in blocking else 0
+    blocking = {"fail": {"fail", "inconclusive"} if strict else {"fail"}, "inconclusive": {"fail", "inconclusive"},
+                "never": set()}[fail_on]  # fmt: skip
+    trend_blocks = trend is not None and trend.blocks(trend_block)
+    return 1 if verdict in blocking or trend_blocks else 0
 
 
 def relocate(comparison: Comparison, lines: Mapping[str, int]) -> Comparison:

@@ -161,6 +161,7 @@ def check(
       rag-gate history check --history history.jsonl --window 4 --warning 0.05 --critical 0.10
       rag-gate history check --history history.jsonl --run runs/head --format json
     """  # noqa: D301
+    from gate.comparison import exit_code_for
     from gate.history import HistoryEntry, entry_from_run, read_history, trend_report
     from gate.jsonl import clean_nan
     from gate.outputs.trend import to_text
@@ -175,7 +176,7 @@ def check(
         click.echo(inert_json(json.dumps(clean_nan(report.to_dict()), indent=2, allow_nan=False)))
     else:
         click.echo(to_text(report, str(history_path)))
-    sys.exit(1 if report.blocks(fail_on) else 0)  # type: ignore[arg-type]
+    sys.exit(exit_code_for(None, trend=report, trend_block=fail_on))  # type: ignore[arg-type]
 
 
 @history.command()

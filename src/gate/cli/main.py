@@ -304,7 +304,7 @@ def compare(
     text = inert_json(text) if fmt == "json" else text
     click.echo(text, nl=fmt == "markdown")
     click.echo(f"verdict: {comparison.verdict} (report: {outputs.path(out, outputs.Output.JSON)})", err=True)
-    sys.exit(exit_code_for(comparison.verdict, "fail"))
+    sys.exit(exit_code_for(comparison.verdict, "fail", strict=comparison.strict))
 
 
 @main.command()

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
+from gate.results import CaseStatus
 from gate.stats.discrete import ExactCaseTest, discrete_bh, fisher_cases, permutation_cases
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
 from gate.stats.selection import CaseTest, select
 
-CaseStatus = Literal["regressed", "suspected", "improved", "unchanged", "flaky", "not_applicable"]
 DEFAULT_TAU = {"binary": 0.5, "graded": 0.2, "ratio": 0.5}
 """Default per-case effect threshold τ: pass-rate for binary, score for graded, relative (50 %) for ratio."""
 _EFFECT_TOL = 1e-9
