@@ -580,10 +580,8 @@ def relocate(comparison: Comparison, lines: Mapping[str, int]) -> Comparison:
     def moved(entries: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(replace(entry, line=lines.get(entry.id, 0)) for entry in entries)
 
-    return replace(
-        comparison,
-        **{name: moved(getattr(comparison, name)) for name in (*CASE_FIELDS, "ood_failures")},
-    )
+    changes: dict[str, Any] = {name: moved(getattr(comparison, name)) for name in (*CASE_FIELDS, "ood_failures")}
+    return replace(comparison, **changes)
 
 
 def _float(value: Any) -> float:
@@ -609,7 +607,8 @@ def _migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
     for row in data.get("metrics", []):
         row = dict(row, ci_clipped=False, n_worse=None, n_tied=None, n_better=None)
         keep = {k: v for k, v in row.items() if k in _RESULT_FIELDS}
-        result = MetricResult(**{k: _float(v) if k in _FLOAT_FIELDS else v for k, v in keep.items()})
+        values: dict[str, Any] = {k: _float(v) if k in _FLOAT_FIELDS else v for k, v in keep.items()}
+        result = MetricResult(**values)
         display = metric_row(
             result,
             label=row["label"],

@@ -237,7 +237,7 @@ class ScoreTable:
         """
         take = slice(None) if rows is None else np.asarray(rows, dtype=np.intp)
         if metric not in self._values:
-            n = len(self.ids) if rows is None else len(take)
+            n = len(self.ids) if rows is None else len(rows)
             return np.full((n, self.repeats), np.nan), np.ones((n, self.repeats), dtype=bool)
         return self._values[metric][take].copy(), self._failed[metric][take].copy()
 
@@ -273,6 +273,7 @@ class ScoreTable:
         """
         found = self._claims.get(case_id)
         if isinstance(found, tuple):  # (line, offset) in the file: read the row again
+            assert self._path is not None, "claims by offset come from a scores file"
             (record,) = read_jsonl_rows(self._path, [found])
             found = self._claims[case_id] = record.get("detail")
         return None if found is None else found.get("claims")

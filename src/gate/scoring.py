@@ -343,7 +343,7 @@ def batch_values(jobs: Sequence[tuple[GoldenCase, Prediction]], metrics: Sequenc
         [case.expected_doc_ids if ok else () for (case, _), ok in zip(jobs, valid, strict=True)],
         key=CHUNK_ID,
     )
-    return {metric.name: metric.spec.many(ranks, metric.k).tolist() for metric in batched}
+    return {metric.name: metric.spec.many(ranks, metric.k or 0).tolist() for metric in batched}
 
 
 PAIRED_METRIC = "head_win_rate"
