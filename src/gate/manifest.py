@@ -311,7 +311,9 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
                 value = value.to_dict()
             elif name == "shard":
                 value = None if value is None else list(value)
-            elif value is not None and name in ("prediction_errors", "merged_from", "counts"):
+            elif isinstance(value, tuple):  # prediction_errors, merged_from
+                value = [msgspec.to_builtins(item) for item in value]
+            elif isinstance(value, Counts):
                 value = msgspec.to_builtins(value)
             out[name] = value
         return out
