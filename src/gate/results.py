@@ -1,6 +1,6 @@
 """The result types of a comparison (a contract): per-metric results, the verdict, case statuses, aggregates.
 
-A contract module: it imports the standard library and :mod:`gate.errors` only (import-linter checks it), so
+A contract module: it imports the standard library only (import-linter checks it), so
 that :mod:`gate.comparison` and every reader of ``report.json`` load without the statistics engine (scipy). The
 engine (:mod:`gate.stats`) builds these types; their home is here.
 """
