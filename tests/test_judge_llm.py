@@ -25,6 +25,7 @@ from gate.judges.base import NO_USAGE, judge_usage  # noqa: E402
 from gate.judges.lexical import LexicalJudge  # noqa: E402
 from gate.judges.llm import PROMPT_VERSION, VERSION, RubricJudge, parse_grades  # noqa: E402
 from gate.judges.llmclient import DiskCache, JudgeConfigError, extract_json, retry_after_s  # noqa: E402
+from gate.manifest import JudgeUsage  # noqa: E402
 from gate.models import Chunk  # noqa: E402
 
 CHUNKS = (Chunk("doc-7", "The Eiffel Tower is 330 metres tall."), Chunk("doc-2", "It opened in 1889."))
@@ -567,7 +568,8 @@ def test_usage_counts_requests_retries_failures_tokens_and_cost(fake, make_judge
         "cost_usd": pytest.approx(37 / 1000 * 0.5 + 16 / 1000 * 2.0),
         "stopped": None,
     }
-    assert judge_usage(judge) == judge.usage()
+    assert judge_usage(judge) == JudgeUsage.from_dict(judge.usage())
+    assert judge_usage(judge).to_dict() == judge.usage()
 
 
 def test_cost_is_none_without_prices_and_lexical_makes_no_request(fake, make_judge):
@@ -575,7 +577,8 @@ def test_cost_is_none_without_prices_and_lexical_makes_no_request(fake, make_jud
     judge = make_judge()
     judge.judge(QUESTION, ANSWER, CHUNKS)
     assert judge.usage()["cost_usd"] is None and judge.usage()["input_tokens"] == 10
-    assert judge_usage(LexicalJudge()) == NO_USAGE and NO_USAGE["requests"] == 0 and NO_USAGE["cost_usd"] == 0.0
+    assert judge_usage(LexicalJudge()).to_dict() == NO_USAGE
+    assert NO_USAGE["requests"] == 0 and NO_USAGE["cost_usd"] == 0.0
 
 
 # ------------------------------------------------------------------------- identity (issue 9 §4)

@@ -160,16 +160,18 @@ def test_kind_and_direction_are_defined_once_with_the_statistics():
 
 
 def test_the_statistics_import_nothing_else_from_the_package():
+    # but gate.results: the result types they build (a contract module that imports only the standard library)
+    allowed = ("gate.stats", "gate.results")
     outside = []
     for path in sorted((GATE / "stats").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gate"):
-                if not node.module.startswith("gate.stats"):
+                if not node.module.startswith(allowed):
                     outside.append(f"{path.name}: {node.module}")
             elif isinstance(node, ast.Import):
                 outside += [
                     f"{path.name}: {a.name}"
                     for a in node.names
-                    if a.name.startswith("gate") and not a.name.startswith("gate.stats")
+                    if a.name.startswith("gate") and not a.name.startswith(allowed)
                 ]
     assert outside == []

@@ -32,7 +32,6 @@ from gate.comparison import (
     ErrorEntry,
     GoldenChanges,
     JudgeInfo,
-    JudgeUsage,
     OodFailure,
     PairwiseCase,
     PairwiseReport,
@@ -474,20 +473,19 @@ def _unreadable(sides: Sequence[Side], cases: Sequence[GoldenCase], policy: Eval
 
 def _side_info(side: Side) -> SideInfo:
     m = side.manifest
-    judge = m.get("judge")
-    usage = m.get("judge_usage")
+    judge = m.judge
     return SideInfo(
         label=side.label,
-        git_sha=m.get("git_sha"),
-        git_ref=m.get("git_ref"),
-        golden_sha256=m.get("golden_sha256"),
-        config_sha256=m.get("config_sha256"),
-        judge=JudgeInfo(str(judge["id"]), str(judge["version"])) if judge else None,
+        git_sha=m.git_sha,
+        git_ref=m.git_ref,
+        golden_sha256=m.golden_sha256,
+        config_sha256=m.config_sha256,
+        judge=JudgeInfo(str(judge.id), str(judge.version)) if judge else None,
         repeats=side.repeats,
         n_cases=len(side.golden),
         n_prediction_errors=side.table.n_errors,
         warmup_ms=side.table.warmup_ms(),
-        judge_usage=JudgeUsage.from_dict(usage) if isinstance(usage, dict) else None,
+        judge_usage=m.judge_usage,
     )
 
 
@@ -528,7 +526,7 @@ def pairwise_report(run: PairwiseRun, cases: Sequence[GoldenCase]) -> PairwiseRe
         not_judged=count[None],
         win_rate=wins / (wins + losses) if wins + losses else math.nan,
         p_value=sign_test(wins, losses, alternative="less").p_value,
-        usage=JudgeUsage.from_dict(run.usage),
+        usage=run.usage,
         cases=tuple(entries),
     )
 
@@ -598,8 +596,8 @@ def unmatched_ids(
 
 
 def _golden_warnings(base: Side, head: Side, n_paired: int, only_one_side: int) -> list[str]:
-    shas = (base.manifest.get("golden_sha256"), head.manifest.get("golden_sha256"))
-    if None not in shas and shas[0] != shas[1]:
+    shas = (base.manifest.golden_sha256, head.manifest.golden_sha256)
+    if shas[0] is not None and shas[1] is not None and shas[0] != shas[1]:
         return [
             f"base and head were evaluated on different golden sets ({shas[0][:12]} vs {shas[1][:12]}): "
             f"{n_paired} case(s) paired by id, {only_one_side} only on one side; cases whose expected "
@@ -677,7 +675,7 @@ def changes(
     Returns:
         None when nothing is known (no section recorded on either side, no file list).
     """
-    sections = (base.manifest.get("pipeline"), head.manifest.get("pipeline"))
+    sections = (base.manifest.pipeline, head.manifest.pipeline)
     known = None not in sections
     if not known and files is None:
         return None

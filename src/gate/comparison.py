@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gate.errors import InputError
-from gate.history import TrendReport
 from gate.jsonl import clean_nan, pretty_json
-from gate.stats.cases import CaseStatus
-from gate.stats.decision import ErrorBudgetUse, MetricResult, Verdict, raw_difference
-from gate.stats.summary import Aggregate
+from gate.manifest import JudgeUsage as JudgeUsage  # re-exported: part of the comparison
+from gate.results import Aggregate, CaseStatus, ErrorBudgetUse, MetricResult, Verdict, raw_difference
+from gate.trends import TrendBlock, TrendReport
 
 SCHEMA_VERSION = 4
 """Version of ``report.json``; :func:`load_report` migrates older versions."""
@@ -316,40 +315,6 @@ class JudgeInfo:
 
 
 @dataclass(frozen=True)
-class JudgeUsage:
-    """What a judge's calls took: a side's scoring (or the pairwise judge's comparison), part of a check's cost.
-
-    A judge that calls no API (lexical, nli) reports 0 requests and a cost of 0.
-    """
-
-    requests: int
-    """HTTP requests sent (first attempts, retries and re-asks); 0 for an offline judge."""
-    retries: int
-    """Waits before a retry (429, 5xx, timeouts)."""
-    failures: int
-    """Calls that ended as a judge failure (including calls refused by an open circuit or the deadline)."""
-    cache_hits: int
-    """Answers served from the judge cache (no request, no cost)."""
-    input_tokens: int
-    """Prompt tokens, summed from the API's ``usage``."""
-    output_tokens: int
-    """Completion tokens, summed from the API's ``usage``."""
-    responses_without_usage: int
-    """Answered requests whose response had no ``usage`` (their tokens are unknown, not counted)."""
-    cost_usd: float | None
-    """Estimated cost in US dollars from the configured prices per 1,000 tokens; None without prices."""
-    stopped: str | None
-    """Why calls were refused (circuit open, deadline passed), or None."""
-
-    @classmethod
-    def from_dict(cls, usage: Mapping[str, Any]) -> JudgeUsage:
-        """From :func:`gate.judges.base.judge_usage`'s dict (missing counters read as 0, cost and reason as None)."""
-        counts = {f.name: int(usage.get(f.name) or 0) for f in fields(cls) if f.name not in ("cost_usd", "stopped")}
-        cost = usage.get("cost_usd")
-        return cls(**counts, cost_usd=None if cost is None else float(cost), stopped=usage.get("stopped"))
-
-
-@dataclass(frozen=True)
 class SideInfo:
     """What was evaluated on one side."""
 
@@ -563,15 +528,33 @@ class Comparison:
         return tuple(m for m in self.metrics if m.gated)
 
 
-def exit_code_for(verdict: str, fail_on: FailOn) -> int:
-    """The process exit code for a verdict (DESIGN §6, §8).
+def exit_code_for(
+    verdict: Verdict | None,
+    fail_on: FailOn = "fail",
+    *,
+    strict: bool = False,
+    trend: TrendReport | None = None,
+    trend_block: TrendBlock = "never",
+) -> int:
+    """The process exit code of a check: the one place that decides what blocks a merge (DESIGN §6, §8).
 
-    ``error`` (the evaluation could not be trusted) is always 3; otherwise 1 when ``fail_on`` says the verdict
-    blocks the merge, else 0.
+    README "Exit codes" has the table. ``error`` (the evaluation could not be trusted) is 3, whatever the rest.
+    Otherwise 1 when the verdict blocks under ``fail_on`` or the trend alarm blocks, else 0:
+
+    - ``fail_on="fail"`` (the default): ``fail`` blocks; ``inconclusive`` blocks only with ``strict``
+      (``--strict`` or ``strict: true``, which make the gate report an inconclusive metric as ``fail`` already);
+    - ``fail_on="inconclusive"``: ``fail`` and ``inconclusive`` block, with or without ``strict``;
+    - ``fail_on="never"``: no verdict blocks (not even with ``strict``); ``error`` is still 3;
+    - ``trend``: blocks (1) when a gated metric reached ``trend_block`` (``trend.block`` in the config, or
+      ``history check --fail-on``), whatever ``fail_on``; ``never`` never blocks.
 
     Args:
-        verdict: ``pass`` | ``fail`` | ``inconclusive`` | ``error``.
-        fail_on: ``fail`` (only fail blocks), ``inconclusive`` (fail and inconclusive block), ``never``.
+        verdict: ``pass`` | ``fail`` | ``inconclusive`` | ``error``, or None when nothing was compared (a push
+            that records the history, ``history check``): only the trend decides then.
+        fail_on: ``fail``, ``inconclusive`` or ``never`` (``--fail-on``).
+        strict: inconclusive counts as fail (``--strict``, ``strict:``).
+        trend: the head against the main-branch history, when one was read.
+        trend_block: the trend level that blocks (``never``, ``warning``, ``critical``).
 
     Returns:
         0, 1 or 3 (2 is reserved for bad input, raised as an error before any verdict).
@@ -583,8 +566,10 @@ def exit_code_for(verdict: str, fail_on: FailOn) -> int:
         raise InputError(f"--fail-on: must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
     if verdict == "error":
         return 3
-    blocking = {"fail": {"fail"}, "inconclusive": {"fail", "inconclusive"}, "never": set()}[fail_on]
-    return 1 if verdict in blocking else 0
+    blocking = {"fail": {"fail", "inconclusive"} if strict else {"fail"}, "inconclusive": {"fail", "inconclusive"},
+                "never": set()}[fail_on]  # fmt: skip
+    trend_blocks = trend is not None and trend.blocks(trend_block)
+    return 1 if verdict in blocking or trend_blocks else 0
 
 
 def relocate(comparison: Comparison, lines: Mapping[str, int]) -> Comparison:
@@ -597,10 +582,8 @@ def relocate(comparison: Comparison, lines: Mapping[str, int]) -> Comparison:
     def moved(entries: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(replace(entry, line=lines.get(entry.id, 0)) for entry in entries)
 
-    return replace(
-        comparison,
-        **{name: moved(getattr(comparison, name)) for name in (*CASE_FIELDS, "ood_failures")},
-    )
+    changes: dict[str, Any] = {name: moved(getattr(comparison, name)) for name in (*CASE_FIELDS, "ood_failures")}
+    return replace(comparison, **changes)
 
 
 def _float(value: Any) -> float:
@@ -626,7 +609,8 @@ def _migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
     for row in data.get("metrics", []):
         row = dict(row, ci_clipped=False, n_worse=None, n_tied=None, n_better=None)
         keep = {k: v for k, v in row.items() if k in _RESULT_FIELDS}
-        result = MetricResult(**{k: _float(v) if k in _FLOAT_FIELDS else v for k, v in keep.items()})
+        values: dict[str, Any] = {k: _float(v) if k in _FLOAT_FIELDS else v for k, v in keep.items()}
+        result = MetricResult(**values)
         display = metric_row(
             result,
             label=row["label"],

@@ -23,6 +23,8 @@ from gate.judges import JUDGES, PAIRWISE
 from gate.metrics import DEFAULT_METRICS, DEFAULT_REFUSAL_PHRASES, resolve
 from gate.models import FormRules
 from gate.sandbox import check_passthrough
+from gate.trends import TrendBlock as TrendBlock  # re-exported: the config's ``trend:`` block
+from gate.trends import TrendPolicy
 
 PRIMARY_FAMILIES: tuple[tuple[str, ...], ...] = (
     ("hit_rate@k",), ("mrr",), ("hallucination_rate", "faithfulness"), ("answer_f1",), ("refusal",),
@@ -63,31 +65,6 @@ def default_gated(metrics: tuple[str, ...]) -> tuple[str, ...]:
 def _key(name: str) -> dict[str, Any]:
     """Field metadata: the field is read from config key ``name`` (dotted for nested keys), or not at all."""
     return {"key": name}
-
-
-TrendBlock = Literal["never", "warning", "critical"]
-
-
-@dataclass(frozen=True)
-class TrendPolicy:
-    """The trend alarm's thresholds (``trend:`` in the config; DESIGN §9): base-side policy like the margins."""
-
-    window: int = 4
-    """How many previous comparable main-branch entries make the baseline (their mean)."""
-    warning: float = 0.05
-    """Relative drop from the baseline (0.05 = 5 % worse) at which a metric is in WARNING."""
-    critical: float = 0.10
-    """Relative drop from the baseline at which a metric is CRITICAL (≥ ``warning``)."""
-    block: TrendBlock = "never"
-    """Which trend level fails the check: ``never`` (default: the alarm warns only), ``critical`` or ``warning``;
-    ``true`` in a config means ``critical``, ``false`` means ``never``."""
-
-    def __post_init__(self) -> None:
-        """A boolean ``block`` as a level; numbers as floats."""
-        if isinstance(self.block, bool):
-            object.__setattr__(self, "block", "critical" if self.block else "never")
-        object.__setattr__(self, "warning", float(self.warning))
-        object.__setattr__(self, "critical", float(self.critical))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
+
 from gate import __version__
 from gate.config import Config, Evaluation, PipelineSpec
 from gate.errors import EvaluationError, InputError
@@ -26,6 +28,7 @@ from gate.golden import GoldenDiff, diff_golden, file_sha256, load_golden, shard
 from gate.jsonl import JsonlAppender, dumps, write_json
 from gate.judges import get_judge, get_pairwise_judge
 from gate.judges.base import Judge, judge_usage
+from gate.manifest import Counts, ErrorCount, JudgeRecord, Manifest
 from gate.models import GoldenCase, Prediction, Score
 from gate.pipeline import WorkerPool, code_fingerprint, run_command, run_python
 from gate.predictions import PredictionTable, align, load_predictions, scan_predictions
@@ -189,23 +192,25 @@ def _run_side_locked(
         judge = make_judge(evaluation)
         identity = run_identity(evaluation, judge, file_sha256(config.golden), config.sha256, n_repeats, shard_spec)
         code = code_fingerprint(config.pipeline, exclude=[out_dir])
-        manifest: dict[str, Any] = {
-            "schema_version": MANIFEST_SCHEMA_VERSION,
-            **identity.to_dict(),
-            "code": code,
-            "git_sha": git_sha,
-            "git_ref": git_ref,
-            "config": str(config.path),
-            "golden": str(config.golden),
-            "pipeline": pipeline_section(config),
-            "n_cases": len(golden),
-            "evaluation": evaluation.to_dict(),
-            "status": "running",
-            "started": _now(),
-        }
+        manifest = Manifest.from_dict(
+            {
+                "schema_version": MANIFEST_SCHEMA_VERSION,
+                **identity.to_dict(),
+                "code": code,
+                "git_sha": git_sha,
+                "git_ref": git_ref,
+                "config": str(config.path),
+                "golden": str(config.golden),
+                "pipeline": pipeline_section(config),
+                "n_cases": len(golden),
+                "evaluation": evaluation.to_dict(),
+                "status": "running",
+                "started": _now(),
+            }
+        )
         kept, rewrite = _resume_or_archive(out_dir, identity, code)
         # the manifest says "running" before any file changes, and is rewritten last with the final status
-        write_json(out_dir / MANIFEST, manifest)
+        write_json(out_dir / MANIFEST, manifest.to_dict())
         if rewrite:
             write_predictions(out_dir / PREDICTIONS, kept)
 
@@ -223,22 +228,23 @@ def _run_side_locked(
     table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
     scores = _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge, early)
     n_errors = sum(p.error is not None for p in table.values())
-    manifest |= {
-        "status": "complete",  # finished; a run whose every prediction failed is complete too (see below)
-        "finished": _now(),
-        "counts": {
-            "predictions": len(table),
-            "prediction_errors": n_errors,
-            "scores": len(scores),
-            "judge_failures": sum(s.error is not None and s.error.startswith("judge") for s in scores),
-        },
-        "judge_usage": judge_usage(judge),
-        "prediction_errors": [
-            {"message": message, "count": count}
+    manifest = msgspec.structs.replace(
+        manifest,
+        status="complete",  # finished; a run whose every prediction failed is complete too (see below)
+        finished=_now(),
+        counts=Counts(
+            predictions=len(table),
+            prediction_errors=n_errors,
+            scores=len(scores),
+            judge_failures=sum(s.error is not None and s.error.startswith("judge") for s in scores),
+        ),
+        judge_usage=judge_usage(judge),
+        prediction_errors=tuple(
+            ErrorCount(message, count)
             for message, count in Counter(p.error for p in table.values() if p.error is not None).most_common()
-        ],
-    }
-    write_json(out_dir / MANIFEST, manifest)
+        ),
+    )
+    write_json(out_dir / MANIFEST, manifest.to_dict())
     if require_answers:
         _require_some_predictions(table, out_dir / PREDICTIONS)
     return out_dir
@@ -264,12 +270,8 @@ def _resume_or_archive(
     except InputError as exc:
         log.warning("%s: unreadable manifest (%s)", out_dir, exc)
         previous = None
-    changed = (
-        []
-        if previous is None
-        else identity.differences(RunIdentity.from_manifest(previous), RunIdentity.PREDICTION_FIELDS)
-    )
-    if previous is not None and code is not None and (previous.get("code") or {}).get("sha256") != code["sha256"]:
+    changed = [] if previous is None else identity.differences(previous.identity, RunIdentity.PREDICTION_FIELDS)
+    if previous is not None and code is not None and previous.code_sha256 != code["sha256"]:
         changed.append("pipeline code (code fingerprint)")
     if previous is not None and not changed:
         kept, dirty = read_partial_predictions(out_dir / PREDICTIONS)
@@ -408,14 +410,14 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
     first = manifests[0]
     same = tuple(f for f in RunIdentity.PREDICTION_FIELDS + RunIdentity.SCORE_FIELDS if f != "shard")
     for directory, manifest in zip(shard_dirs, manifests, strict=True):
-        if manifest.get("status") != "complete":
-            raise InputError(f"{directory}: the run is not complete (status {manifest.get('status')!r}); re-run it")
-        changed = RunIdentity.from_manifest(manifest).differences(RunIdentity.from_manifest(first), same)
+        if manifest.status != "complete":
+            raise InputError(f"{directory}: the run is not complete (status {manifest.status!r}); re-run it")
+        changed = manifest.identity.differences(first.identity, same)
         if changed:
             raise InputError(
                 f"{directory}: {', '.join(changed)} differ from {shard_dirs[0]}; shards must come from one config"
             )
-    shards = sorted(tuple(m.get("shard") or (1, 1)) for m in manifests)
+    shards = sorted(m.shard or (1, 1) for m in manifests)
     count = shards[0][1]
     if shards != [(i, count) for i in range(1, count + 1)]:
         raise InputError(f"shards {['/'.join(map(str, s)) for s in shards]} do not cover 1..{count} exactly once")
@@ -430,18 +432,18 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
         return _write_merged(shard_dirs, manifests, out_dir)
 
 
-def _check_shard_origin(shard_dirs: list[Path], manifests: list[dict[str, Any]]) -> None:
+def _check_shard_origin(shard_dirs: list[Path], manifests: list[Manifest]) -> None:
     """Shards of one run come from one commit (``--git-sha``) and one pipeline code (its fingerprint).
 
     Raises:
         InputError: two shards record different commits (one recording none counts as different), or different
             code fingerprints (shards made before fingerprints were recorded are not compared on it).
     """
-    shas = {str(d): m.get("git_sha") for d, m in zip(shard_dirs, manifests, strict=True)}
+    shas = {str(d): m.git_sha for d, m in zip(shard_dirs, manifests, strict=True)}
     if len(set(shas.values())) > 1:
         listed = ", ".join(f"{d}: {sha or 'none recorded'}" for d, sha in shas.items())
         raise InputError(f"the shards come from different commits ({listed}); shards must come from one commit")
-    codes = {str(d): (m.get("code") or {}).get("sha256") for d, m in zip(shard_dirs, manifests, strict=True)}
+    codes = {str(d): m.code_sha256 for d, m in zip(shard_dirs, manifests, strict=True)}
     if None not in codes.values() and len(set(codes.values())) > 1:
         listed = ", ".join(f"{d}: {sha[:12]}" for d, sha in codes.items())
         raise InputError(
@@ -449,7 +451,7 @@ def _check_shard_origin(shard_dirs: list[Path], manifests: list[dict[str, Any]])
         )
 
 
-def _check_shard_rows(shard_dirs: list[Path], manifests: list[dict[str, Any]]) -> None:
+def _check_shard_rows(shard_dirs: list[Path], manifests: list[Manifest]) -> None:
     """Each shard holds exactly the rows of its own cases; a shard relabelled as another is refused.
 
     A relabelled shard: its manifest's ``shard`` edited, or a directory copied. With the golden set the shards
@@ -464,14 +466,14 @@ def _check_shard_rows(shard_dirs: list[Path], manifests: list[dict[str, Any]]) -
     from gate.runs import ScoreRow
 
     first = manifests[0]
-    golden_path = Path(first["golden"])
+    golden_path = Path(first.golden or "")
     cases: list[GoldenCase] | None = None
-    if golden_path.is_file() and file_sha256(golden_path) == first.get("golden_sha256"):
+    if golden_path.is_file() and file_sha256(golden_path) == first.golden_sha256:
         cases = load_golden(golden_path)
     seen: dict[str, Path] = {}
     for directory, manifest in zip(shard_dirs, manifests, strict=True):
-        index, count = manifest.get("shard") or (1, 1)
-        repeats = int(manifest.get("repeats") or 1)
+        index, count = manifest.shard or (1, 1)
+        repeats = manifest.repeats or 1
         rows = scan_predictions(Path(directory) / PREDICTIONS)
         keys = {(case_id, repeat) for case_id, repeat, _, _ in rows.rows}
         label = f"{directory} (shard {index}/{count})"
@@ -485,9 +487,9 @@ def _check_shard_rows(shard_dirs: list[Path], manifests: list[dict[str, Any]]) -
                     f"{golden_path} {'does not have' if what == 'holds case' else 'has'}; was the shard relabelled "
                     "or edited? re-run it"
                 )
-        elif len(keys) != int(manifest.get("n_cases", -1)) * repeats:
+        elif len(keys) != manifest.n_cases * repeats:
             raise InputError(
-                f"{label}: {len(keys)} prediction rows, not n_cases × repeats = {manifest.get('n_cases')} × {repeats}"
+                f"{label}: {len(keys)} prediction rows, not n_cases × repeats = {manifest.n_cases} × {repeats}"
             )
         ids = {case_id for case_id, _ in keys}
         for case_id in sorted(ids):
@@ -501,7 +503,7 @@ def _check_shard_rows(shard_dirs: list[Path], manifests: list[dict[str, Any]]) -
                 raise InputError(f"{Path(directory) / SCORES}:{line}: id: case {row.id!r} is not in this shard")
 
 
-def _write_merged(shard_dirs: list[Path], manifests: list[dict[str, Any]], out_dir: Path) -> Path:
+def _write_merged(shard_dirs: list[Path], manifests: list[Manifest], out_dir: Path) -> Path:
     """Write the merged run directory (``out_dir`` is locked by this process)."""
     first = manifests[0]
     archive_previous(out_dir, RUN_FILES)
@@ -510,33 +512,21 @@ def _write_merged(shard_dirs: list[Path], manifests: list[dict[str, Any]], out_d
             for directory in shard_dirs:
                 with (Path(directory) / name).open(encoding="utf-8") as source:
                     shutil.copyfileobj(source, sink)
-    counts = {k: sum(m["counts"].get(k, 0) for m in manifests) for k in first["counts"]}
-    merged = first | {
-        "shard": None,
-        "n_cases": sum(m["n_cases"] for m in manifests),
-        "counts": counts,
-        "judge_usage": _sum_usage([m.get("judge_usage") for m in manifests]),
-        "merged_from": [str(d) for d in shard_dirs],
-        "started": min(m["started"] for m in manifests),
-        "finished": max(m["finished"] for m in manifests),
-    }
-    write_json(out_dir / MANIFEST, merged)
+    usages = [m.judge_usage for m in manifests]
+    counts = [m.counts for m in manifests]
+    merged = msgspec.structs.replace(
+        first,
+        shard=None,
+        n_cases=sum(m.n_cases for m in manifests),
+        counts=None if None in counts else sum(counts[1:], start=counts[0]),
+        # None when a shard recorded no accounting (a run made before rag-gate kept it)
+        judge_usage=None if None in usages else sum(usages[1:], start=usages[0]),
+        merged_from=tuple(str(d) for d in shard_dirs),
+        started=min(m.started or "" for m in manifests),
+        finished=max(m.finished or "" for m in manifests),
+    )
+    write_json(out_dir / MANIFEST, merged.to_dict())
     return out_dir
-
-
-def _sum_usage(usages: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """The judge accounting of merged shards: counters and costs summed (cost None when a shard has none).
-
-    None when a shard recorded no accounting (a run made before rag-gate kept it).
-    """
-    if not usages or any(u is None for u in usages):
-        return None
-    counters = [k for k in usages[0] if k not in ("cost_usd", "stopped")]
-    total: dict[str, Any] = {k: sum(u.get(k) or 0 for u in usages) for k in counters}
-    costs = [u.get("cost_usd") for u in usages]
-    total["cost_usd"] = None if any(c is None for c in costs) else round(sum(costs), 6)
-    total["stopped"] = next((u["stopped"] for u in usages if u.get("stopped")), None)
-    return total
 
 
 # --------------------------------------------------------------------------------------------- compare
@@ -561,13 +551,13 @@ def _load_side(
         InputError: an unreadable or incomplete run directory (status not ``complete``), bad files, or an output
             directory that would overwrite the run's own scores.
     """
-    manifest: dict[str, Any] = {}
+    manifest = Manifest()
     if source.is_dir():
         manifest = read_manifest(source)
         require_complete(source, manifest)
         predictions = scan_predictions(source / PREDICTIONS)
         preds_path = source / PREDICTIONS
-        golden_path = golden_path or Path(manifest["golden"])
+        golden_path = golden_path or Path(manifest.golden or "")
     else:
         if golden_path is None:
             raise InputError(f"{source}: a predictions file needs --golden")
@@ -575,9 +565,9 @@ def _load_side(
         preds_path = source
     golden = load_golden(golden_path)
     evaluation = evaluation or (
-        Evaluation.from_dict(manifest["evaluation"]) if "evaluation" in manifest else Evaluation()
+        Evaluation.from_dict(manifest.evaluation) if manifest.evaluation is not None else Evaluation()
     )
-    repeats = int(manifest.get("repeats") or predictions.repeats)  # 1.0 is an integer to JSON Schema
+    repeats = manifest.repeats if source.is_dir() else predictions.repeats
     warnings: list[str] = []
     ids = {case.id for case in golden}
     if source.is_dir() and (extra := predictions.ids - ids):
@@ -590,11 +580,11 @@ def _load_side(
     if label == "base":  # nothing to compare against; a head that fails everywhere is a regression (compare)
         _require_some_predictions(table, preds_path)
     judge = make_judge(evaluation)
-    stored = RunIdentity.from_manifest(manifest)
+    stored = manifest.identity
     wanted = run_identity(evaluation, judge, file_sha256(golden_path), stored.config_sha256, repeats, stored.shard)
     stale = stored.differences(wanted, ("golden_sha256", *RunIdentity.SCORE_FIELDS))
     scored = set(evaluation.metrics) - set(evaluation.paired_metrics)  # paired metrics are scored at compare time
-    missing = sorted(scored - set(manifest.get("evaluation", {}).get("metrics", [])))
+    missing = sorted(scored - set(manifest.metrics))
     if source.is_dir() and not stale and not missing and (source / SCORES).exists():
         scores = read_scores(source / SCORES, [case.id for case in golden], repeats)
     else:
@@ -606,11 +596,12 @@ def _load_side(
                 )
         make_dirs(out_dir / label)
         scores = _score_to(out_dir / label / SCORES, golden, table, repeats, evaluation, judge)
-        manifest = manifest | {
-            "judge": wanted.judge,
-            "judge_usage": judge_usage(judge),
-            "golden_sha256": wanted.golden_sha256,
-        }
+        manifest = msgspec.structs.replace(
+            manifest,
+            judge=JudgeRecord(**wanted.judge),
+            judge_usage=judge_usage(judge),
+            golden_sha256=wanted.golden_sha256,
+        )
     return Side(label, golden, table, repeats, scores, manifest, tuple(warnings)), evaluation
 
 
@@ -636,13 +627,13 @@ def _rescored(label: str, stored: RunIdentity, wanted: RunIdentity, stale: list[
     return f"{label}: scores recomputed with the policy's judge because " + "; ".join(why)
 
 
-def require_complete(run_dir: Path, manifest: dict[str, Any]) -> None:
+def require_complete(run_dir: Path, manifest: Manifest) -> None:
     """Refuse a run directory that did not finish: it would be compared on part of its cases.
 
     Raises:
         InputError: the manifest's status is not ``complete``, or its scores.jsonl is missing (exit 2).
     """
-    status = manifest.get("status")
+    status = manifest.status
     if status != "complete":
         raise InputError(
             f"{run_dir}: the run is not complete (manifest status {status!r}): it was interrupted or is still "
@@ -652,7 +643,7 @@ def require_complete(run_dir: Path, manifest: dict[str, Any]) -> None:
         raise InputError(f"{run_dir}: {SCORES} is missing; re-run `rag-gate run` to rescore the run")
 
 
-def refuse_stale_run(run_dir: Path, manifest: dict[str, Any], golden: Path | None, config: Config | None) -> None:
+def refuse_stale_run(run_dir: Path, manifest: Manifest, golden: Path | None, config: Config | None) -> None:
     """Refuse a run directory that no longer matches its golden set or config (DESIGN §8 "one run directory").
 
     A run's predictions answer the golden set and come from the config it was made with (their sha256 are in
@@ -664,8 +655,8 @@ def refuse_stale_run(run_dir: Path, manifest: dict[str, Any], golden: Path | Non
     Raises:
         InputError: naming the run directory, the file and both sha256 (exit code 2).
     """
-    recorded = str(manifest.get("golden_sha256", ""))
-    own = Path(manifest["golden"]) if manifest.get("golden") else None
+    recorded = manifest.golden_sha256 or ""
+    own = Path(manifest.golden) if manifest.golden else None
     if own is not None and own.is_file() and (now := file_sha256(own)) != recorded:
         raise InputError(
             f"{run_dir}: its golden set {own} changed since the run (sha256 {recorded[:12]} recorded, now "
@@ -677,13 +668,13 @@ def refuse_stale_run(run_dir: Path, manifest: dict[str, Any], golden: Path | Non
             f"{run_dir}: the run answered another golden set than --golden {golden} (sha256 {recorded[:12]} "
             f"recorded, {given[:12]} given); re-run it on {golden}"
         )
-    if config is None or not manifest.get("config"):
+    if config is None or not manifest.config:
         return
-    own_config = Path(manifest["config"])
-    if own_config.resolve() == Path(config.path).resolve() and config.sha256 != manifest.get("config_sha256"):
+    own_config = Path(manifest.config)
+    if own_config.resolve() == Path(config.path).resolve() and config.sha256 != manifest.config_sha256:
         raise InputError(
             f"{run_dir}: its config {own_config} changed since the run (sha256 "
-            f"{str(manifest.get('config_sha256', ''))[:12]} recorded, now {config.sha256[:12]}): the run's "
+            f"{(manifest.config_sha256 or '')[:12]} recorded, now {config.sha256[:12]}): the run's "
             "predictions come from the old config; re-run `rag-gate run`, or compare with the config it was made with"
         )
 
@@ -694,7 +685,7 @@ def _golden_contract(base: Path, head: Path) -> tuple[Path | None, GoldenDiff | 
     Returns:
         (the base's golden file, the diff) when the two runs answered different golden sets, else (None, None).
     """
-    base_golden, head_golden = (Path(read_manifest(d)["golden"]) for d in (base, head))
+    base_golden, head_golden = (Path(read_manifest(d).golden or "") for d in (base, head))
     if base_golden == head_golden or file_sha256(base_golden) == file_sha256(head_golden):
         return None, None
     return base_golden, diff_golden(load_golden(base_golden), load_golden(head_golden))
@@ -715,8 +706,7 @@ def golden_file_of(base: Path, golden: Path | None) -> str | None:
     """
     if golden is None:
         try:
-            manifest = read_manifest(base) if Path(base).is_dir() else {}
-            recorded = manifest.get("golden") if isinstance(manifest, dict) else None
+            recorded = read_manifest(base).golden if Path(base).is_dir() else None
         except InputError:
             recorded = None
         if not isinstance(recorded, str) or not recorded:

@@ -36,20 +36,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gate.config import TrendBlock, TrendPolicy
+from gate.config import TrendPolicy
 from gate.errors import InputError, WriteError, located
 from gate.files import make_parent, open_append, write_all
 from gate.jsonl import dumps, read_jsonl, validate
+from gate.manifest import Manifest
 from gate.metrics import resolve
 from gate.runs import SCORES, load_scores, read_manifest
 from gate.stats.summary import aggregate, run_se
+from gate.trends import LEVEL as LEVEL  # re-exported
+from gate.trends import MetricTrend, TrendReport, TrendStatus
 
 SCHEMA_VERSION = 1
 """Version of the history entry format written by this rag-gate."""
-TrendStatus = Literal["ok", "warning", "critical", "insufficient"]
-"""``insufficient``: fewer than ``window`` comparable previous entries (no baseline yet) or no value."""
-LEVEL = {"insufficient": 0, "ok": 0, "warning": 1, "critical": 2}
-"""How bad a status is; ``block`` levels compare against it."""
 TOLERANCE = 1e-9
 """A relative drop within this of a threshold counts as reaching it (0.05 exactly is a 5 % WARNING, whatever
 the floating-point rounding of ``(b - v) / b``)."""
@@ -327,7 +326,7 @@ def append_entry(path: Path | str, record: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
-def load_run(run_dir: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def load_run(run_dir: Path | str) -> tuple[Manifest, dict[str, np.ndarray]]:
     """A finished run directory's manifest and per-metric values (see :func:`metric_matrices`).
 
     Metrics are in the order of the run's configured metrics.
@@ -337,11 +336,11 @@ def load_run(run_dir: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarray]
     """
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
-    if manifest.get("status") != "complete":
-        raise InputError(f"{run_dir}: the run is not complete (status {manifest.get('status')!r}); finish it first")
-    repeats = int(manifest.get("repeats") or 1)
+    if manifest.status != "complete":
+        raise InputError(f"{run_dir}: the run is not complete (status {manifest.status!r}); finish it first")
+    repeats = manifest.repeats or 1
     matrices = metric_matrices(load_scores(run_dir / SCORES), repeats)
-    order = manifest.get("evaluation", {}).get("metrics") or list(matrices)
+    order = manifest.metrics or list(matrices)
     return manifest, {name: matrices[name] for name in order if name in matrices}
 
 
@@ -370,30 +369,29 @@ def entry_from_run(
     """
     manifest, matrices = load_run(run_dir)
     record = {
-        "timestamp": timestamp or manifest.get("finished"),
-        "golden_sha256": manifest.get("golden_sha256"),
-        "config_sha256": config_sha256 or manifest.get("config_sha256"),
+        "timestamp": timestamp or manifest.finished,
+        "golden_sha256": manifest.golden_sha256,
+        "config_sha256": config_sha256 or manifest.config_sha256,
     }
     for key, value in record.items():
         if not value:
             raise InputError(located(Path(run_dir) / "manifest.json", None, key, "missing; re-run `rag-gate run`"))
-    judge = manifest.get("judge") or {}
     return make_record(
         **record,
-        sha=sha or manifest.get("git_sha"),
-        ref=ref or manifest.get("git_ref"),
-        n_cases=int(manifest.get("n_cases") or 0),
-        repeats=int(manifest.get("repeats") or 1),
+        sha=sha or manifest.git_sha,
+        ref=ref or manifest.git_ref,
+        n_cases=manifest.n_cases,
+        repeats=manifest.repeats or 1,
         metrics=matrices,
-        gated=manifest.get("evaluation", {}).get("gated"),
-        extra={"gate_version": manifest.get("gate_version"), "judge": judge.get("id")},
+        gated=manifest.gated,
+        extra={"gate_version": manifest.gate_version, "judge": manifest.judge.id if manifest.judge else None},
     )
 
 
 def run_summary(run_dir: Path | str) -> RunSummary:
     """A run directory's values for :func:`calibrate`."""
     manifest, matrices = load_run(run_dir)
-    return RunSummary(str(run_dir), manifest.get("golden_sha256"), manifest.get("config_sha256"), matrices)
+    return RunSummary(str(run_dir), manifest.golden_sha256, manifest.config_sha256, matrices)
 
 
 # ----------------------------------------------------------------------------------------------- trend
@@ -427,83 +425,6 @@ def classify(drop: float, policy: TrendPolicy) -> TrendStatus:
     if drop >= policy.warning - TOLERANCE:
         return "warning"
     return "ok"
-
-
-@dataclass(frozen=True)
-class MetricTrend:
-    """One metric of a run against its main-branch baseline."""
-
-    metric: str
-    """Metric name, e.g. ``faithfulness``."""
-    label: str
-    """Display label, e.g. ``Faithfulness``."""
-    direction: str
-    """``higher`` or ``lower`` is better."""
-    gated: bool
-    """Whether the metric is gated (only gated metrics decide ``status`` and blocking)."""
-    status: TrendStatus
-    """ok / warning / critical, or insufficient (no full window, or no value)."""
-    value: float | None
-    """The run's mean."""
-    baseline: float | None
-    """Mean of the window (the previous ``window`` comparable entries with a value); None when insufficient."""
-    drop: float | None
-    """Relative drop from the baseline, positive = worse (see :func:`relative_drop`)."""
-    window: tuple[float, ...] = ()
-    """The window's values, oldest first."""
-    window_sd: float | None = None
-    """SD (ddof 1) of the window's values: main's run-to-run spread, drift included."""
-    run_se: float | None = None
-    """The run's own repeat standard error (None with one repeat)."""
-    noise_sd: float | None = None
-    """SD of (value − baseline) if nothing changed: from the runs' repeat standard errors when every run has one,
-    else from the window's SD (which a drift within the window inflates); None when unknown."""
-    beyond_noise: bool | None = None
-    """Whether the worsening exceeds NOISE_Z × ``noise_sd``; None when the noise is unknown."""
-    recent: tuple[tuple[str, float], ...] = ()
-    """Up to CHART_POINTS last comparable entries with a value, ``(label, value)``, oldest first (for charts)."""
-    note: str = ""
-    """Why the status is ``insufficient``."""
-
-
-@dataclass(frozen=True)
-class TrendReport:
-    """A run against the main-branch history: one :class:`MetricTrend` per metric of the run."""
-
-    policy: TrendPolicy
-    """Window and thresholds used."""
-    run: str
-    """Label of the evaluated run (short sha, or ``head``)."""
-    timestamp: str | None
-    """When the evaluated run finished (ISO 8601), if known."""
-    n_entries: int
-    """Valid entries read from the history."""
-    skipped: tuple[tuple[str, int], ...]
-    """(reason, count) of entries left out of the windows: not comparable (golden set, config), same commit."""
-    problems: tuple[str, ...]
-    """History lines that could not be read (file:line: message)."""
-    metrics: tuple[MetricTrend, ...]
-    """One trend per metric of the run, in the run's order."""
-
-    @property
-    def status(self) -> TrendStatus:
-        """The worst status over gated metrics (``insufficient`` when none has a baseline)."""
-        gated = [m.status for m in self.metrics if m.gated]
-        if not gated or all(s == "insufficient" for s in gated):
-            return "insufficient"
-        return max(gated, key=lambda s: LEVEL[s])
-
-    def blocks(self, level: TrendBlock) -> bool:
-        """Whether a gated metric reached ``level`` (``never``: never blocks)."""
-        return level != "never" and any(m.gated and LEVEL[m.status] >= LEVEL[level] for m in self.metrics)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (report.json's ``trend``; ``history check --format json``)."""
-        data = asdict(self)
-        data["status"] = self.status
-        data["skipped"] = dict(self.skipped)
-        data["metrics"] = [m | {"recent": [list(p) for p in m["recent"]]} for m in data["metrics"]]
-        return data
 
 
 def _direction_and_label(metric: str) -> tuple[str, str]:

@@ -5,8 +5,6 @@ They are written incrementally, so that a killed run keeps what it computed and 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -19,81 +17,19 @@ import numpy as np
 
 from gate.errors import InputError
 from gate.jsonl import parse_json, read_jsonl, read_jsonl_rows, scan_rows, validate, write_jsonl
+from gate.manifest import MANIFEST_SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION  # re-exported: the run files' home
+from gate.manifest import Manifest
+from gate.manifest import RunIdentity as RunIdentity
 from gate.models import GoldenCase, Prediction, Score
 from gate.predictions import Finite, PredictionTable, load_predictions, prediction_from_record
 
 PREDICTIONS = "predictions.jsonl"
 SCORES = "scores.jsonl"
 MANIFEST = "manifest.json"
-MANIFEST_SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True)
-class RunIdentity:
-    """Everything that changes what a run produced (DESIGN §8 "one identity key").
-
-    Two runs with equal identities are interchangeable. The predictions depend on the first four fields (a run
-    resumes, merges or is cached only when they match); the scores also depend on the judge, the scoring
-    settings and the rag-gate version (scores are reused only when those match the policy's, else recomputed).
-    """
-
-    golden_sha256: str
-    """sha256 of the golden set file the run answered."""
-    config_sha256: str
-    """sha256 of the side's config file (pipeline, options, metrics, judge options)."""
-    repeats: int
-    """Repeats per case (≥ 1)."""
-    shard: tuple[int, int] | None
-    """``(i, n)`` for ``run --shard i/n``, else None."""
-    judge: dict[str, Any]
-    """The judge that scored the run: its configuration (every option), id and version."""
-    scoring: dict[str, Any]
-    """Scoring settings besides the judge that change scores (refusal detection)."""
-    gate_version: str
-    """rag-gate version that scored the run."""
-
-    PREDICTION_FIELDS = ("golden_sha256", "config_sha256", "repeats", "shard")
-    SCORE_FIELDS = ("judge", "scoring", "gate_version")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: these keys are top-level keys of manifest.json."""
-        return {
-            "golden_sha256": self.golden_sha256,
-            "config_sha256": self.config_sha256,
-            "repeats": self.repeats,
-            "shard": list(self.shard) if self.shard else None,
-            "judge": self.judge,
-            "scoring": self.scoring,
-            "gate_version": self.gate_version,
-        }
-
-    @classmethod
-    def from_manifest(cls, manifest: dict[str, Any]) -> RunIdentity:
-        """The identity a manifest records (missing keys of older manifests read as empty, so they differ)."""
-        shard = manifest.get("shard")
-        return cls(
-            golden_sha256=str(manifest.get("golden_sha256", "")),
-            config_sha256=str(manifest.get("config_sha256", "")),
-            repeats=int(manifest.get("repeats") or 0),
-            shard=(int(shard[0]), int(shard[1])) if isinstance(shard, list | tuple) and len(shard) == 2 else None,
-            judge=dict(manifest.get("judge") or {}),
-            scoring=dict(manifest.get("scoring") or {}),
-            gate_version=str(manifest.get("gate_version", "")),
-        )
-
-    def differences(self, other: RunIdentity, fields: tuple[str, ...]) -> list[str]:
-        """The names of ``fields`` whose values differ."""
-        mine, theirs = self.to_dict(), other.to_dict()
-        return [name for name in fields if mine[name] != theirs[name]]
-
-    def digest(self) -> str:
-        """sha256 of the canonical JSON of the whole identity (a cache key), 64 hex characters."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """The run's manifest, validated against ``gate/schemas/manifest.schema.json``.
+def read_manifest(run_dir: Path) -> Manifest:
+    """The run's manifest, validated against ``gate/schemas/manifest.schema.json``, as a :class:`Manifest`.
 
     Raises:
         InputError: when the directory has no manifest.json, or it is not valid JSON, or a required key is
@@ -111,7 +47,10 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     manifest = parse_json(text, path)
     validate(manifest, "manifest", path, None)
-    return manifest
+    try:
+        return Manifest.from_dict(manifest)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"{path}: {exc}") from None
 
 
 def read_partial_predictions(path: Path) -> tuple[list[Prediction], bool]:
@@ -298,7 +237,7 @@ class ScoreTable:
         """
         take = slice(None) if rows is None else np.asarray(rows, dtype=np.intp)
         if metric not in self._values:
-            n = len(self.ids) if rows is None else len(take)
+            n = len(self.ids) if rows is None else len(rows)
             return np.full((n, self.repeats), np.nan), np.ones((n, self.repeats), dtype=bool)
         return self._values[metric][take].copy(), self._failed[metric][take].copy()
 
@@ -334,6 +273,7 @@ class ScoreTable:
         """
         found = self._claims.get(case_id)
         if isinstance(found, tuple):  # (line, offset) in the file: read the row again
+            assert self._path is not None, "claims by offset come from a scores file"
             (record,) = read_jsonl_rows(self._path, [found])
             found = self._claims[case_id] = record.get("detail")
         return None if found is None else found.get("claims")
@@ -396,15 +336,18 @@ class Side:
     scores: ScoreTable
     """One score per case × repeat × metric; a sequence of :class:`~gate.models.Score` is turned into a
     :class:`ScoreTable`."""
-    manifest: dict[str, Any]
-    """The run's manifest (empty for a predictions file)."""
+    manifest: Manifest
+    """The run's manifest; for a predictions file, what its scoring at compare time recorded (judge, golden set).
+    A mapping (e.g. a partial manifest built in memory) is turned into a :class:`~gate.manifest.Manifest`."""
     warnings: tuple[str, ...] = ()
     """What a reader of the comparison should know about how this side was loaded (e.g. rescored)."""
     index: dict[str, int] = field(init=False, repr=False, compare=False)
     """Case id → row of the side's matrices (golden order)."""
 
     def __post_init__(self) -> None:
-        """Index the cases; wrap predictions and scores given in memory."""
+        """Index the cases; wrap predictions, scores and a manifest given in memory."""
+        if not isinstance(self.manifest, Manifest):
+            object.__setattr__(self, "manifest", Manifest.from_dict(self.manifest))
         ids = [case.id for case in self.golden]
         object.__setattr__(self, "index", {case_id: i for i, case_id in enumerate(ids)})
         if not isinstance(self.table, PredictionTable):

@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gate.config import Evaluation
 from gate.jsonl import dumps
 from gate.judges.base import Judge, Judgment, graded_dimensions
+from gate.manifest import JudgeUsage
 from gate.metrics import Metric, resolve, score_case
 from gate.metrics.generation import strip_citations
 from gate.metrics.refusal import is_refusal
@@ -342,7 +343,7 @@ def batch_values(jobs: Sequence[tuple[GoldenCase, Prediction]], metrics: Sequenc
         [case.expected_doc_ids if ok else () for (case, _), ok in zip(jobs, valid, strict=True)],
         key=CHUNK_ID,
     )
-    return {metric.name: metric.spec.many(ranks, metric.k).tolist() for metric in batched}
+    return {metric.name: metric.spec.many(ranks, metric.k or 0).tolist() for metric in batched}
 
 
 PAIRED_METRIC = "head_win_rate"
@@ -359,7 +360,7 @@ class PairwiseRun:
     """Its version."""
     judgments: tuple[tuple[str, PairJudgment | None], ...]
     """(case id, judgment) in case order; None where a side has no valid answer (not applicable)."""
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: JudgeUsage = field(default_factory=JudgeUsage)
     """The judge's accounting (:func:`gate.judges.base.judge_usage`)."""
 
 

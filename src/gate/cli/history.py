@@ -118,8 +118,8 @@ def add(run_dir: Path, history_path: Path, sha: str | None, ref: str | None, tim
     from gate.runs import read_manifest
 
     manifest = read_manifest(run_dir)
-    sha = sha or manifest.get("git_sha") or _git_default("rev-parse", "HEAD")
-    ref = ref or manifest.get("git_ref") or _git_default("rev-parse", "--abbrev-ref", "HEAD")
+    sha = sha or manifest.git_sha or _git_default("rev-parse", "HEAD")
+    ref = ref or manifest.git_ref or _git_default("rev-parse", "--abbrev-ref", "HEAD")
     record = entry_from_run(run_dir, sha=sha, ref=ref, timestamp=timestamp)
     append_entry(history_path, record)
     means = ", ".join(f"{k} {v['mean']:.3f}" for k, v in record["metrics"].items() if v["mean"] is not None)
@@ -161,6 +161,7 @@ def check(
       rag-gate history check --history history.jsonl --window 4 --warning 0.05 --critical 0.10
       rag-gate history check --history history.jsonl --run runs/head --format json
     """  # noqa: D301
+    from gate.comparison import exit_code_for
     from gate.history import HistoryEntry, entry_from_run, read_history, trend_report
     from gate.jsonl import clean_nan
     from gate.outputs.trend import to_text
@@ -175,7 +176,7 @@ def check(
         click.echo(inert_json(json.dumps(clean_nan(report.to_dict()), indent=2, allow_nan=False)))
     else:
         click.echo(to_text(report, str(history_path)))
-    sys.exit(1 if report.blocks(fail_on) else 0)  # type: ignore[arg-type]
+    sys.exit(exit_code_for(None, trend=report, trend_block=fail_on))  # type: ignore[arg-type]
 
 
 @history.command()

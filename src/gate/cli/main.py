@@ -7,7 +7,6 @@ itself could not run.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -237,18 +236,21 @@ def run(
 
     show = sys.stderr.isatty() if progress is None else progress
     run_side(config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=shard_option(shard_text))
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    counts = manifest["counts"]
+    from gate.manifest import Counts
+    from gate.runs import read_manifest
+
+    manifest = read_manifest(out)
+    counts = manifest.counts or Counts(predictions=0, prediction_errors=0, scores=0)
     click.echo(
-        f"wrote {out}: {counts['predictions']} predictions ({counts['prediction_errors']} failed), "
-        f"{counts['scores']} scores ({counts['judge_failures']} judge failures)",
+        f"wrote {out}: {counts.predictions} predictions ({counts.prediction_errors} failed), "
+        f"{counts.scores} scores ({counts.judge_failures} judge failures)",
         err=True,
     )
-    kinds = manifest.get("prediction_errors", [])
+    kinds = manifest.prediction_errors or ()
     if kinds:
         click.echo(f"{len(kinds)} distinct pipeline error(s), all kept in {out / 'predictions.jsonl'}:", err=True)
         for kind in kinds[:3]:
-            click.echo(f"  {kind['count']}× {one_line(kind['message'])}", err=True)
+            click.echo(f"  {kind.count}× {one_line(kind.message)}", err=True)
         if len(kinds) > 3:
             click.echo(f"  … and {len(kinds) - 3} more", err=True)
 
@@ -335,7 +337,7 @@ def compare(
     text = inert_json(text) if fmt == "json" else text
     click.echo(text, nl=fmt == "markdown")
     click.echo(f"verdict: {comparison.verdict} (report: {outputs.path(out, outputs.Output.JSON)})", err=True)
-    sys.exit(exit_code_for(comparison.verdict, "fail"))
+    sys.exit(exit_code_for(comparison.verdict, "fail", strict=comparison.strict))
 
 
 @main.command()

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from gate.manifest import JudgeUsage
 from gate.models import Chunk
 
 DIMENSIONS = ("faithfulness", "answer_relevance", "correctness", "completeness", "form")
@@ -237,17 +238,18 @@ NO_USAGE: dict[str, Any] = {
 """The accounting of a judge that calls no API (lexical, nli): no request, no token, no cost."""
 
 
-def judge_usage(judge: object) -> dict[str, Any]:
+def judge_usage(judge: object) -> JudgeUsage:
     """A judge's accounting: requests, retries, failures, cache hits, tokens and cost.
 
     Returns:
-        ``judge.usage()`` when the judge has it (LLM-backed judges): ``{"requests", "retries", "failures",
-        "cache_hits", "input_tokens", "output_tokens", "responses_without_usage", "cost_usd" (USD or None
-        without prices), "stopped"}``; a copy of :data:`NO_USAGE` for a judge that calls no API (lexical, nli).
+        ``judge.usage()`` as a :class:`~gate.manifest.JudgeUsage` when the judge has it (LLM-backed judges:
+        ``{"requests", "retries", "failures", "cache_hits", "input_tokens", "output_tokens",
+        "responses_without_usage", "cost_usd" (USD or None without prices), "stopped"}``); :data:`NO_USAGE` for
+        a judge that calls no API (lexical, nli).
 
     """
     usage = getattr(judge, "usage", None)
-    return usage() if callable(usage) else dict(NO_USAGE)
+    return JudgeUsage.from_dict(usage() if callable(usage) else NO_USAGE)
 
 
 def graded_dimensions(judge: object) -> frozenset[str]:

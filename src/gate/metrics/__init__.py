@@ -91,9 +91,10 @@ class MetricSpec:
     fn: Callable[[ScoreContext], float] | None = None
     """Per-case function computed without a model; its docstring is that of the pure metric function (with its
     ``Source:``). None for a metric only a judge can score."""
-    many: Callable[[ExpectedRanks, int | None], np.ndarray] | None = None
+    many: Callable[[ExpectedRanks, int], np.ndarray] | None = None
     """For a retrieval metric: ``fn`` over many predictions at once, from their expected documents' first ranks
-    (:func:`gate.metrics.retrieval.expected_ranks`); the scoring module uses it instead of ``fn`` (equal values)."""
+    (:func:`gate.metrics.retrieval.expected_ranks`) and k (0 for a metric without one); the scoring module uses it
+    instead of ``fn`` (equal values)."""
     judgment_field: str | None = None
     """For a judged metric: the attribute of :class:`gate.judges.base.Judgment` that holds its per-case value
     (e.g. ``"faithfulness"``); None for the others. With ``fn`` as well, the judge's grade is used when the judge

@@ -703,10 +703,16 @@ def _run_sides(
         emit(texts[Output.COMMENT])
     _report(comparison, render_options, out, context, emit, warning, repo, redact, status=status, url=url)
     _report_trend(trend, trend_note, context, emit)
-    trend_blocks = trend is not None and trend.blocks(base.evaluation.trend.block)
+    exit_code = exit_code_for(
+        comparison.verdict,
+        options.fail_on,
+        strict=comparison.strict,
+        trend=trend,
+        trend_block=base.evaluation.trend.block,
+    )
     return PrResult(
         verdict=comparison.verdict,
-        exit_code=max(exit_code_for(comparison.verdict, options.fail_on), int(trend_blocks)),
+        exit_code=exit_code,
         comparison=comparison,
         report_path=outputs.path(out, Output.JSON),
         comment_path=outputs.path(out, Output.COMMENT),
@@ -790,7 +796,7 @@ def _store_base(
         run_dir = out / "base"
         trend, done = record_push(store, run_dir, config, sha=sha, ref=context.ref, out=out)
         verdict = "cached" if caching.writable else "recorded"
-        exit_code = int(trend.blocks(config.evaluation.trend.block))
+        exit_code = exit_code_for(None, options.fail_on, trend=trend, trend_block=config.evaluation.trend.block)
         log.info("%s: %s", store.where, "appended" if done.appended else "already recorded")
         if context.step_summary is not None:
             gh.append_summary(context.step_summary, push_summary(trend, done, store, sha))

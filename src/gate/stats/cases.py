@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
+from gate.results import CaseStatus
 from gate.stats.discrete import ExactCaseTest, discrete_bh, fisher_cases, permutation_cases
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
 from gate.stats.selection import CaseTest, select
 
-CaseStatus = Literal["regressed", "suspected", "improved", "unchanged", "flaky", "not_applicable"]
 DEFAULT_TAU = {"binary": 0.5, "graded": 0.2, "ratio": 0.5}
 """Default per-case effect threshold τ: pass-rate for binary, score for graded, relative (50 %) for ratio."""
 _EFFECT_TOL = 1e-9
@@ -94,17 +93,16 @@ def _discoveries(tests: list[ExactCaseTest | None], q: float) -> tuple[np.ndarra
     """
     n = len(tests)
     p, adjusted, rejected = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=bool)
-    family = []
+    family, members = [], []
     for i, t in enumerate(tests):
         if t is None:
             continue
         p[i], adjusted[i] = t.p_value, 1.0
         if t.drop_support is None or t.drop_support[0] < 1.0:
             family.append(i)
+            members.append(t)
     if family:
-        rej, adj = discrete_bh(
-            np.array([tests[i].drop_p_value for i in family]), [tests[i].drop_support for i in family], q=q
-        )
+        rej, adj = discrete_bh(np.array([t.drop_p_value for t in members]), [t.drop_support for t in members], q=q)
         adjusted[family], rejected[family] = adj, rej
     return p, adjusted, rejected
 

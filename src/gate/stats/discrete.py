@@ -270,7 +270,7 @@ class _StepCDFs:
         continuous[discrete] = False
         self.continuous_w = float(weights[continuous].sum())
         self.n_continuous = int(continuous.sum())
-        arrays = [supports[i] for i in discrete]
+        arrays = [s for s in supports if s is not None]  # those of ``discrete``, in order
         raw = np.concatenate(arrays) if arrays else np.empty(0)
         owner = np.repeat(np.asarray(discrete, dtype=int), [a.size for a in arrays])
         keep = raw < 1.0

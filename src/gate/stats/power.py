@@ -207,8 +207,7 @@ def recommendation(
         return None
     s_a = 0.0 if np.isnan(sigma2_base) else sigma2_base
     s_b = 0.0 if np.isnan(sigma2_head) else sigma2_head
-    args = dict(alpha=alpha, power=power)
-    if mde(n, omega2, s_a, s_b, r_base, r_head, **args) <= margin:
+    if mde(n, omega2, s_a, s_b, r_base, r_head, alpha=alpha, power=power) <= margin:
         return None
     if not (np.isnan(sigma2_base) or np.isnan(sigma2_head)):
         # smallest R with ω² + (σ_A² + σ_B²)/R ≤ n·(m/z)², i.e. MDE(R) ≤ m
@@ -217,7 +216,7 @@ def recommendation(
             r = max(math.ceil((s_a + s_b) / budget), max(r_base, r_head) + 1)
             if r <= max_repeats:
                 return f"use R = {r} to detect {worsening} of {margin_label}"
-    need = math.ceil(sample_size(margin, omega2, s_a, s_b, r_base, r_head, **args))
+    need = math.ceil(sample_size(margin, omega2, s_a, s_b, r_base, r_head, alpha=alpha, power=power))
     return f"grow the golden set to N = {need} (at R = {max(r_base, r_head)}) to detect {worsening} of {margin_label}"
 
 

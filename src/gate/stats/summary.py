@@ -8,25 +8,10 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class Aggregate:
-    """Summary of one side's per-case means of a metric (cases where it applies)."""
-
-    n: int
-    """Cases with a valid value."""
-    mean: float | None
-    """Mean of the per-case means; None when ``n`` is 0."""
-    sd: float | None
-    """Sample standard deviation (ddof 1) of the per-case means; 0 for one case, None for none."""
-    p10: float | None
-    """10th percentile of the per-case means (numpy's linear interpolation)."""
-    share_below_0_5: float | None
-    """Share of cases whose mean is below 0.5, in [0, 1]."""
+from gate.results import Aggregate
 
 
 def aggregate(values: np.ndarray) -> Aggregate:
