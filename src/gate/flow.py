@@ -445,7 +445,7 @@ def _check_shard_origin(shard_dirs: list[Path], manifests: list[Manifest]) -> No
         raise InputError(f"the shards come from different commits ({listed}); shards must come from one commit")
     codes = {str(d): m.code_sha256 for d, m in zip(shard_dirs, manifests, strict=True)}
     if None not in codes.values() and len(set(codes.values())) > 1:
-        listed = ", ".join(f"{d}: {sha[:12]}" for d, sha in codes.items())
+        listed = ", ".join(f"{d}: {(sha or '')[:12]}" for d, sha in codes.items())
         raise InputError(
             f"the shards ran different pipeline code (code fingerprints {listed}); re-run them from one checkout"
         )
@@ -809,13 +809,13 @@ def compare_sides(
 
     comparison = compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
     if evaluation.judge_labels:
-        root = config.root if config is not None else Path(base_side.manifest.get("config") or ".").parent
-        line, stale = judge_labels_line(root / evaluation.judge_labels, base_side.manifest, evaluation.seed)
+        root = config.root if config is not None else Path(base_side.manifest.config or ".").parent
+        line, stale = judge_labels_line(root / evaluation.judge_labels, base_side.manifest.to_dict(), evaluation.seed)
         comparison = dataclasses.replace(comparison, judge_labels=line, warnings=(*comparison.warnings, *stale))
     return Compared(comparison, base_side, head_side, evaluation)
 
 
-def judge_labels_line(path: Path, manifest: dict, seed: int) -> tuple[str, list[str]]:
+def judge_labels_line(path: Path, manifest: dict[str, Any], seed: int) -> tuple[str, list[str]]:
     """The comment's line on the judge's agreement with ``judge_labels:`` and the stale-label warnings.
 
     The agreement is the judge's calls recorded in the labels (those shown when labelling) against the labels;

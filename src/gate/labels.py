@@ -128,7 +128,7 @@ def judged_answers(run_dir: Path) -> tuple[dict[str, Any], list[JudgedAnswer]]:
     from gate.predictions import load_predictions
 
     run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest(run_dir).to_dict()  # the labels record the manifest as manifest.json has it
     cases = run_cases(run_dir, manifest)
     faith = {(s.id, s.repeat): s for s in load_scores(run_dir / SCORES) if s.metric == FAITHFULNESS}
     answers = []
@@ -269,7 +269,7 @@ def pair_rows(base_dir: Path, head_dir: Path, pairwise_file: Path) -> tuple[dict
     """
     base_manifest, base_answers = judged_answers(base_dir)
     _, head_answers = judged_answers(head_dir)
-    first = {}
+    first: dict[tuple[str, str], JudgedAnswer] = {}
     for side, answers in (("base", base_answers), ("head", head_answers)):
         for answer in sorted(answers, key=lambda a: a.prediction.repeat):
             first.setdefault((side, answer.case.id), answer)

@@ -43,6 +43,7 @@ def read_qrels(path: Path, problems: list[str]) -> dict[str, dict[str, int]]:
                     problems.append(located(path, number, None, f"expected 3 tab-separated columns, got {len(cells)}"))
                     continue
                 query, doc, score_text = (c.strip() for c in cells)
+                score: int | None
                 try:
                     score = int(score_text)
                 except ValueError:

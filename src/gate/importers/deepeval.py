@@ -85,7 +85,7 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
         if not isinstance(ood, bool):
             problems.append(f"{at}: additional_metadata.out_of_domain: must be true or false")
             continue
-        name = row.get("name")
+        golden_name = row.get("name")
         drafts.append(
             Draft(
                 where=(source, line, prefix),
@@ -94,7 +94,7 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
                 contexts=texts,
                 references=references,
                 out_of_domain=ood,
-                tags=[name] if isinstance(name, str) and name else [],
+                tags=[golden_name] if isinstance(golden_name, str) and golden_name else [],
                 metadata={"source": "deepeval", **{k: v for k, v in meta.items() if k not in ("id", "out_of_domain")}},
             )
         )

@@ -75,7 +75,7 @@ def _bound(text: str, path: Path) -> None:
             counts.append(1)
             anchors_open.append(event.anchor)
             if len(anchors_open) > MAX_DEPTH:
-                line = event.start_mark.line + 1
+                line = event.start_mark.line + 1 if event.start_mark else None
                 raise InputError(located(path, line, None, f"nested deeper than {MAX_DEPTH} levels"))
         elif isinstance(event, yaml.CollectionEndEvent):
             count, anchor = counts.pop(), anchors_open.pop()
@@ -87,9 +87,9 @@ def _bound(text: str, path: Path) -> None:
             if event.anchor:
                 anchors[event.anchor] = 1
         elif isinstance(event, yaml.AliasEvent):
-            counts[-1] += anchors.get(event.anchor, 1)
+            counts[-1] += anchors.get(event.anchor or "", 1)
         if sum(counts) > MAX_NODES:
-            line = event.start_mark.line + 1
+            line = event.start_mark.line + 1 if event.start_mark else None
             raise InputError(located(path, line, None, f"more than {MAX_NODES} values once aliases are expanded"))
 
 

@@ -104,7 +104,7 @@ def _means(side: Side, ids: Sequence[str], metric: str) -> list[float | None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a row of NaN (every repeat failed) is NaN
         means = np.round(np.nanmean(values, axis=1), 6) if values.size else np.full(len(ids), np.nan)
-    return [None if math.isnan(x) or math.isinf(x) else x for x in means.tolist()]
+    return [None if math.isnan(x) or math.isinf(x) else float(x) for x in np.asarray(means, dtype=float)]
 
 
 def case_rows(
