@@ -358,10 +358,12 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec("hallucination_rate", "Hallucination rate", "lower", "binary", 0.03,
                    "Share of answers with a contradicted or unsupported main claim (padding cannot dilute it).",
                    judgment_field="hallucination_rate"),
-        # Gated by default instead of the binary rate: a share does not grow with the answer's length. Margin 0.03
-        # chosen on RAGTruth's development half: people-faithful answers 67 % longer (96 → 160 words) moved it by
-        # +0.021 (the binary rate by +0.17), the model pairs people see as clearly worse by +0.039 to +0.059.
-        MetricSpec("hallucinated_claim_rate", "Hallucinated claims", "lower", "graded", 0.03,
+        # Gated by default instead of the binary rate: a share does not grow with the answer's length. Margin 0.02,
+        # chosen on RAGTruth's development half only (benchmarks/judge_quality.py): margins 0.01 and 0.02 fail 7 of
+        # the 9 model pairs people see as worse there (0 false fails of 6), 0.03 fewer; the larger keeps more room
+        # for noise. Faithful answers 67 % longer (96 → 160 words) moved it by +0.021, not significantly (the
+        # binary rate by +0.17).
+        MetricSpec("hallucinated_claim_rate", "Hallucinated claims", "lower", "graded", 0.02,
                    "Share of the answer's claims that are contradicted or unsupported (the lexical judge: "
                    "contradicted, or stating a number, date or name its chunk does not hold); length-neutral.",
                    judgment_field="hallucinated_claim_rate"),
