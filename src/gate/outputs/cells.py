@@ -215,7 +215,7 @@ def _generation_notes(comparison: Comparison) -> list[str]:
             line += (
                 f" A change of {LENGTH_CHANGE_NOTE:.0%} or more: the lexical judge flags more claims in longer answers "
                 "(each claim is one more chance of a false alarm), so the per-answer hallucination rate and the "
-                "supported share move with length; the share of hallucinated claims does not."
+                "supported share can move with length; the share of hallucinated claims does not."
             )
         notes.append(line)
     if lexical:
