@@ -272,6 +272,9 @@ def test_padding_with_distinct_supported_sentences_still_shows_the_false_claim()
     invented = JUDGE.judge("", " ".join([*sentences, "It was designed by Renzo Piano."]), [HOTEL])
     assert invented.n_contradicted == 0 and invented.hallucination_rate == 1.0
     assert invented.claims[-1].unsupported_facts == ("entity piano, renzo",)
+    # the share of hallucinated claims: the one flagged claim of six
+    assert invented.hallucinated_claim_rate == pytest.approx(1 / 6)
+    assert judgment.hallucinated_claim_rate == pytest.approx(1 / 6)
     assert JUDGE.judge("", " ".join(sentences), [HOTEL]).hallucination_rate == 0.0
 
 
