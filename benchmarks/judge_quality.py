@@ -4,9 +4,12 @@ Usage: python benchmarks/judge_quality.py [--data ../shared/data] [--calibration
        [--no-gate] [--boot 2000]
 
 1. Response level: balanced accuracy and AUROC with cluster-bootstrap 95 % CIs on the test half (split by source
-   prompt; cuts chosen on the development half) for the word-novelty baseline and the judge's scores.
+   prompt; cuts chosen on the development half) for the word-novelty and answer-length baselines and the judge's
+   scores.
 2. The threshold rule of the judge evaluation (dev / test), and RGB counterfactual pairs.
-3. Gate level: every pair of RAGTruth's six models through ``rag-gate compare`` with the default config, each
+3. A length-only change: per prompt the shortest and the longest answer people judge faithful, through
+   ``rag-gate compare`` with the default config, on each half.
+4. Gate level: every pair of RAGTruth's six models through ``rag-gate compare`` with the default config, each
    pair oriented by the human rate; "people say head is worse" = one-sided exact McNemar on the human labels of
    the shared prompts at α = 0.05.
 
@@ -35,6 +38,7 @@ from judgeeval import (
     gate_pairs,
     group_quality,
     judge_cases,
+    length_only_pair,
     load_faithbench,
     load_ragtruth,
     load_rgb_counterfactual,
@@ -58,15 +62,33 @@ def hallucinated(judgment: Judgment) -> float:
     return 0.0 if value != value else value
 
 
+def hallucinated_share(judgment: Judgment) -> float:
+    """The gated graded metric: the share of hallucinated claims (0 for an answer without claims)."""
+    value = judgment.hallucinated_claim_rate
+    return 0.0 if value != value else value
+
+
+def length_report(cases: list[LabeledCase]) -> None:
+    """Faithful answers, only longer, through ``rag-gate compare`` (default config), on each half."""
+    print("\nRAGTruth length-only change: per prompt the shortest → the longest answer people judge faithful")
+    for half, subset in zip(("dev", "test"), split_by_source(cases), strict=True):
+        r = length_only_pair(subset)
+        print(f"  {half}: {r.n} prompts, {r.words_base:.0f} → {r.words_head:.0f} words, gate {r.verdict}")
+        for name, (base, head, delta, p, status) in r.rows.items():
+            print(f"    {name:24} {base:.3f} → {head:.3f}  Δ {delta:+.3f}  p {p:.3g}  {status}")
+
+
 def detection_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, boot: int) -> dict[str, Judgment]:
     """Balanced accuracy and AUROC with 95 % CIs on the test half, next to the word-novelty baseline."""
     dev, test = split_by_source(cases)
     judged = {c.id: judge.judge(c.question, c.response, c.chunks) for c in cases}
     scorers = {
         "word novelty (baseline)": lambda c: word_novelty(c.response, c.chunks),
+        "answer length (baseline)": lambda c: float(len(c.response.split())),
         "judge: unsupported claims": lambda c: unsupported_claims(judged[c.id]),
         "judge: 1 - faithfulness": lambda c: 1.0 - judged[c.id].faithfulness if judged[c.id].claims else 0.0,
         "judge: hallucination_rate": lambda c: hallucinated(judged[c.id]),
+        "judge: hallucinated_claim_rate": lambda c: hallucinated_share(judged[c.id]),
     }
     skipped = sum(j.not_applicable is not None for j in judged.values())
     print(
@@ -107,11 +129,11 @@ def gate_report(cases: list[LabeledCase]) -> None:
     print("\nRAGTruth model pairs through `rag-gate compare` (default config), base = lower human rate")
     print(
         "| base → head | n | human rate | McNemar p (human) | people: head worse | gate | failed metrics "
-        "| Δ hallucination_rate |"
+        "| Δ hallucinated_claim_rate |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for r in pairs:
-        delta = r.deltas.get("hallucination_rate")
+        delta = r.deltas.get("hallucinated_claim_rate")
         print(
             f"| {r.base} → {r.head} | {r.n} | {r.human_base:.0%} → {r.human_head:.0%} | {r.human_p:.3g} | "
             f"{'yes' if r.human_worse else 'no'} | {r.verdict} | {', '.join(r.failed) or '—'} | "
@@ -210,6 +232,7 @@ def main() -> None:
             f"fake flagged {rates.flagged_rate:.3f}"
         )
     if not (args.no_gate or args.dev_only):
+        length_report(ragtruth)
         gate_report(ragtruth)
 
 

@@ -801,6 +801,69 @@ def _pair_files(folder: Path, shared: Sequence[str], base: Mapping[str, LabeledC
         )
 
 
+def _compare_pair(
+    shared: Sequence[str], base: Mapping[str, LabeledCase], head: Mapping[str, LabeledCase], config: Path | None
+) -> dict[str, Any]:
+    """``python -m gate compare`` on the ``shared`` prompts' answers of two sides: its report.json."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        _pair_files(folder, shared, base, head)
+        command = [sys.executable, "-m", "gate", "compare", "--golden", str(folder / "golden.jsonl")]
+        if config is not None:
+            command += ["--config", str(config)]
+        command += [str(folder / "base.jsonl"), str(folder / "head.jsonl"), "--out", str(folder / "out")]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"rag-gate compare exited {done.returncode}: {done.stderr.strip()[-500:]}")
+        return json.loads((folder / "out" / "report.json").read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class LengthResult:
+    """A length-only change through ``rag-gate compare``: answers people judge faithful, shorter on base."""
+
+    n: int
+    """Prompts with two faithful answers of different length."""
+    words_base: float
+    words_head: float
+    """Mean words per answer on each side."""
+    verdict: str
+    """The gate's verdict with the default config."""
+    rows: dict[str, tuple[float, float, float, float, str]]
+    """Judged metric → (base mean, head mean, delta (negative = worse), one-sided p, status)."""
+
+
+def length_only_pair(cases: Sequence[LabeledCase], config: Path | None = None) -> LengthResult:
+    """A PR whose answers are all faithful, only longer: per prompt, the shortest and the longest answer that people
+    judge faithful (prompts with at least two of different length), base = shortest, through ``rag-gate compare``.
+    """
+    faithful: dict[str, list[LabeledCase]] = {}
+    for case in cases:
+        if not case.hallucinated:
+            faithful.setdefault(case.source_id, []).append(case)
+    base: dict[str, LabeledCase] = {}
+    head: dict[str, LabeledCase] = {}
+    for source, answers in faithful.items():
+        ordered = sorted(answers, key=lambda c: (len(c.response.split()), c.model))
+        if len(ordered) >= 2 and len(ordered[-1].response.split()) > len(ordered[0].response.split()):
+            base[source], head[source] = ordered[0], ordered[-1]
+    shared = sorted(base)
+    report = _compare_pair(shared, base, head, config)
+    judged = ("hallucinated_claim_rate", "hallucination_rate", "faithfulness", "contradiction_rate")
+    rows = {
+        m["name"]: (m["base_mean"], m["head_mean"], m["delta"], m["p_value"], m["status"])
+        for m in report["metrics"]
+        if m["name"] in judged
+    }
+    return LengthResult(
+        n=len(shared),
+        words_base=float(np.mean([len(base[s].response.split()) for s in shared])),
+        words_head=float(np.mean([len(head[s].response.split()) for s in shared])),
+        verdict=report["verdict"],
+        rows=rows,
+    )
+
+
 def gate_pairs(cases: Sequence[LabeledCase], config: Path | None = None) -> list[PairResult]:
     """Run ``rag-gate compare`` on every pair of models that answered the same prompts.
 
@@ -824,17 +887,7 @@ def gate_pairs(cases: Sequence[LabeledCase], config: Path | None = None) -> list
         shared = sorted(set(by_model[first]) & set(by_model[second]))
         rate = {m: sum(by_model[m][s].hallucinated for s in shared) / len(shared) for m in (first, second)}
         base, head = (first, second) if rate[first] <= rate[second] else (second, first)
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            _pair_files(folder, shared, by_model[base], by_model[head])
-            command = [sys.executable, "-m", "gate", "compare", "--golden", str(folder / "golden.jsonl")]
-            if config is not None:
-                command += ["--config", str(config)]
-            command += [str(folder / "base.jsonl"), str(folder / "head.jsonl"), "--out", str(folder / "out")]
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode not in (0, 1):
-                raise RuntimeError(f"rag-gate compare exited {done.returncode}: {done.stderr.strip()[-500:]}")
-            report = json.loads((folder / "out" / "report.json").read_text(encoding="utf-8"))
+        report = _compare_pair(shared, by_model[base], by_model[head], config)
         gated = [m for m in report["metrics"] if m.get("gated")]
         results.append(
             PairResult(

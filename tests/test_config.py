@@ -59,7 +59,7 @@ def test_minimal_config_gets_the_dataclass_defaults(tmp_path):
     assert config.evaluation.gated == (
         "hit_rate@5",
         "mrr",
-        "hallucination_rate",
+        "hallucinated_claim_rate",
         "answer_f1",
         "refusal",
         "false_refusal",

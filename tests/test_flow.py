@@ -105,7 +105,7 @@ def test_run_writes_run_dir_and_resumes(tmp_path, tiny_golden):
     assert manifest["counts"] == {
         "predictions": 8,
         "prediction_errors": 0,
-        "scores": 8 * 15,
+        "scores": 8 * 16,  # one row per default metric
         "judge_failures": 0,
     }
     assert len(_read(out / "predictions.jsonl")) == 8

@@ -117,7 +117,7 @@ def _run_dir(tmp: Path, name: str, rows: list[dict]) -> Path:
     return tmp / name
 
 
-JUDGED_GATED = "hallucination_rate"  # the judged metric gated by default
+JUDGED_GATED = "hallucinated_claim_rate"  # the judged metric gated by default
 
 
 def _fail_judgments(run: Path, ids: set[str], metric: str = JUDGED_GATED) -> None:
@@ -313,7 +313,7 @@ def test_a_head_that_answers_in_a_language_the_judge_cannot_read_is_not_a_pass(t
     write_pair(tmp_path, cases, [answer(c) for c in cases], german)
     result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out")
     assert result.exit_code == 3 and report["verdict"] == "error", report["reasons"]
-    (use,) = [u for u in report["error_budget_use"] if u["metric"] == "hallucination_rate"]
+    (use,) = [u for u in report["error_budget_use"] if u["metric"] == JUDGED_GATED]
     assert (use["side"], use["failed"], use["expected"]) == ("head", N, N)
     assert "not judged (" in use["messages"][0] and "where the other side was" in use["messages"][0]
     (tmp_path / "both").mkdir()

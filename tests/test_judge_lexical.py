@@ -207,6 +207,57 @@ def test_duplicate_and_near_duplicate_claims_count_once():
     assert (kept, dropped) == (["The hotel has 1,000 rooms", "It has a spa"], 1)
 
 
+MUSEUM_OPEN = Chunk("m", "The museum is open on Mondays from 9 am to 5 pm.")
+MUSEUM_CLOSED = Chunk("m", "The museum is not open on Mondays.")
+
+
+@pytest.mark.parametrize("chunk, contradicted", [(MUSEUM_OPEN, 0), (MUSEUM_CLOSED, 1)])
+def test_a_contradiction_next_to_the_true_sentence_is_judged_not_dropped(chunk, contradicted):
+    judgment = JUDGE.judge("", "The museum is not open on Mondays. The museum is open on Mondays.", [chunk])
+    assert judgment.extra["duplicates"] == 0
+    assert [c.verdict for c in judgment.claims].index("contradicted") == contradicted
+    assert judgment.faithfulness == 0.5 and judgment.hallucination_rate == 1.0
+
+
+def _jaccard(a: str, b: str) -> float:
+    fa, fb = facts(a), facts(b)
+    ka = fa.content | {f"#{q.value:g}" for q in fa.numbers} | {f"@{m}" for m in fa.months}
+    kb = fb.content | {f"#{q.value:g}" for q in fb.numbers} | {f"@{m}" for m in fb.months}
+    return len(ka & kb) / len(ka | kb)
+
+
+@pytest.mark.parametrize(
+    "first, twin",
+    [
+        (
+            "The museum on the hill is not open to visitors on Mondays.",
+            "The museum on the hill is open to visitors on Mondays.",
+        ),
+        (
+            "The museum was founded in 1998 by the town council with public money for local art and history.",
+            "The museum was founded in 1999 by the town council with public money for local art and history.",
+        ),
+        (
+            "The museum opens its summer garden in June for local families, school children and tourists.",
+            "The museum opens its summer garden in July for local families, school children and tourists.",
+        ),
+        (
+            "The museum opened its modern wing designed by Piano for local families, children and tourists.",
+            "The museum opened its modern wing designed by Gehry for local families, children and tourists.",
+        ),
+        (
+            "The museum's ticket office on the ground floor stays open on public holidays and school breaks.",
+            "The museum's ticket office on the ground floor stays closed on public holidays and school breaks.",
+        ),
+    ],
+    ids=["negation", "number", "month", "name", "antonym"],
+)
+def test_near_duplicate_filter_keeps_a_twin_that_differs_by_a_fact(first, twin):
+    assert _jaccard(first, twin) >= 0.8  # the filter's overlap test alone would drop the twin
+    assert distinct_claims([first, twin]) == ([first, twin], 0)
+    assert distinct_claims([first, first.replace("The museum", "the museum")]) == ([first], 1)
+
+
 def test_padding_with_distinct_supported_sentences_still_shows_the_false_claim():
     sentences = [
         "The Grand Hotel opened in 1998.",
@@ -221,6 +272,9 @@ def test_padding_with_distinct_supported_sentences_still_shows_the_false_claim()
     invented = JUDGE.judge("", " ".join([*sentences, "It was designed by Renzo Piano."]), [HOTEL])
     assert invented.n_contradicted == 0 and invented.hallucination_rate == 1.0
     assert invented.claims[-1].unsupported_facts == ("entity piano, renzo",)
+    # the share of hallucinated claims: the one flagged claim of six
+    assert invented.hallucinated_claim_rate == pytest.approx(1 / 6)
+    assert judgment.hallucinated_claim_rate == pytest.approx(1 / 6)
     assert JUDGE.judge("", " ".join(sentences), [HOTEL]).hallucination_rate == 0.0
 
 
@@ -359,7 +413,7 @@ def test_no_chunks_means_unverifiable_without_attribution():
 
 
 def test_identity_and_factory():
-    assert (JUDGE.id, JUDGE.version) == ("lexical", "4")
+    assert (JUDGE.id, JUDGE.version) == ("lexical", "5")
     assert isinstance(JUDGE.version, str)
     assert get_judge({"name": "lexical", "support": 0.6}) == LexicalJudge(support=0.6)
     assert sorted(JUDGES) == ["lexical", "llm", "nli", "ragas"]

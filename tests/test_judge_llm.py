@@ -612,7 +612,7 @@ def test_identity_holds_every_scoring_option_and_nothing_else(make_judge, fake):
 
 
 def test_lexical_identity_has_its_thresholds():
-    assert LexicalJudge().identity == {"name": "lexical", "version": "4", "cover": 0.75, "support": 0.75}
+    assert LexicalJudge().identity == {"name": "lexical", "version": "5", "cover": 0.75, "support": 0.75}
     assert LexicalJudge(support=0.8).identity["support"] == 0.8
 
 

@@ -78,12 +78,13 @@ def _judgment() -> Judgment:
 
 def test_judged_metrics_name_the_judgment_field_they_read():
     judged = {name: spec for name, spec in METRICS.items() if spec.judged}
-    assert set(judged) == {"faithfulness", "contradiction_rate", "hallucination_rate", "answer_relevance",
-                           "correctness", "completeness", "form"}  # fmt: skip
+    assert set(judged) == {"faithfulness", "contradiction_rate", "hallucination_rate", "hallucinated_claim_rate",
+                           "answer_relevance", "correctness", "completeness", "form"}  # fmt: skip
     judgment = replace(_judgment(), grades={"answer_relevance": 0.5, "correctness": 1.0, "completeness": 0.0})
     # 2 supported and 1 contradicted of 4 claims (RAGAS faithfulness: supported / all claims); a contradicted
     # claim makes the answer hallucinated; grades as given, a dimension without a grade is NaN.
     expected = {"faithfulness": 2 / 4, "contradiction_rate": 1 / 4, "hallucination_rate": 1.0,
+                "hallucinated_claim_rate": 2 / 4,  # a judge reading meaning: every claim not supported
                 "answer_relevance": 0.5, "correctness": 1.0, "completeness": 0.0, "form": math.nan}  # fmt: skip
     for name, spec in judged.items():
         assert isinstance(getattr(Judgment, spec.judgment_field), property)

@@ -207,7 +207,7 @@ def test_resolve_errors(name, message):
 
 
 def test_registry_drift():
-    assert len(METRICS) == 20
+    assert len(METRICS) == 21
     for key, spec in METRICS.items():
         assert key == spec.name
         assert spec.label and spec.description
@@ -223,6 +223,7 @@ def test_registry_drift():
     assert {k for k, s in METRICS.items() if s.direction == "lower"} == {
         "contradiction_rate",
         "hallucination_rate",
+        "hallucinated_claim_rate",
         "false_refusal",
         "error_rate",
         "latency_ms",

@@ -209,7 +209,7 @@ def test_textless_chunks_and_claimless_answers_are_counted_in_the_report(tmp_pat
     assert faithfulness["aggregates"]["head"]["mean"] == 1.0
     # the gated hallucination rate could not be scored on head where base was: an evaluation failure, not a pass
     assert result.exit_code == 3 and report["verdict"] == "error"
-    assert any(r.startswith("hallucination_rate on head: 3 of") for r in report["reasons"])
+    assert any(r.startswith("hallucinated_claim_rate on head: 3 of") for r in report["reasons"])
     comment = (tmp_path / "out" / "comment.md").read_text(encoding="utf-8")
     assert "3 answer(s) not judged: a retrieved chunk has no text" in comment
     assert "1 answer(s) with no checkable claim" in comment

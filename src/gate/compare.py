@@ -471,7 +471,17 @@ def _unreadable(sides: Sequence[Side], cases: Sequence[GoldenCase], policy: Eval
     return out
 
 
-def _side_info(side: Side) -> SideInfo:
+def _mean_answer_words(side: Side, cases: Sequence[GoldenCase]) -> float | None:
+    """Mean words per answer over the in-domain ``cases``' valid predictions (every repeat); None without any."""
+    ids = [c.id for c in cases if not c.out_of_domain]
+    failed = side.table.error_mask(ids) if ids else np.zeros((0, side.repeats), dtype=bool)
+    keys = [(case_id, r) for k, case_id in enumerate(ids) for r in range(side.repeats) if not failed[k, r]]
+    if not keys:
+        return None
+    return float(np.mean([len(p.answer.split()) for p in side.table.read(keys)]))
+
+
+def _side_info(side: Side, cases: Sequence[GoldenCase] = ()) -> SideInfo:
     m = side.manifest
     judge = m.judge
     return SideInfo(
@@ -486,6 +496,7 @@ def _side_info(side: Side) -> SideInfo:
         n_prediction_errors=side.table.n_errors,
         warmup_ms=side.table.warmup_ms(),
         judge_usage=m.judge_usage,
+        mean_answer_words=_mean_answer_words(side, cases),
     )
 
 
@@ -785,8 +796,8 @@ def compare(
         error_rate=float(min(rate, 1.0)),
         error_budget=policy.error_budget,
         error_budget_use=tuple(use for use in budget if use.failed),
-        base=_side_info(base),
-        head=_side_info(head),
+        base=_side_info(base, contract),
+        head=_side_info(head, contract),
         metrics=rows,
         regressed_cases=lists["regressed"],
         suspected_cases=lists["suspected"],

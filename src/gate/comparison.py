@@ -342,6 +342,9 @@ class SideInfo:
     judge_usage: JudgeUsage | None = None
     """What the judge's calls took to score the side (the run's, or the rescoring's when compare rescored it);
     None for a run recorded before rag-gate kept it."""
+    mean_answer_words: float | None = None
+    """Mean words (whitespace-separated) per answer over the paired in-domain cases' valid predictions, every
+    repeat; None without any. A claim-level judge finds more claims in longer answers (see the table notes)."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from gate.models import Chunk
 DIMENSIONS = ("faithfulness", "answer_relevance", "correctness", "completeness", "form")
 """The five generation dimensions of the evaluation method, in the rubric's order."""
 
-CLAIM_DIMENSIONS = frozenset({"faithfulness", "contradiction_rate", "hallucination_rate"})
+CLAIM_DIMENSIONS = frozenset({"faithfulness", "contradiction_rate", "hallucination_rate", "hallucinated_claim_rate"})
 """What a claim-level judge (lexical, nli, ragas) grades: the judged metrics it gives values for."""
 
 Verdict = Literal["supported", "contradicted", "unverifiable"]
@@ -153,6 +153,31 @@ class Judgment:
         if not self.claims:
             return math.nan
         return float(any(c.verdict != "supported" for c in self.claims))
+
+    @property
+    def hallucinated_claim_rate(self) -> float:
+        """The share of the answer's claims that are hallucinated, in [0, 1]; NaN without claims.
+
+        A claim is hallucinated by the rule of :attr:`hallucination_rate`: for a judge that makes its own call (the
+        lexical judge) a contradicted claim or one stating a number, date or name that no chunk holds; for judges
+        that read meaning (LLM, NLI, ragas) a claim not supported. A judge that gives only a score (the rubric
+        judge) gives ``1 - score``.
+
+        Unlike the binary :attr:`hallucination_rate`, a share does not grow with the number of claims: a longer
+        answer with the same rate of false alarms per claim scores the same (the lexical judge flags more answers
+        the longer they are). Duplicate claims count once, so padding with copies does not dilute it.
+        """
+        if self.error is not None or self.not_applicable is not None:
+            return math.nan
+        if self.score is not None and not self.claims:
+            return 1.0 - self.score
+        if not self.claims:
+            return math.nan
+        if self.hallucinated is not None:
+            flagged = sum(c.verdict == "contradicted" or bool(c.unsupported_facts) for c in self.claims)
+        else:
+            flagged = sum(c.verdict != "supported" for c in self.claims)
+        return flagged / len(self.claims)
 
     @property
     def contradiction_level(self) -> ContradictionLevel:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from gate.judges.text import Lang, facts, fold
+from gate.judges.lexicon import antonyms
+from gate.judges.text import Facts, Lang, facts, fold
 from gate.metrics.refusal import is_refusal
 
 _ABBREVIATIONS = frozenset(
@@ -137,7 +138,10 @@ def distinct_claims(claims: list[str], lang: Lang = "en", overlap: float = 0.8) 
     """Drop claims that repeat an earlier one: padding with copies does not change a score.
 
     Two claims are the same when the Jaccard overlap of their checkable content (content stems, numbers,
-    months) is at least ``overlap``; a claim without content is kept.
+    months) is at least ``overlap`` *and* they state the same facts: a claim that differs from its near-twin by
+    negation ("is not open" / "is open"), a number, a month, a name (a capitalised word of either claim) or a
+    listed antonym ("open" / "closed") is kept, so a contradiction placed next to the true sentence is judged,
+    not dropped. A claim without content is kept.
 
     Args:
         claims: claims in answer order.
@@ -151,12 +155,28 @@ def distinct_claims(claims: list[str], lang: Lang = "en", overlap: float = 0.8) 
 
     """
     kept: list[str] = []
-    keys: list[frozenset[str]] = []
+    found_kept: list[tuple[frozenset[str], Facts]] = []
     for claim in claims:
         found = facts(claim, lang)
         key = found.content | {f"#{q.value:g}" for q in found.numbers} | {f"@{m}" for m in found.months}
-        if key and any(len(key & k) / len(key | k) >= overlap for k in keys):
+        if key and any(
+            len(key & k) / len(key | k) >= overlap and _same_facts(found, key, other, k, lang)
+            for k, other in found_kept
+        ):
             continue
         kept.append(claim)
-        keys.append(key)
+        found_kept.append((key, found))
     return kept, len(claims) - len(kept)
+
+
+def _same_facts(a: Facts, key_a: frozenset[str], b: Facts, key_b: frozenset[str], lang: Lang) -> bool:
+    """True when two near-identical claims agree on negation, numbers, months, names and listed antonyms."""
+    differing = key_a ^ key_b
+    if any(k[0] in "#@" for k in differing):  # a number or a month on one side only
+        return False
+    if differing & (a.entities | b.entities):  # a name on one side only
+        return False
+    if a.negated != b.negated:  # negated on one side only
+        return False
+    opposite = antonyms() if lang == "en" else {}
+    return not any(opposite.get(w, frozenset()) & differing for w in differing)

@@ -114,10 +114,11 @@ class LexicalJudge:
     """Coverage in [0, 1] from which a chunk supports the claim (if it also agrees on every fact)."""
 
     id: ClassVar[str] = "lexical"
-    version: ClassVar[str] = "4"
+    version: ClassVar[str] = "5"
     """2: refusals detected by gate.metrics.refusal (the rule scoring uses); 3: antonyms, role swaps, relations,
     polarity across sentences, lower-case name swaps, duplicate claims, unsupported languages; 4: a sentence that
-    states the claim with exactly its words outweighs a negated neighbour with more words."""
+    states the claim with exactly its words outweighs a negated neighbour with more words; 5: a near-duplicate claim
+    that differs from its twin by negation, a number, a month, a name or a listed antonym is kept and judged."""
 
     @property
     def identity(self) -> dict[str, Any]:

@@ -28,6 +28,17 @@ REFUSAL_METRICS = frozenset({"refusal", "false_refusal"})
 """Per-case values of these metrics are "refused" (1) or "answered" (0)."""
 CLIPPED_MARK = "†"
 """Follows an interval that was cut to the range of a difference of scores."""
+LENGTH_CHANGE_NOTE = 0.25
+"""Relative change in mean answer length (25 %) from which the notes warn that the lexical judge flags more claims in
+longer answers. At the lexical judge's measured false-alarm rate (about 4 % of the claims of answers people judge
+faithful, on RAGTruth's development half) a quarter more words adds enough claims to move the per-answer
+hallucination rate by more than its 0.03 margin (README, "How good is the lexical judge?")."""
+LEXICAL_SCOPE_NOTE = (
+    "The lexical judge checks numbers, dates, names, negation, listed antonyms and roles (who did what to whom) "
+    "against the retrieved chunks; a fabrication paraphrased without such a fact passes it, so a ✅ on these rows is "
+    'not "no hallucination": an LLM judge (`judge: {name: llm}`, README "Judges") reads meaning.'
+)
+"""The one line under a comparison judged by the lexical judge: what its generation rows can and cannot see."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +189,7 @@ def table_notes(comparison: Comparison) -> list[str]:
             f"{CLIPPED_MARK} interval cut to [-1, +1], the range of a difference of two scores in [0, 1] "
             "(on few cases the test cannot rule out any difference at this level)."
         )
+    notes.extend(_generation_notes(comparison))
     timed = [m.label for m in comparison.gated if m.timed]
     if timed:
         notes.append(
@@ -185,6 +197,29 @@ def table_notes(comparison: Comparison) -> list[str]:
             "load, so it is noisy; a dedicated runner or more repeats make it dependable. Each pipeline worker's "
             "first call (cold start) is left out."
         )
+    return notes
+
+
+def _generation_notes(comparison: Comparison) -> list[str]:
+    """Under judged generation rows: the change in mean answer length, and what the lexical judge checks."""
+    if not any(resolve(m.name).spec.judged for m in comparison.metrics):
+        return []
+    notes = []
+    lexical = any(s.judge is not None and s.judge.id == "lexical" for s in (comparison.base, comparison.head))
+    before, after = comparison.base.mean_answer_words, comparison.head.mean_answer_words
+    if before is not None and after is not None:
+        change = (after - before) / before if before > 0 else (math.inf if after > 0 else 0.0)
+        shown = f"{change:+.0%}" if math.isfinite(change) else "from none"
+        line = f"Mean answer length: base {before:,.0f} → head {after:,.0f} words ({shown})."
+        if lexical and abs(change) >= LENGTH_CHANGE_NOTE:
+            line += (
+                f" A change of {LENGTH_CHANGE_NOTE:.0%} or more: the lexical judge flags more claims in longer answers "
+                "(each claim is one more chance of a false alarm), so the per-answer hallucination rate and the "
+                "supported share can move with length; the share of hallucinated claims does not."
+            )
+        notes.append(line)
+    if lexical:
+        notes.append(LEXICAL_SCOPE_NOTE)
     return notes
 
 
