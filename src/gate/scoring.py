@@ -373,7 +373,14 @@ def score_parallel(
 
     def submit(start: int) -> tuple[int, list[int], Future[list[list[Score]]] | None]:
         todo = [j for j in range(start, min(start + size, len(pairs))) if reused[j] is None]
-        return start, todo, pool.submit(_score_chunk, [pairs[j] for j in todo]) if todo else None
+        if not todo:
+            return start, todo, None
+        try:
+            return start, todo, pool.submit(_score_chunk, [pairs[j] for j in todo])
+        except BrokenProcessPool as exc:  # a worker died since the last result: handled where this chunk is awaited
+            broken: Future[list[list[Score]]] = Future()
+            broken.set_exception(exc)
+            return start, todo, broken
 
     try:
         for start in itertools.islice(starts, ahead):
@@ -391,7 +398,7 @@ def score_parallel(
                         f"{last!r}, killed or out of memory?); the predictions are kept, re-run to score them"
                     ) from None
                 log.warning("scoring: a worker process died (cases %r to %r); starting new workers", first, last)
-                pool.shutdown(wait=False, cancel_futures=True)
+                _stop(pool)
                 pool = _pool(workers, evaluation, judge is not None)
                 pending = deque(submit(s) for s, _, _ in pending)
                 continue
@@ -402,7 +409,19 @@ def score_parallel(
             for start in itertools.islice(starts, 1):
                 pending.append(submit(start))
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        _stop(pool)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool``: its pending chunks cancelled, and the workers of a broken pool killed, not awaited.
+
+    When a worker dies, the others may be blocked writing a result nobody reads; they are killed (SIGKILL) so that
+    the pool's threads end and the next pool is forked from a process without them.
+    """
+    if getattr(pool, "_broken", False):
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.kill()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 class EarlyScores:
