@@ -179,7 +179,6 @@ def _values(rng, i, p, hit, refused, failed, ood, n_expected, latency) -> dict[s
     }
 
 
-
 PLACES = "Glendale Normandy Verona Oslo Lisbon Kyoto Denver Quebec Tallinn Cairo Lima Perth".split()
 THINGS = "bridge library railway harbour museum cathedral university factory canal observatory".split()
 PEOPLE = "Rollo Ada Turing Curie Darwin Hopper Lovelace Tesla Noether Franklin".split()

@@ -224,7 +224,13 @@ def _run_side_locked(
     # the predictions as written are the source of the scores (early ones are reused only for the same rows)
     table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
     workers = scoring_jobs if scoring_jobs is not None else config.scoring_jobs
-    scores = _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge, early, workers, progress)
+    counts = Counter[str]()  # the rows are written, not kept: 1.5 million of them at 100,000 cases
+
+    def count(rows: list[Score]) -> None:
+        counts["scores"] += len(rows)
+        counts["judge_failures"] += sum(s.error is not None and s.error.startswith("judge") for s in rows)
+
+    _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge, early, workers, progress, count)
     n_errors = sum(p.error is not None for p in table.values())
     manifest |= {
         "status": "complete",  # finished; a run whose every prediction failed is complete too (see below)
@@ -232,8 +238,8 @@ def _run_side_locked(
         "counts": {
             "predictions": len(table),
             "prediction_errors": n_errors,
-            "scores": len(scores),
-            "judge_failures": sum(s.error is not None and s.error.startswith("judge") for s in scores),
+            "scores": counts["scores"],
+            "judge_failures": counts["judge_failures"],
         },
         "judge_usage": judge_usage(judge),
         "prediction_errors": [
@@ -337,11 +343,13 @@ def _score_to(
     known: EarlyScores | None = None,
     jobs: int | None = None,
     progress: bool = False,
+    on_rows: Callable[[list[Score]], None] | None = None,
 ) -> list[Score]:
     """Score every prediction into ``path``: rows go to a temporary file, renamed over ``path`` when complete.
 
     ``jobs`` worker processes score (see :func:`gate.scoring.score_all`); ``progress`` shows a bar of the answers
-    scored (every case × repeat, failed ones included) on stderr.
+    scored (every case × repeat, failed ones included) on stderr. With ``on_rows``, each prediction's rows go to it
+    once written and are not kept (an empty list is returned); otherwise every row is returned.
     """
     total = len(golden) * repeats
     with atomic_writer(path) as sink, _progress_bar(total, "scored", "answer") if progress else nullcontext() as bar:
@@ -350,8 +358,11 @@ def _score_to(
             sink.write(known.lines(rows) if known is not None else score_lines(rows))
             if bar is not None:
                 bar.update(1)
+            if on_rows is not None:
+                on_rows(rows)
 
-        return score_all(golden, table, repeats, evaluation, judge, on_scores=write, known=known, jobs=jobs)
+        keep = on_rows is None
+        return score_all(golden, table, repeats, evaluation, judge, on_scores=write, known=known, jobs=jobs, keep=keep)
 
 
 def _produce(

@@ -173,6 +173,7 @@ def score_all(
     on_scores: Callable[[list[Score]], None] | None = None,
     known: EarlyScores | None = None,
     jobs: int | None = None,
+    keep: bool = True,
 ) -> list[Score]:
     """Score every (case, repeat), in golden order, on ``jobs`` worker processes when that pays.
 
@@ -198,6 +199,8 @@ def score_all(
             prediction (see :class:`EarlyScores`), the others are computed here.
         jobs: worker processes (1: none, everything in this process); None: every core this process may use
             (:func:`available_cores`), for enough predictions to pay for starting them.
+        keep: return every score; False: return an empty list (the rows go to ``on_scores`` only, and memory
+            stays bounded however many there are).
 
     Raises:
         EvaluationError: worker processes kept dying (:func:`score_parallel`).
@@ -211,7 +214,8 @@ def score_all(
     def emit(scores: list[Score]) -> None:
         if on_scores is not None:
             on_scores(scores)
-        out.extend(scores)
+        if keep:
+            out.extend(scores)
 
     with gc_frozen() if calls_judge else gc_paused():
         pairs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
