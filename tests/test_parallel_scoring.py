@@ -136,3 +136,25 @@ def test_workers_that_keep_dying_stop_the_run_with_exit_3_and_keep_the_predictio
     out = root / "killed-always"
     assert (out / "predictions.jsonl").read_text().count("\n") == 1000
     assert not (out / "scores.jsonl").exists() and not list(out.glob(".scores.jsonl.*.tmp"))
+
+
+def test_a_system_that_cannot_start_workers_scores_in_this_process(tmp_path, monkeypatch, caplog):
+    import gate.scoring
+    from gate.config import load_config
+    from gate.flow import make_judge
+    from gate.golden import load_golden
+    from gate.predictions import load_predictions
+    from gate.scoring import score_all, score_lines
+
+    config = load_config(perfdata.make_project(tmp_path, 40)[0])
+    golden = load_golden(config.golden)
+    table = {(p.id, p.repeat): p for p in load_predictions(config.pipeline.predictions)}
+    judge = make_judge(config.evaluation)
+    serial = score_all(golden, table, 1, config.evaluation, judge, jobs=1)
+
+    def no_semaphores(*args):
+        raise OSError("this platform lacks a functioning sem_open implementation")
+
+    monkeypatch.setattr(gate.scoring, "_pool", no_semaphores)
+    assert score_lines(score_all(golden, table, 1, config.evaluation, judge, jobs=2)) == score_lines(serial)
+    assert "no worker process can start here" in caplog.text and len(serial) == 40 * 15

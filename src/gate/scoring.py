@@ -223,8 +223,11 @@ def score_all(
         n_todo = sum(scores is None for scores in reused)
         workers = use_processes(jobs, n_todo, evaluation, judge if calls_judge else None)
         if workers > 1:
-            score_parallel(pairs, reused, evaluation, judge if calls_judge else None, workers, emit)
-            return out
+            try:
+                score_parallel(pairs, reused, evaluation, judge if calls_judge else None, workers, emit)
+                return out
+            except NoWorkers as exc:  # e.g. no /dev/shm for the queues' semaphores in a locked-down container
+                log.warning("scoring: no worker process can start here (%s); scoring in this process", exc)
         todo = [pair for pair, scores in zip(pairs, reused, strict=True) if scores is None]
         computed = _score_pairs(todo, metrics, evaluation, judge, calls_judge)
         for scores in reused:
@@ -348,6 +351,10 @@ def _pool(workers: int, evaluation: Evaluation, with_judge: bool) -> ProcessPool
     )
 
 
+class NoWorkers(Exception):
+    """Worker processes cannot be started on this system (before anything was scored)."""
+
+
 def score_parallel(
     pairs: Sequence[tuple[GoldenCase, Prediction]],
     reused: Sequence[list[Score] | None],
@@ -366,6 +373,8 @@ def score_parallel(
     Raises:
         EvaluationError: the workers died more than :data:`RESTARTS` times (exit 3); what was emitted stays emitted,
             the predictions are untouched, and a re-run scores them again.
+        NoWorkers: the system cannot start worker processes (nothing was emitted): :func:`score_all` then scores
+            in its own process.
 
     """
     size = max(1, min(CHUNK, -(-len(pairs) // (workers * 8))))
@@ -373,7 +382,10 @@ def score_parallel(
     starts = iter(range(0, len(pairs), size))
     pending: deque[tuple[int, list[int], Future[list[list[Score]]] | None]] = deque()
     restarts = 0
-    pool = _pool(workers, evaluation, judge is not None)
+    try:
+        pool = _pool(workers, evaluation, judge is not None)
+    except (OSError, ImportError, NotImplementedError) as exc:
+        raise NoWorkers(str(exc)) from exc
 
     def submit(start: int) -> tuple[int, list[int], Future[list[list[Score]]] | None]:
         todo = [j for j in range(start, min(start + size, len(pairs))) if reused[j] is None]
