@@ -158,3 +158,22 @@ def test_a_system_that_cannot_start_workers_scores_in_this_process(tmp_path, mon
     monkeypatch.setattr(gate.scoring, "_pool", no_semaphores)
     assert score_lines(score_all(golden, table, 1, config.evaluation, judge, jobs=2)) == score_lines(serial)
     assert "no worker process can start here" in caplog.text and len(serial) == 40 * 15
+
+
+def test_scoring_workers_die_with_a_killed_rag_gate(project):
+    root, _ = project
+    run = _start(root, "gate-killed")
+    deadline = time.monotonic() + 120
+    while not (_scoring_started(root / "gate-killed") and len(_children(run.pid)) == 2) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = _children(run.pid)
+    assert len(workers) == 2 and run.poll() is None, "scoring ended before rag-gate could be killed"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    for pid in alive:  # clean up before failing
+        os.kill(pid, signal.SIGKILL)
+    assert not alive

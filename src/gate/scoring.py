@@ -312,8 +312,10 @@ _WORKER: dict[str, Any] = {}
 
 def _start_worker(evaluation: Evaluation, with_judge: bool) -> None:
     """Initialise a worker process: resolve the metrics and build the judge from the config's ``judge:`` mapping."""
+    from gate._worker import die_with_parent
     from gate.judges import get_judge
 
+    die_with_parent(os.getppid())  # a worker left by a killed rag-gate (SIGKILL, OOM) exits, not orphaned
     _WORKER["metrics"] = [resolve(name) for name in evaluation.metrics]
     _WORKER["evaluation"] = evaluation
     _WORKER["judge"] = get_judge(evaluation.judge) if with_judge else None
