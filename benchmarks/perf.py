@@ -21,8 +21,15 @@ a shared machine: the ratios are the claim, not the seconds). Rows:
    ``ascore``.
 7. ``rag-gate pr`` with the base cache: a push to main stores the base, then two pushes to a PR (fake GitHub on
    127.0.0.1, the tests' scratch repository); base cases run each time are counted by the pipeline itself.
+8. Scoring on every core (issue 25), on ``perfdata.make_project``'s answers (default metrics, lexical judge):
+   ``score_all`` with ``jobs=1`` against ``jobs=2`` (speed-up, scores compared), and the lexical judge alone,
+   answers per second on one core.
+9. ``compare`` at N = 2,000, R = 3 against the scipy calls (row 1's measure at the size of issue 25).
+10. End to end at 100,000 cases: ``rag-gate run`` of both sides (``pipeline: predictions:``, so no pipeline time;
+    default metrics, lexical judge) and ``rag-gate compare``: total wall time and the largest peak RSS of the
+    three commands. One run (minutes on a shared machine): ``--only e2e`` and ``--e2e-cases`` to choose.
 
-usage: python benchmarks/perf.py [--quick] [--skip-judges] [--only compare,retrieval,...] [--out FILE]
+usage: python benchmarks/perf.py [--quick] [--skip-judges] [--only compare,retrieval,...] [--e2e-cases N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ sys.path[:0] = [str(HERE), str(ROOT / "tests")]  # perfdata, judge_speed; the te
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
 RAG_GATE = str(Path(sys.executable).with_name("rag-gate"))
-SECTIONS = ("compare", "retrieval", "startup", "run", "sleep", "judges", "cache")
+SECTIONS = ("compare", "retrieval", "startup", "run", "sleep", "judges", "cache", "scoring", "compare2k", "e2e")
 NO_JUDGE_METRICS = (
     "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "answer_f1", "exact_match", "refusal",
     "false_refusal", "error_rate", "latency_ms", "cost_usd",
@@ -138,7 +145,7 @@ def compile_package() -> None:
     """
     import compileall
 
-    compileall.compile_dir(ROOT / "gate", quiet=1)
+    compileall.compile_dir(ROOT / "src" / "gate", quiet=1)
 
 
 def child(cmd: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, int, int]:
@@ -258,7 +265,7 @@ def compare_rows(sizes: Sequence[int], reference_max: int, runs: int, work: Path
         label = f"compare N={n:,} (R=3, 15 metrics): wall, peak RSS ({median_of(k)})"
         ours_text = f"{seconds(medians['ours'])}, {megabytes(max(peaks))}"
         goal = f"≤ 0.2× scipy (N={goal_n:,})" if n == goal_n else ""
-        if n == max(sizes):
+        if n == max(sizes) and n >= 100_000:
             goal = (goal + "; " if goal else "") + "peak RSS ≤ 2 GB at N=100k"
         if "scipy" in medians:
             reference_per_case = medians["scipy"] / n
@@ -554,6 +561,86 @@ def cache_rows(work: Path) -> list[Row]:
     ]
 
 
+# ------------------------------------------------------------------------------------------------ 8. scoring
+def scoring_rows(n: int, runs: int, work: Path) -> list[Row]:
+    """Row 8: ``score_all`` on 1 and 2 processes (speed-up; rows compared) and the lexical judge per core."""
+    import perfdata
+
+    from gate.config import load_config
+    from gate.flow import make_judge
+    from gate.golden import load_golden
+    from gate.predictions import load_predictions
+    from gate.scoring import call_judge, score_all, score_lines
+
+    config, _ = perfdata.make_project(work / "scoring", n)
+    settings = load_config(config)
+    evaluation, golden = settings.evaluation, load_golden(settings.golden)
+    table = {(p.id, p.repeat): p for p in load_predictions(settings.pipeline.predictions)}
+    judge = make_judge(evaluation)
+    texts: dict[int, str] = {}
+
+    def scoring(jobs: int) -> Callable[[], float]:
+        def measure() -> float:
+            lines: list[str] = []
+            start = time.perf_counter()
+            score_all(golden, table, 1, evaluation, judge, on_scores=lambda r: lines.append(score_lines(r)), jobs=jobs)
+            wall = time.perf_counter() - start
+            texts[jobs] = "".join(lines)
+            return wall
+
+        return measure
+
+    answers = [(c, table[(c.id, 0)]) for c in golden if table[(c.id, 0)].error is None]
+
+    def judge_alone() -> float:
+        start = time.perf_counter()
+        for case, prediction in answers:
+            call_judge(judge, case, prediction, evaluation)
+        return time.perf_counter() - start
+
+    say(f"scoring: {n:,} answers on 1 and 2 processes, and the judge alone ({runs} run(s))")
+    medians = interleaved(runs, one=scoring(1), two=scoring(2), judge=judge_alone)
+    same = texts[1] == texts[2]
+    speedup = medians["one"] / medians["two"]
+    per_second = len(answers) / medians["judge"]
+    shutil.rmtree(work / "scoring")
+    return [
+        Row(f"scoring {n:,} answers (15 metrics, lexical judge) on 2 processes vs 1: speed-up (scores.jsonl "
+            f"{'identical' if same else 'DIFFERENT'}; {median_of(runs)})", seconds(medians["two"]),
+            f"{seconds(medians['one'])} (1 process)", 1 / speedup, f"speed-up ≥ 1.8× (is {speedup:.2f}×)",
+            speedup >= 1.8 and same),
+        Row(f"lexical judge alone, {len(answers):,} answers on one core ({median_of(runs)})",
+            f"{per_second:.0f} answers/s ({1000 / per_second:.2f} ms each)", "—", None, "", None),
+    ]  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ 10. e2e
+def e2e_rows(n: int, work: Path) -> list[Row]:
+    """Row 10: ``rag-gate run`` of both sides of ``perfdata.make_project(n)`` and ``compare``, one run each."""
+    import perfdata
+
+    root = work / "e2e"
+    say(f"e2e: writing {n:,} cases and both sides' predictions")
+    perfdata.make_project(root, n)
+    steps = {
+        "run base": ["run", "--config", "base.yml", "--out", "base", "--no-progress"],
+        "run head": ["run", "--config", "head.yml", "--out", "head", "--no-progress"],
+        "compare": ["compare", "base", "head", "--out", "report", "--format", "json"],
+    }
+    walls, peaks = {}, {}
+    for label, args in steps.items():
+        say(f"e2e: {label} (load average {os.getloadavg()[0]:.1f})")
+        walls[label], peaks[label], _ = child([RAG_GATE, *args], cwd=root)
+    total, peak = sum(walls.values()), max(peaks.values())
+    parts = ", ".join(f"{label} {seconds(w)} / {megabytes(peaks[label])}" for label, w in walls.items())
+    shutil.rmtree(root)
+    return [
+        Row(f"end to end, {n:,} cases, R=1: run base + run head + compare, wall and peak RSS (1 run; {parts})",
+            f"{seconds(total)}, {megabytes(peak)}", "300 s, 1 GB (goal)", total / 300,
+            "≤ 5 min, ≤ 1 GB", total <= 300 and peak <= 2**30),
+    ]  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------------------ main
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -563,6 +650,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, help="interleaved runs per row (median; default 3, 1 with --quick)")
     parser.add_argument("--compare-sizes", help="N of the compare rows, e.g. 1000,5000")
     parser.add_argument("--reference-max", type=int, help="largest N at which scipy is timed (default 5000)")
+    parser.add_argument("--e2e-cases", type=int, default=100_000, help="cases of the end-to-end row (default 100,000)")
     parser.add_argument("--out", type=Path, help="also write the Markdown table (and its context) to this file")
     args = parser.parse_args(argv)
     sections = set(args.only.split(",")) if args.only else set(SECTIONS)
@@ -595,9 +683,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             rows += judge_rows((8,) if quick else (8, 32), 1.0 if quick else 4.0, runs)
         if "cache" in sections:
             rows += cache_rows(work)
+        if "scoring" in sections:
+            rows += scoring_rows(500 if quick else 2000, runs, work)
+        if "compare2k" in sections:
+            rows += compare_rows((2000,), 2000, runs, work)
+        if "e2e" in sections:
+            rows += e2e_rows(2000 if quick else args.e2e_cases, work)
     elapsed = time.perf_counter() - started
     header = (
-        f"rag-gate performance (issue 14), {'--quick' if quick else 'full'} mode, median of {runs} interleaved "
+        f"rag-gate performance (issues 14 and 25), {'--quick' if quick else 'full'} mode, median of {runs} interleaved "
         f"run(s) per row; {os.cpu_count()} CPUs shared with other jobs (load average {load_before:.1f} at the start, "
         f"{os.getloadavg()[0]:.1f} at the end); {elapsed / 60:.1f} min in all."
     )

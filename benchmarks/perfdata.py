@@ -179,6 +179,84 @@ def _values(rng, i, p, hit, refused, failed, ood, n_expected, latency) -> dict[s
     }
 
 
+PLACES = "Glendale Normandy Verona Oslo Lisbon Kyoto Denver Quebec Tallinn Cairo Lima Perth".split()
+THINGS = "bridge library railway harbour museum cathedral university factory canal observatory".split()
+PEOPLE = "Rollo Ada Turing Curie Darwin Hopper Lovelace Tesla Noether Franklin".split()
+VERBS = "built designed funded opened restored expanded".split()
+
+
+def _fact(rng: np.random.Generator) -> tuple[str, str]:
+    """A sentence of a chunk and the question it answers (a place, a thing, a person, a year, a number)."""
+    place, thing, who = PLACES[rng.integers(12)], THINGS[rng.integers(10)], PEOPLE[rng.integers(10)]
+    verb, year, count = VERBS[rng.integers(6)], int(rng.integers(1100, 2020)), int(rng.integers(2, 5000))
+    sentence = f"The {thing} of {place} was {verb} by {who} in {year} and holds {count:,} visitors a day."
+    return sentence, f"Who {verb.removesuffix('ed') + 'ed'} the {thing} of {place}?"
+
+
+def make_project(root: Path, n: int, repeats: int = 1, seed: int = 0) -> tuple[Path, Path]:
+    """A golden set of ``n`` cases and two precomputed sides for ``rag-gate run`` (``pipeline: predictions:``).
+
+    Writes ``root/golden.jsonl``, ``root/{base,head}-predictions.jsonl`` and ``root/{base,head}.yml`` (the default
+    metrics and the lexical judge). Each answer (about 40 words, two or three sentences) restates facts of its five
+    retrieved chunks (about 60 words each, with names, years and numbers), sometimes with a wrong number or an
+    invented sentence; 10 % of the cases are out of domain (mostly refused), 0.5 % of the predictions failed, and
+    the head is a little worse than the base. Seeded: the same arguments give the same files.
+
+    Returns:
+        (base config, head config).
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    facts = [[_fact(rng) for _ in range(5)] for _ in range(n)]
+    ood = rng.random(n) < 0.1
+    with (root / "golden.jsonl").open("w", encoding="utf-8") as out:
+        for i in range(n):
+            record = {
+                "id": f"q{i}",
+                "question": facts[i][0][1],
+                "expected_doc_ids": [] if ood[i] else [f"d{i}-0"],
+                "reference_answers": [] if ood[i] else [facts[i][0][0].split(" by ")[1].split(" in ")[0]],
+                "out_of_domain": bool(ood[i]),
+            }
+            out.write(json.dumps(record) + "\n")
+    configs = []
+    for label, shift in (("base", 0.0), ("head", 0.05)):
+        side = np.random.default_rng([seed, int(shift > 0)])
+        with (root / f"{label}-predictions.jsonl").open("w", encoding="utf-8") as out:
+            for r in range(repeats):
+                for i in range(n):
+                    row: dict = {"id": f"q{i}", "repeat": r, "latency_ms": round(float(side.uniform(50, 150)), 3)}
+                    if side.random() < 0.005:
+                        out.write(json.dumps(row | {"error": "TimeoutError: case took longer than 30 s"}) + "\n")
+                        continue
+                    order = side.permutation(5) if side.random() < 0.3 + shift else np.arange(5)
+                    chunks = [
+                        {"id": f"d{i}-{k}", "text": " ".join(facts[i][(k + j) % 5][0] for j in range(3)),
+                         "score": round(1 - j / 10, 2)}
+                        for j, k in enumerate(order.tolist())
+                    ]  # fmt: skip
+                    if ood[i] and side.random() < 0.8 - shift:
+                        answer = "I don't have that information."
+                    else:
+                        sentences = [facts[i][int(k)][0] for k in side.choice(5, int(side.integers(2, 4)), False)]
+                        if side.random() < 0.1 + shift:  # a wrong number
+                            sentences[0] = sentences[0].replace(" in 1", " in 2", 1)
+                        if side.random() < 0.1 + shift:  # an invented sentence
+                            sentences.append(_fact(side)[0])
+                        answer = " ".join(sentences)
+                    row |= {"answer": answer, "retrieved": chunks, "cost_usd": 0.0001}
+                    out.write(json.dumps(row) + "\n")
+        config = root / f"{label}.yml"
+        config.write_text(
+            f"golden: golden.jsonl\npipeline:\n  predictions: {label}-predictions.jsonl\nrepeats: {repeats}\n"
+            "seed: 0\njudge: {name: lexical}\n",
+            encoding="utf-8",
+        )
+        configs.append(config)
+    return configs[0], configs[1]
+
+
 if __name__ == "__main__":
     out, size = Path(sys.argv[1]), int(sys.argv[2])
     print(make(out, size, int(sys.argv[3]) if len(sys.argv) > 3 else 3))

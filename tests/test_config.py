@@ -135,9 +135,10 @@ def test_the_schema_states_no_defaults():
 def test_schema_keys_and_dataclass_fields_agree():
     schema = _schema()
     keys = set(schema["properties"])
-    keys |= {f"refusal.{k}" for k in schema["properties"]["refusal"]["properties"]} - {"refusal"}
+    for nested in ("refusal", "scoring"):
+        keys |= {f"{nested}.{k}" for k in schema["properties"][nested]["properties"]}
     fields = set(config_keys(Config)) | set(config_keys(Evaluation))
-    assert keys - {"refusal"} == fields
+    assert keys - {"refusal", "scoring"} == fields
     assert set(schema["properties"]["pipeline"]["properties"]) == set(config_keys(PipelineSpec))
     assert set(schema["properties"]["trend"]["properties"]) == set(config_keys(TrendPolicy))
 
@@ -653,3 +654,15 @@ def test_the_readme_config_block_loads_and_states_the_defaults(tmp_path):
     assert config.repeats == next(f.default for f in dataclasses.fields(Config) if f.name == "repeats") == 1
     assert evaluation.judge == defaults.judge
     assert all(evaluation.margin(m) == defaults.margin(m) for m in evaluation.margins)
+
+
+def test_scoring_jobs_is_read_and_checked(tmp_path):
+    (tmp_path / "g.jsonl").write_text('{"id": "a", "question": "q?", "expected_doc_ids": []}\n')
+    config = tmp_path / "rag-gate.yml"
+    config.write_text("golden: g.jsonl\npipeline: {python: m:f}\nscoring: {jobs: 3}\n")
+    assert load_config(config).scoring_jobs == 3
+    config.write_text("golden: g.jsonl\npipeline: {python: m:f}\n")
+    assert load_config(config).scoring_jobs is None  # every core
+    config.write_text("golden: g.jsonl\npipeline: {python: m:f}\nscoring: {jobs: 0}\n")
+    with pytest.raises(InputError, match=r"rag-gate.yml:3: scoring.jobs"):
+        load_config(config)

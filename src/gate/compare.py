@@ -168,9 +168,9 @@ def cluster_labels(cases: Sequence[GoldenCase], cluster_by: str | None) -> np.nd
     return np.array(labels, dtype=object)
 
 
-def _first_answer(side: Side, case_id: str, evaluation: Evaluation) -> Prediction | None:
-    """The first valid repeat of a case that is not a refusal (what an out-of-domain failure answered)."""
-    return next((p for p in side.valid(case_id) if not detect_refusal(p, evaluation)), None)
+def _first_answer(valid: Sequence[Prediction], evaluation: Evaluation) -> Prediction | None:
+    """The first of a case's valid repeats that is not a refusal (what an out-of-domain failure answered)."""
+    return next((p for p in valid if not detect_refusal(p, evaluation)), None)
 
 
 def _bad_claims(side: Side, case_id: str) -> tuple[Claim, ...]:
@@ -201,9 +201,9 @@ def _dropped_docs(case: GoldenCase, base: Prediction | None, head: Prediction | 
     return tuple(doc for doc in case.expected_doc_ids if doc in in_base and doc not in in_head)
 
 
-def _refusal_rate(side: Side, case_id: str, evaluation: Evaluation) -> float:
-    """Share of the case's valid repeats that refused (NaN when every repeat failed)."""
-    flags = [detect_refusal(p, evaluation) for p in side.valid(case_id)]
+def _refusal_rate(valid: Sequence[Prediction], evaluation: Evaluation) -> float:
+    """Share of a case's valid repeats that refused (NaN when every repeat failed)."""
+    flags = [detect_refusal(p, evaluation) for p in valid]
     return float(np.mean(flags)) if flags else math.nan
 
 
@@ -339,9 +339,9 @@ def triage(
     return "retrieval" if retrieval else "generation"
 
 
-def _mean_latency(side: Side, case_id: str) -> float | None:
-    """The side's mean ``latency_ms`` on the case over its valid repeats that measured it (None: none did)."""
-    values = [p.latency_ms for p in side.valid(case_id) if p.latency_ms is not None and math.isfinite(p.latency_ms)]
+def _mean_latency(valid: Sequence[Prediction]) -> float | None:
+    """The mean ``latency_ms`` of a case's valid predictions that measured it (None: none did)."""
+    values = [p.latency_ms for p in valid if p.latency_ms is not None and math.isfinite(p.latency_ms)]
     return sum(values) / len(values) if values else None
 
 
@@ -355,6 +355,7 @@ def _case_lists(
     """The regressed, suspected, improved and flaky lists (a regressed case is listed once, under regressed)."""
     listed = sorted({cases[i].id for i, rs in per_case.items() if any(r.status in LISTED for r in rs)})
     base_ok, head_ok = base.first_valid_many(listed), head.first_valid_many(listed)
+    head_valid = head.valid_many(listed)  # one read of the file for every listed case's latency
     head.scores.prefetch_claims(listed)
 
     def entry(i: int, status: str) -> CaseEntry:
@@ -388,7 +389,7 @@ def _case_lists(
             claims=_bad_claims(head, case.id),
             dropped_docs=dropped,
             expected_doc_ids=case.expected_doc_ids,
-            latency_ms=_mean_latency(head, case.id),
+            latency_ms=_mean_latency(head_valid[case.id]),
         )
 
     lists = {}
@@ -408,12 +409,15 @@ def _case_lists(
 def _ood_failures(base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[OodFailure]:
     """Out-of-domain cases that head answered in most valid repeats, new ones first."""
     out = []
+    ids = [case.id for case in cases if case.out_of_domain]
+    base_valid, head_valid = base.valid_many(ids), head.valid_many(ids)  # each file read once
     for case in cases:
         if not case.out_of_domain:
             continue
-        head_rate, base_rate = _refusal_rate(head, case.id, evaluation), _refusal_rate(base, case.id, evaluation)
+        head_rate = _refusal_rate(head_valid[case.id], evaluation)
+        base_rate = _refusal_rate(base_valid[case.id], evaluation)
         if not math.isnan(head_rate) and head_rate < 0.5:
-            prediction = _first_answer(head, case.id, evaluation)
+            prediction = _first_answer(head_valid[case.id], evaluation)
             out.append(
                 OodFailure(
                     id=case.id,
@@ -423,7 +427,7 @@ def _ood_failures(base: Side, head: Side, cases: Sequence[GoldenCase], evaluatio
                     new=bool(base_rate == 1.0 and head_rate == 0.0),
                     base_refusal_rate=base_rate,
                     head_refusal_rate=head_rate,
-                    latency_ms=_mean_latency(head, case.id),
+                    latency_ms=_mean_latency(head_valid[case.id]),
                 )
             )
     return sorted(out, key=lambda f: (not f.new, f.id))

@@ -204,6 +204,10 @@ class Config:
     """Scoring and comparison settings (read from the top-level keys)."""
     repeats: int = 1
     """Runs per case (``--repeats`` overrides it)."""
+    scoring_jobs: int | None = field(default=None, metadata=_key("scoring.jobs"))
+    """Worker processes that score (``scoring.jobs``; ``--jobs`` overrides it): 1 scores in rag-gate's own process;
+    None: every core it may use, when there are enough answers (see :func:`gate.scoring.use_processes`). The scores
+    are the same either way."""
     sha256: str = field(default="", metadata=_key(""))
     """sha256 of the config file's bytes (part of manifests and cache keys)."""
 

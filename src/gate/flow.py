@@ -124,6 +124,7 @@ def run_side(
     shard_spec: tuple[int, int] | None = None,
     sandbox: Sandbox | None = None,
     require_answers: bool = True,
+    jobs: int | None = None,
 ) -> Path:
     """Run the golden set through one side's pipeline, score it, and write a run directory.
 
@@ -142,6 +143,7 @@ def run_side(
         require_answers: raise when every prediction failed (``rag-gate run``). The PR flow's head passes False: a
             head that fails on every case the base answered is a regression, which the comparison reports. A
             pipeline that cannot start at all (import error, missing function) is raised either way: nothing ran.
+        jobs: worker processes that score (``--jobs``); None: the config's ``scoring.jobs``, else every core.
 
     Returns:
         ``out_dir`` (its run is complete, also when every prediction failed).
@@ -166,7 +168,7 @@ def run_side(
                 left.get("started", "?"),
             )
         return _run_side_locked(
-            config, out_dir, repeats, progress, git_sha, git_ref, shard_spec, sandbox, require_answers
+            config, out_dir, repeats, progress, git_sha, git_ref, shard_spec, sandbox, require_answers, jobs
         )
 
 
@@ -180,6 +182,7 @@ def _run_side_locked(
     shard_spec: tuple[int, int] | None,
     sandbox: Sandbox | None,
     require_answers: bool,
+    scoring_jobs: int | None = None,
 ) -> Path:
     """:func:`run_side` once ``out_dir`` is locked by this process."""
     golden = load_golden(config.golden)
@@ -226,7 +229,14 @@ def _run_side_locked(
 
     # the predictions as written are the source of the scores (early ones are reused only for the same rows)
     table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
-    scores = _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge, early)
+    workers = scoring_jobs if scoring_jobs is not None else config.scoring_jobs
+    counts = Counter[str]()  # the rows are written, not kept: 1.5 million of them at 100,000 cases
+
+    def count(rows: list[Score]) -> None:
+        counts["scores"] += len(rows)
+        counts["judge_failures"] += sum(s.error is not None and s.error.startswith("judge") for s in rows)
+
+    _score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge, early, workers, progress, count)
     n_errors = sum(p.error is not None for p in table.values())
     manifest = msgspec.structs.replace(
         manifest,
@@ -235,8 +245,8 @@ def _run_side_locked(
         counts=Counts(
             predictions=len(table),
             prediction_errors=n_errors,
-            scores=len(scores),
-            judge_failures=sum(s.error is not None and s.error.startswith("judge") for s in scores),
+            scores=counts["scores"],
+            judge_failures=counts["judge_failures"],
         ),
         judge_usage=judge_usage(judge),
         prediction_errors=tuple(
@@ -334,18 +344,28 @@ def _score_to(
     evaluation: Evaluation,
     judge: Judge,
     known: EarlyScores | None = None,
+    jobs: int | None = None,
+    progress: bool = False,
+    on_rows: Callable[[list[Score]], None] | None = None,
 ) -> list[Score]:
-    """Score every prediction into ``path``: rows go to a temporary file, renamed over ``path`` when complete."""
-    with atomic_writer(path) as sink:
-        return score_all(
-            golden,
-            table,
-            repeats,
-            evaluation,
-            judge,
-            on_scores=lambda rows: sink.write(known.lines(rows) if known is not None else score_lines(rows)),
-            known=known,
-        )
+    """Score every prediction into ``path``: rows go to a temporary file, renamed over ``path`` when complete.
+
+    ``jobs`` worker processes score (see :func:`gate.scoring.score_all`); ``progress`` shows a bar of the answers
+    scored (every case × repeat, failed ones included) on stderr. With ``on_rows``, each prediction's rows go to it
+    once written and are not kept (an empty list is returned); otherwise every row is returned.
+    """
+    total = len(golden) * repeats
+    with atomic_writer(path) as sink, _progress_bar(total, "scored", "answer") if progress else nullcontext() as bar:
+
+        def write(rows: list[Score]) -> None:
+            sink.write(known.lines(rows) if known is not None else score_lines(rows))
+            if bar is not None:
+                bar.update(1)
+            if on_rows is not None:
+                on_rows(rows)
+
+        keep = on_rows is None
+        return score_all(golden, table, repeats, evaluation, judge, on_scores=write, known=known, jobs=jobs, keep=keep)
 
 
 def _produce(
@@ -391,11 +411,15 @@ def _produce(
                 write(prediction)
 
 
-def _progress_bar(total: int) -> Any:
-    """A progress bar of ``total`` cases on stderr (tqdm, imported only when a bar is shown: about 40 ms)."""
+def _progress_bar(total: int, desc: str = "cases", unit: str = "case") -> Any:
+    """A progress bar of ``total`` cases on stderr (tqdm, imported only when a bar is shown: about 40 ms).
+
+    Without tqdm's monitor thread: scoring forks its worker processes only from a process that runs no other thread.
+    """
     from tqdm import tqdm
 
-    return tqdm(total=total, file=sys.stderr, desc="cases", unit="case")
+    tqdm.monitor_interval = 0
+    return tqdm(total=total, file=sys.stderr, desc=desc, unit=unit)
 
 
 def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
@@ -538,6 +562,7 @@ def _load_side(
     golden_path: Path | None,
     evaluation: Evaluation | None,
     out_dir: Path,
+    jobs: int | None = None,
 ) -> tuple[Side, Evaluation]:
     """Load a run directory or a predictions file; score it unless its scores have the policy's identity.
 
@@ -595,7 +620,7 @@ def _load_side(
                     f"--out {out_dir}: rescoring {label} would overwrite {source / SCORES}; use another --out"
                 )
         make_dirs(out_dir / label)
-        scores = _score_to(out_dir / label / SCORES, golden, table, repeats, evaluation, judge)
+        scores = _score_to(out_dir / label / SCORES, golden, table, repeats, evaluation, judge, jobs=jobs)
         manifest = msgspec.structs.replace(
             manifest,
             judge=JudgeRecord(**wanted.judge),
@@ -745,10 +770,20 @@ def compare_runs(
     diff: GoldenDiff | None = None,
     files: Sequence[ChangedFile] | None = None,
     commits: str | None = None,
+    jobs: int | None = None,
 ) -> Comparison:
     """Load (and, where needed, score) two sides and compare them: :func:`compare_sides`' comparison alone."""
     return compare_sides(
-        base, head, out_dir, config=config, golden=golden, strict=strict, diff=diff, files=files, commits=commits
+        base,
+        head,
+        out_dir,
+        config=config,
+        golden=golden,
+        strict=strict,
+        diff=diff,
+        files=files,
+        commits=commits,
+        jobs=jobs,
     ).comparison
 
 
@@ -763,6 +798,7 @@ def compare_sides(
     diff: GoldenDiff | None = None,
     files: Sequence[ChangedFile] | None = None,
     commits: str | None = None,
+    jobs: int | None = None,
 ) -> Compared:
     """Load (and, where needed, score) two sides and compare them; the sides are kept for per-case reports.
 
@@ -783,6 +819,8 @@ def compare_sides(
             its added cases are left out) and the diff is computed here.
         files: the files changed between base and head (the PR flow's git diff), shown under "What changed".
         commits: the range ``files`` is of, e.g. ``abc123..def456``.
+        jobs: worker processes that score a side that needs scoring (``--jobs``); None: ``config``'s
+            ``scoring.jobs``, else every core.
 
     Raises:
         InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common), or a run
@@ -796,8 +834,9 @@ def compare_sides(
             refuse_stale_run(source, read_manifest(source), golden, config)
     if golden is None and diff is None and Path(base).is_dir() and Path(head).is_dir():
         golden, diff = _golden_contract(Path(base), Path(head))
-    base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir)
-    head_side, _ = _load_side("head", Path(head), golden, evaluation, out_dir)
+    jobs = jobs if jobs is not None else config.scoring_jobs if config is not None else None
+    base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir, jobs)
+    head_side, _ = _load_side("head", Path(head), golden, evaluation, out_dir, jobs)
     if not {c.id for c in base_side.golden} & {c.id for c in head_side.golden}:
         raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
     if strict and not evaluation.strict:

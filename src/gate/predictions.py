@@ -237,17 +237,21 @@ class PredictionTable(Mapping[tuple[str, int], Prediction]):
             if key not in self:
                 raise KeyError(key)
         cells = [(self.index[case_id], r) for case_id, r in keys]
-        wanted = sorted({c for c in cells if c not in self._cache and self._stored(c)}, key=self._offset)
+        # the rows of this call are kept here: more than CACHE of them would push each other out of the cache
+        found = {c: self._cache[c] for c in cells if c in self._cache}
+        wanted = sorted({c for c in cells if c not in found and self._stored(c)}, key=self._offset)
         if wanted and self._path is not None and self._where is not None:
             records = read_jsonl_rows(self._path, [tuple(self._where[c]) for c in wanted])
             for cell, record in zip(wanted, records, strict=True):
                 line = int(self._where[cell][0])
-                self._remember(cell, prediction_from_record(record, line))
+                found[cell] = prediction_from_record(record, line)
+                self._remember(cell, found[cell])
         out = []
         for i, r in cells:
-            if (i, r) in self._cache:
-                self._cache.move_to_end((i, r))
-                out.append(self._cache[(i, r)])
+            if (i, r) in found:
+                if (i, r) in self._cache:
+                    self._cache.move_to_end((i, r))
+                out.append(found[(i, r)])
             elif self._rows is not None and (i, r) in self._rows:
                 out.append(self._rows[(i, r)])
             else:

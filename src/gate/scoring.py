@@ -6,14 +6,20 @@ Also pairs of answers, base's against head's, with the pairwise judge (the ``hea
 from __future__ import annotations
 
 import gc
+import itertools
+import logging
 import math
+import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gate.config import Evaluation
+from gate.errors import EvaluationError
 from gate.jsonl import dumps
 from gate.judges.base import Judge, Judgment, graded_dimensions
 from gate.manifest import JudgeUsage
@@ -25,6 +31,8 @@ from gate.models import CHUNK_ID, GoldenCase, Prediction, Score
 
 if TYPE_CHECKING:  # the pairwise judge needs the llm extra: imported when it is built
     from gate.judges.pairwise import PairJudgment, PairwiseJudge
+
+log = logging.getLogger("rag-gate")
 
 
 def detect_refusal(prediction: Prediction, evaluation: Evaluation) -> bool:
@@ -125,7 +133,7 @@ def score_one(
     judged = judge is not None and any(m.spec.judgment_field in graded for m in metrics)
     refused = detect_refusal(prediction, evaluation) if judged or any(m.name not in given for m in metrics) else False
     judgment = None
-    if judged and not refused:
+    if judged and not refused and judge is not None:
         judgment = textless_judgment(prediction) or call_judge(judge, case, prediction, evaluation)
     # the judgment's detail is kept once: on the metric that keeps it, else on the first metric the judge grades
     keeper = next((m for m in metrics if m.spec.keeps_detail and m.spec.judgment_field in graded), None) or next(
@@ -165,8 +173,16 @@ def score_all(
     judge: Judge | None,
     on_scores: Callable[[list[Score]], None] | None = None,
     known: EarlyScores | None = None,
+    jobs: int | None = None,
+    keep: bool = True,
 ) -> list[Score]:
-    """Score every (case, repeat), ``evaluation.judge_concurrency`` judge calls at a time, in golden order.
+    """Score every (case, repeat), in golden order, on ``jobs`` worker processes when that pays.
+
+    The metrics and an offline, CPU-bound judge (:data:`PROCESS_JUDGES`: the lexical judge) are computed in
+    ``jobs`` worker processes when that pays (:func:`use_processes`), chunk by chunk (:func:`score_parallel`); the
+    rows, their order and every value are the same as on one process (tested byte for byte). A judge that waits on
+    an endpoint (llm, ragas) or already uses every core (nli: torch) is called from ``evaluation.judge_concurrency``
+    threads of this process.
 
     Without judge calls the scoring is pure arithmetic that builds one :class:`Score` per metric and prediction
     (500,000 at 100,000 cases × 5 metrics) and no reference cycle: the cyclic garbage collector is paused
@@ -179,42 +195,256 @@ def score_all(
         repeats: number of repeats per case.
         evaluation: metrics and refusal settings.
         judge: the judge for judged metrics (None: judged metrics are NaN).
-        on_scores: called with each prediction's scores as soon as they exist (for incremental writing).
+        on_scores: called with each prediction's scores as soon as they exist, in order (for incremental writing).
         known: scores computed while the pipeline ran; a prediction's are reused when ``table`` holds that very
             prediction (see :class:`EarlyScores`), the others are computed here.
+        jobs: worker processes (1: none, everything in this process); None: every core this process may use
+            (:func:`available_cores`), for enough predictions to pay for starting them.
+        keep: return every score; False: return an empty list (the rows go to ``on_scores`` only, and memory
+            stays bounded however many there are).
+
+    Raises:
+        EvaluationError: worker processes kept dying (:func:`score_parallel`).
 
     """
     metrics = [resolve(name) for name in evaluation.metrics]
     graded = graded_dimensions(judge) if judge is not None else frozenset()
     calls_judge = any(m.spec.judgment_field in graded for m in metrics if not m.spec.paired)
-    names = [m.name for m in metrics if not m.spec.paired]
     out: list[Score] = []
+
+    def emit(scores: list[Score]) -> None:
+        if on_scores is not None:
+            on_scores(scores)
+        if keep:
+            out.extend(scores)
+
     with gc_frozen() if calls_judge else gc_paused():
-        jobs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
-        reused = [known.get(p) for _, p in jobs] if known is not None else [None] * len(jobs)
-        todo = [j for j, scores in enumerate(reused) if scores is None]
-        given = batch_values([jobs[j] for j in todo], metrics)
-        at = {j: i for i, j in enumerate(todo)}  # job → its place among the batch's values
-        columns = [given[name] for name in names if name in given]
-        every = len(columns) == len(names)  # every metric computed at once: a prediction needs no per-case work
-
-        def one(j: int) -> list[Score]:
-            if reused[j] is not None:
-                return reused[j]
-            case, prediction = jobs[j]
-            if not given:
-                return score_one(case, prediction, metrics, evaluation, judge)
-            i = at[j]
-            if every and prediction.error is None:
-                return [Score(case.id, prediction.repeat, n, c[i]) for n, c in zip(names, columns, strict=True)]
-            return score_one(case, prediction, metrics, evaluation, judge, {n: c[i] for n, c in given.items()})
-
-        with ThreadPoolExecutor(evaluation.judge_concurrency) if calls_judge else nullcontext() as pool:
-            for scores in (pool.map if pool is not None else map)(one, range(len(jobs))):
-                if on_scores is not None:
-                    on_scores(scores)
-                out += scores
+        pairs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
+        reused = [known.get(p) for _, p in pairs] if known is not None else [None] * len(pairs)
+        n_todo = sum(scores is None for scores in reused)
+        workers = use_processes(jobs, n_todo, evaluation, judge if calls_judge else None)
+        if workers > 1:
+            try:
+                score_parallel(pairs, reused, evaluation, judge if calls_judge else None, workers, emit)
+                return out
+            except NoWorkers as exc:  # e.g. no /dev/shm for the queues' semaphores in a locked-down container
+                log.warning("scoring: no worker process can start here (%s); scoring in this process", exc)
+        todo = [pair for pair, scores in zip(pairs, reused, strict=True) if scores is None]
+        computed = _score_pairs(todo, metrics, evaluation, judge, calls_judge)
+        for scores in reused:
+            emit(scores if scores is not None else next(computed))
     return out
+
+
+def _score_pairs(
+    pairs: Sequence[tuple[GoldenCase, Prediction]],
+    metrics: Sequence[Metric],
+    evaluation: Evaluation,
+    judge: Judge | None,
+    calls_judge: bool,
+) -> Iterator[list[Score]]:
+    """The scores of each (case, prediction), in order: batched metrics at once, the rest per prediction.
+
+    Judge calls are made ``evaluation.judge_concurrency`` at a time (threads) when ``calls_judge``.
+    """
+    names = [m.name for m in metrics if not m.spec.paired]
+    given = batch_values(pairs, metrics)
+    columns = [given[name] for name in names if name in given]
+    every = len(columns) == len(names)  # every metric computed at once: a prediction needs no per-case work
+
+    def one(i: int) -> list[Score]:
+        case, prediction = pairs[i]
+        if not given:
+            return score_one(case, prediction, metrics, evaluation, judge)
+        if every and prediction.error is None:
+            return [Score(case.id, prediction.repeat, n, c[i]) for n, c in zip(names, columns, strict=True)]
+        return score_one(case, prediction, metrics, evaluation, judge, {n: c[i] for n, c in given.items()})
+
+    with ThreadPoolExecutor(evaluation.judge_concurrency) if calls_judge else nullcontext() as pool:
+        yield from (pool.map if pool is not None else map)(one, range(len(pairs)))
+
+
+PROCESS_JUDGES = frozenset({"lexical"})
+"""Judges whose calls are scored in worker processes: offline and CPU-bound, built anew in each worker from the
+config's ``judge:`` mapping. The others stay in this process: LLM judges wait on their endpoint (threads overlap
+that), and the nli judge's torch already spreads a batch over every core."""
+
+PARALLEL_MIN = {"judged": 400, "judge-free": 20_000}
+"""The fewest predictions worth starting worker processes for (``jobs`` not given): about 1 s to start them
+against about 5 ms per answer the lexical judge takes, or 0.1 ms the judge-free metrics take per prediction."""
+
+CHUNK = 64
+"""Predictions per task sent to a worker process (at most; fewer when there are few predictions per worker)."""
+
+RESTARTS = 2
+"""How many times the worker processes are started again after one died, before scoring stops (exit 3)."""
+
+
+def available_cores() -> int:
+    """The cores this process may run on: ``os.process_cpu_count()`` (Python 3.13+), else its CPU affinity."""
+    count = getattr(os, "process_cpu_count", None)
+    if count is not None:
+        return count() or 1
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # pragma: no cover - macOS and Windows have no affinity
+        return os.cpu_count() or 1
+
+
+def use_processes(jobs: int | None, n_todo: int, evaluation: Evaluation, judge: Judge | None) -> int:
+    """How many worker processes score ``n_todo`` predictions: 1 (none: this process) or more.
+
+    ``jobs`` given (``--jobs``, ``scoring.jobs``) is obeyed whenever the judge can run in a worker
+    (:data:`PROCESS_JUDGES`, or no judge call); otherwise every core (:func:`available_cores`) when there are at least
+    :data:`PARALLEL_MIN` predictions. ``judge`` is the judge when a metric calls it, else None.
+    """
+    if judge is not None and evaluation.judge.get("name") not in PROCESS_JUDGES:
+        return 1
+    if jobs is not None:
+        return max(1, min(jobs, n_todo))
+    if n_todo < PARALLEL_MIN["judged" if judge is not None else "judge-free"]:
+        return 1
+    return max(1, min(available_cores(), n_todo))
+
+
+_WORKER: dict[str, Any] = {}
+"""A worker process's state: the metrics, the evaluation settings and the judge (built once per process)."""
+
+
+def _start_worker(evaluation: Evaluation, with_judge: bool) -> None:
+    """Initialise a worker process: resolve the metrics and build the judge from the config's ``judge:`` mapping."""
+    from gate._worker import die_with_parent
+    from gate.judges import get_judge
+
+    die_with_parent(os.getppid())  # a worker left by a killed rag-gate (SIGKILL, OOM) exits, not orphaned
+    _WORKER["metrics"] = [resolve(name) for name in evaluation.metrics]
+    _WORKER["evaluation"] = evaluation
+    _WORKER["judge"] = get_judge(evaluation.judge) if with_judge else None
+    gc.freeze()  # as gc_frozen: the collector's passes skip the libraries and the judge's tables
+
+
+def _score_chunk(pairs: list[tuple[GoldenCase, Prediction]]) -> list[list[Score]]:
+    """Score a chunk of (case, prediction) in a worker process (see :func:`_start_worker`), in order."""
+    metrics, evaluation, judge = _WORKER["metrics"], _WORKER["evaluation"], _WORKER["judge"]
+    return list(_score_pairs(pairs, metrics, evaluation, judge, calls_judge=False))
+
+
+def _pool(workers: int, evaluation: Evaluation, with_judge: bool) -> ProcessPoolExecutor:
+    """``workers`` worker processes.
+
+    Forked from this process when it runs no other thread (a fork copies only the calling thread, so a lock another
+    thread holds would stay locked in the child): nothing to import or pickle but the chunks. Otherwise forked from
+    a clean server process on Linux (``forkserver``; it imports this module and the judge once), else spawned;
+    those import the main module anew, which must then be guarded by ``if __name__ == "__main__":`` (the
+    ``rag-gate`` command is).
+    """
+    import multiprocessing
+    import multiprocessing.context
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    context: multiprocessing.context.BaseContext
+    if "fork" in methods and threading.active_count() == 1:
+        context = multiprocessing.get_context("fork")
+    elif "forkserver" in methods:
+        forkserver = multiprocessing.get_context("forkserver")
+        forkserver.set_forkserver_preload(["gate.scoring"] + (["gate.judges.lexical"] if with_judge else []))
+        context = forkserver
+    else:  # pragma: no cover - macOS and Windows
+        context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_start_worker, initargs=(evaluation, with_judge)
+    )
+
+
+class NoWorkers(Exception):
+    """Worker processes cannot be started on this system (before anything was scored)."""
+
+
+def score_parallel(
+    pairs: Sequence[tuple[GoldenCase, Prediction]],
+    reused: Sequence[list[Score] | None],
+    evaluation: Evaluation,
+    judge: Judge | None,
+    workers: int,
+    emit: Callable[[list[Score]], None],
+) -> None:
+    """Score ``pairs`` on ``workers`` processes; ``emit`` each prediction's scores in order, as :func:`score_all`.
+
+    The pairs go to the workers in chunks (:data:`CHUNK`), at most ``4 × workers`` chunks ahead of the first one
+    not yet emitted, so memory stays bounded however many there are; the results are emitted in order as the
+    chunks complete. A chunk's predictions with ``reused`` scores are not sent. When a worker process dies (killed,
+    out of memory), the chunks not yet emitted are scored again by new workers, up to :data:`RESTARTS` times.
+
+    Raises:
+        EvaluationError: the workers died more than :data:`RESTARTS` times (exit 3); what was emitted stays emitted,
+            the predictions are untouched, and a re-run scores them again.
+        NoWorkers: the system cannot start worker processes (nothing was emitted): :func:`score_all` then scores
+            in its own process.
+
+    """
+    size = max(1, min(CHUNK, -(-len(pairs) // (workers * 8))))
+    ahead = 4 * workers
+    starts = iter(range(0, len(pairs), size))
+    pending: deque[tuple[int, list[int], Future[list[list[Score]]] | None]] = deque()
+    restarts = 0
+    try:
+        pool = _pool(workers, evaluation, judge is not None)
+    except (OSError, ImportError, NotImplementedError) as exc:
+        raise NoWorkers(str(exc)) from exc
+
+    def submit(start: int) -> tuple[int, list[int], Future[list[list[Score]]] | None]:
+        todo = [j for j in range(start, min(start + size, len(pairs))) if reused[j] is None]
+        if not todo:
+            return start, todo, None
+        try:
+            return start, todo, pool.submit(_score_chunk, [pairs[j] for j in todo])
+        except BrokenProcessPool as exc:  # a worker died since the last result: handled where this chunk is awaited
+            broken: Future[list[list[Score]]] = Future()
+            broken.set_exception(exc)
+            return start, todo, broken
+
+    try:
+        for start in itertools.islice(starts, ahead):
+            pending.append(submit(start))
+        while pending:
+            start, todo, future = pending[0]
+            try:
+                computed = future.result() if future is not None else []
+            except BrokenProcessPool:
+                restarts += 1
+                first, last = pairs[start][0].id, pairs[min(start + size, len(pairs)) - 1][0].id
+                if restarts > RESTARTS:
+                    raise EvaluationError(
+                        f"scoring: a worker process died {restarts} times (last while scoring cases {first!r} to "
+                        f"{last!r}, killed or out of memory?); the predictions are kept, re-run to score them"
+                    ) from None
+                log.warning("scoring: a worker process died (cases %r to %r); starting new workers", first, last)
+                _stop(pool)
+                pool = _pool(workers, evaluation, judge is not None)
+                pending = deque(submit(s) for s, _, _ in pending)
+                continue
+            pending.popleft()
+            by_job = dict(zip(todo, computed, strict=True))
+            for j in range(start, min(start + size, len(pairs))):
+                known_rows = reused[j]
+                emit(known_rows if known_rows is not None else by_job[j])
+            for start in itertools.islice(starts, 1):
+                pending.append(submit(start))
+    finally:
+        _stop(pool)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool``: its pending chunks cancelled, and the workers of a broken pool killed, not awaited.
+
+    When a worker dies, the others may be blocked writing a result nobody reads; they are killed (SIGKILL) so that
+    the pool's threads end and the next pool is forked from a process without them.
+    """
+    if getattr(pool, "_broken", False):
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.kill()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 class EarlyScores:
@@ -343,7 +573,7 @@ def batch_values(jobs: Sequence[tuple[GoldenCase, Prediction]], metrics: Sequenc
         [case.expected_doc_ids if ok else () for (case, _), ok in zip(jobs, valid, strict=True)],
         key=CHUNK_ID,
     )
-    return {metric.name: metric.spec.many(ranks, metric.k or 0).tolist() for metric in batched}
+    return {metric.name: metric.spec.many(ranks, metric.k or 0).tolist() for metric in batched if metric.spec.many}
 
 
 PAIRED_METRIC = "head_win_rate"

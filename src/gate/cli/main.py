@@ -209,6 +209,11 @@ def init(directory: Path) -> None:
 @click.option("--shard", "shard_text", metavar="I/N", help="Run only the I-th of N shards of the golden set.")
 @click.option("--git-sha", help="Commit of this side, recorded in the manifest.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1, max=256),
+    help="Worker processes that score answers (1: none); default: the config's scoring.jobs, else every core.",
+)
 @handle_errors
 def run(
     config_path: Path,
@@ -217,6 +222,7 @@ def run(
     shard_text: str | None,
     git_sha: str | None,
     progress: bool | None,
+    jobs: int | None,
 ) -> None:
     """Run the golden set through one side's pipeline and score it.
 
@@ -235,7 +241,9 @@ def run(
     from gate.flow import run_side
 
     show = sys.stderr.isatty() if progress is None else progress
-    run_side(config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=shard_option(shard_text))
+    run_side(
+        config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=shard_option(shard_text), jobs=jobs
+    )
     from gate.manifest import Counts
     from gate.runs import read_manifest
 
@@ -288,6 +296,11 @@ def run(
     help="Also write JUnit XML (a test case per gated metric and per regressed case) to this file.",
 )
 @click.option("--strict", is_flag=True, help="Treat an inconclusive verdict as fail.")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1, max=256),
+    help="Worker processes that score answers (1: none); default: the config's scoring.jobs, else every core.",
+)
 @handle_errors
 def compare(
     base: Path,
@@ -298,6 +311,7 @@ def compare(
     fmt: str | None,
     junit: Path | None,
     strict: bool,
+    jobs: int | None,
 ) -> None:
     """Compare BASE and HEAD (run directories or predictions JSONL files).
 
@@ -320,7 +334,7 @@ def compare(
         from gate.files import prepare_output_file
 
         prepare_output_file(junit, f"--junit {junit}")  # a missing folder is made now, not a failure after the work
-    compared = compare_sides(base, head, out, config=config, golden=golden, strict=strict)
+    compared = compare_sides(base, head, out, config=config, golden=golden, strict=strict, jobs=jobs)
     comparison = compared.comparison
     texts = outputs.write(comparison, out, [outputs.Output.JSON, outputs.Output.COMMENT])
     outputs.write_chart(comparison, out)  # out/metrics.png, with the plot extra
