@@ -13,7 +13,8 @@ from conftest import write_jsonl
 from gate.config import load_config
 from gate.errors import EvaluationError
 from gate.golden import load_golden
-from gate.pipeline import run_command, run_python, substitute
+from gate.pipeline import run_command, run_python, run_shell, substitute
+from gate.sandbox import Sandbox
 
 PIPELINE = """
 import os, time
@@ -380,4 +381,30 @@ def test_sigterm_to_rag_gate_kills_the_command_group(tmp_path):
     finally:  # whatever failed above, neither rag-gate nor the sleep it started outlives the test
         proc.kill()
         proc.communicate()
+        kill_quietly(*pids_in(tmp_path, "bg.pid"))
+
+
+class _InterruptedAtForward(Sandbox):
+    """A signal (SIGTERM → KeyboardInterrupt) delivered right after the shell started, before its output pump ran."""
+
+    def forward(self, stream, sink=None):
+        deadline = time.monotonic() + 60
+        while not (
+            Path(self.environ["PID_FILE"]).exists() and Path(self.environ["PID_FILE"]).read_text().endswith("\n")
+        ):
+            assert time.monotonic() < deadline, "the shell never wrote its background pid"
+            time.sleep(0.02)
+        raise KeyboardInterrupt
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_an_interrupt_between_start_and_pump_still_kills_the_shells_group(tmp_path):
+    """The race the loaded-machine run found: the signal lands after Popen returned, before the wait began."""
+    pid_file = tmp_path / "bg.pid"
+    sandbox = _InterruptedAtForward(environ={"PID_FILE": str(pid_file)})
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_shell(f"sleep 1000 & echo $! > {pid_file}; wait", cwd=tmp_path, env=dict(os.environ), sandbox=sandbox)
+        assert wait_dead(read_pid(pid_file))
+    finally:
         kill_quietly(*pids_in(tmp_path, "bg.pid"))

@@ -488,7 +488,8 @@ def run_command(
             )
             start = time.perf_counter()
             try:
-                code = _run_shell(command, spec, sandbox, scratch, timeout=budget)
+                env = sandbox.environment(spec.env_passthrough, spec.env, tmpdir=scratch)
+                code = run_shell(command, cwd=spec.workdir, env=env, sandbox=sandbox, timeout=budget)
             finally:
                 sandbox.sweep()
             shown = sandbox.redactor(command)
@@ -546,37 +547,44 @@ def _timed_out(
     return [*rows.values(), *missing]
 
 
-def _run_shell(command: str, spec: PipelineSpec, sandbox: Sandbox, tmpdir: Path, *, timeout: float) -> int | None:
+def run_shell(
+    command: str, *, cwd: Path, env: dict[str, str], sandbox: Sandbox, timeout: float | None = None
+) -> int | None:
     """Run ``command`` through the shell in the sandbox, its output forwarded; its exit code, or None on timeout.
 
-    The shell runs in its own process group (session), which is killed when it times out, when rag-gate is
-    interrupted, and once the shell has exited (background processes it left behind): nothing it started
-    outlives it.
+    The one way rag-gate runs a shell command of the user's (the ``command:`` pipeline, the setup command). The
+    shell runs in its own process group (session), which is killed when it times out, when rag-gate is interrupted
+    (Ctrl-C, SIGTERM, SIGHUP: a ``KeyboardInterrupt`` at any point after the shell started, its output pump's start
+    included) and once the shell has exited (background processes it left behind): nothing it started outlives it.
     """
-    proc = subprocess.Popen(  # noqa: S602 - the config's own command
-        command,
-        shell=True,
-        cwd=spec.workdir,
-        env=sandbox.environment(spec.env_passthrough, spec.env, tmpdir=tmpdir),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        start_new_session=True,
-        **sandbox.popen_kwargs(),
-    )
-    assert proc.stdout is not None
-    pump = sandbox.forward(proc.stdout)
+    proc: subprocess.Popen[str] | None = None
+    pump = None
     code: int | None = None
     try:
+        proc = subprocess.Popen(  # noqa: S602 - the config's or the workflow's own command
+            command,
+            shell=True,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            start_new_session=True,
+            **sandbox.popen_kwargs(),
+        )
+        assert proc.stdout is not None
+        pump = sandbox.forward(proc.stdout)
         code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         code = None
-    finally:  # also on KeyboardInterrupt (Ctrl-C and SIGTERM): the new session does not get the terminal's signal
-        kill_group(proc)
-        pump.join(timeout=5)
+    finally:  # the new session does not get the terminal's signal: its group is killed here, whatever happened
+        if proc is not None:
+            kill_group(proc)
+        if pump is not None:
+            pump.join(timeout=5)
     return code
 
 

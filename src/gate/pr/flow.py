@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from gate.outputs import Output
 from gate.outputs.annotations import annotation
 from gate.outputs.escape import escape_markdown
 from gate.outputs.markdown import render_error_comment, sticky_marker
+from gate.pipeline import run_shell
 from gate.pr import cache, envs, gitops
 from gate.pr import github as gh
 from gate.pr.history_store import HistoryStore
@@ -255,25 +255,9 @@ def _run_setup(command: str, workdir: Path, sandbox: Sandbox, passthrough: Itera
     user, and its output is forwarded, redacted.
     """
     with sandbox.scratch() as tmpdir:
-        proc = subprocess.Popen(  # noqa: S602 - the workflow's own command
-            command,
-            shell=True,
-            cwd=workdir,
-            env=sandbox.environment(passthrough, tmpdir=tmpdir),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            **sandbox.popen_kwargs(),
-        )
-        assert proc.stdout is not None
-        pump = sandbox.forward(proc.stdout)
         try:
-            code = proc.wait()
+            code = run_shell(command, cwd=workdir, env=sandbox.environment(passthrough, tmpdir=tmpdir), sandbox=sandbox)
         finally:
-            pump.join(timeout=5)
             sandbox.sweep()
     if code != 0:
         raise EvaluationError(f"--setup-command exited with {code}: {sandbox.redactor(command)}")
