@@ -542,3 +542,25 @@ def test_a_golden_set_exported_to_ragas_and_beir_imports_back_to_its_questions_a
     assert [(r["id"], r["question"], r["expected_doc_ids"]) for r in records] == [
         (g["id"], g["question"], g["expected_doc_ids"]) for g in in_domain
     ]
+
+
+def test_a_csv_with_an_unterminated_quote_is_refused_with_its_line(tmp_path):
+    """csv's lenient reader would take the rest of the file as one cell (a question ending in a newline): exit 2."""
+    source = tmp_path / "testset.csv"
+    source.write_text('user_input,reference\nWhat is the capital of France?,Paris\n"unterminated,x\n')
+    code, _, err = run("import", "ragas", str(source), "--out", str(tmp_path / "golden.jsonl"))
+    assert code == 2 and f"{source}:3: invalid CSV: unexpected end of data" in err
+    assert not (tmp_path / "golden.jsonl").exists()
+
+
+def test_import_keeps_an_existing_golden_set_unless_forced(tmp_path, corpus):
+    source = write_jsonl(
+        tmp_path / "ragas.jsonl", [{"user_input": "What is the capital of France?", "reference": "Paris"}]
+    )
+    out = tmp_path / "golden.jsonl"
+    out.write_text('{"id": "mine", "question": "kept?"}\n')
+    code, _, err = run("import", "ragas", str(source), "--out", str(out))
+    assert code == 2 and "exists; rag-gate never overwrites a golden set unasked" in err
+    assert out.read_text() == '{"id": "mine", "question": "kept?"}\n'
+    code, _, _ = run("import", "ragas", str(source), "--out", str(out), "--force")
+    assert code == 0 and [c.question for c in load_golden(out)] == ["What is the capital of France?"]

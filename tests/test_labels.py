@@ -244,6 +244,21 @@ def test_judge_check_reports_agreement_and_min_kappa(squad_run, tmp_path):
     assert floor.exit_code == 1 and "below --min-kappa" in floor.stderr
 
 
+def test_judge_check_of_labels_from_another_run_is_an_error_not_a_pass(squad_run, tmp_path):
+    """No labelled answer in the run (labels of another run): nothing was checked, so exit 2, never 0."""
+    out = tmp_path / "to-label.jsonl"
+    runner = CliRunner()
+    assert runner.invoke(main, ["label", str(squad_run / "run"), "--n", "5", "--out", str(out)]).exit_code == 0
+    rows = [
+        {**r, "id": f"elsewhere-{r['id']}"}
+        for r in _labels_from(json.loads(line) for line in out.read_text().splitlines())
+    ]
+    labels = _write(tmp_path / "labels.jsonl", rows)
+    done = runner.invoke(main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run")])
+    assert done.exit_code == 2, done.output
+    assert f"{labels}: no labelled answer is in {squad_run / 'run'}" in done.stderr
+
+
 def test_judge_check_rejudges_with_another_judge(squad_run, tmp_path):
     """--config names a stricter lexical judge: its calls, not the run's, are compared with the labels."""
     out = tmp_path / "to-label.jsonl"

@@ -38,6 +38,7 @@ FORMATS = ("ragas", "deepeval", "promptfoo", "beir")
     help="ragas, deepeval: which contexts are the expected documents (the ground truth, or a system's retrieval).",
 )
 @click.option("--question-var", help="promptfoo: the var holding the question (default: question/query/input/prompt).")
+@click.option("--force", is_flag=True, help="Replace OUT when it exists (by default an existing golden set is kept).")
 @handle_errors
 def import_(
     fmt: str,
@@ -48,6 +49,7 @@ def import_(
     split: str,
     contexts: str,
     question_var: str | None,
+    force: bool,
 ) -> None:
     """Write a golden set (OUT) from another tool's dataset (SOURCE) in FORMAT.
 
@@ -77,6 +79,8 @@ def import_(
     for name, given in (("SOURCE", source), ("--corpus", corpus)):
         if given is not None and given.is_file() and out.resolve() == given.resolve():
             raise InputError(f"--out {out}: is the {name} file; write the golden set elsewhere")
+    if out.exists() and not force:
+        raise InputError(f"--out {out}: exists; rag-gate never overwrites a golden set unasked (--force replaces it)")
     prepare_output_file(out, f"--out {out}")
     options = Options(corpus=corpus, min_relevance=min_relevance, split=split, contexts=contexts,
                       question_var=question_var)  # fmt: skip

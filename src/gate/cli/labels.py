@@ -153,9 +153,12 @@ def judge_check(
         click.echo(inert_json(pretty_json(result.to_dict())), nl=False)
     else:
         click.echo(render_check(result))
+    if result.agreement.n == 0:  # labels of another run (or repeats): nothing was checked, which is no pass
+        raise InputError(f"{labels_path}: no labelled answer is in {run_dir}: were the labels made on another run?")
     kappa = result.agreement.kappa.value
     if min_kappa is not None and (math.isnan(kappa) or kappa < min_kappa):
-        click.echo(f"rag-gate: κ {kappa:.3f} is below --min-kappa {min_kappa:g}", err=True)
+        shown = "undefined (the labels or the judge's calls are all one class)" if math.isnan(kappa) else f"{kappa:.3f}"
+        click.echo(f"rag-gate: κ {shown} is below --min-kappa {min_kappa:g}", err=True)
         sys.exit(1)
 
 

@@ -241,7 +241,7 @@ def read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
     csv.field_size_limit(max(csv.field_size_limit(), 1 << 26))  # contexts can be long paragraphs
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.DictReader(handle)
+            reader = csv.DictReader(handle, strict=True)  # strict: an unterminated quote is an error, not one cell
             start = 2
             for row in reader:
                 if None in row:
@@ -253,7 +253,7 @@ def read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except csv.Error as exc:
-        raise InputError(f"{path}: invalid CSV: {exc}") from None
+        raise InputError(located(path, start, None, f"invalid CSV: {exc}")) from None
 
 
 def text_list(value: Any, where: str, problems: list[str]) -> list[str]:
