@@ -72,7 +72,7 @@ def test_the_tests_import_the_installed_package():
         pytest.skip("RAG_GATE_TEST_INSTALLED=1 is set by .ci/run, which installs the wheel")
     where = Path(gate.__file__).resolve()
     assert where.is_relative_to(Path(sysconfig.get_paths()["purelib"]).resolve()), where
-    assert not where.is_relative_to(REPO.resolve()), where
+    assert not where.is_relative_to((REPO / "src").resolve()), where  # (the venv itself may live in the checkout)
 
 
 def _rag_gate(*args: str, cwd: Path, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:
