@@ -31,6 +31,9 @@ export VIRTUAL_ENV="$scratch/lowest"
 "$uv" pip install -q -r pyproject.toml --extra test-base  # the test tools; keeps the lowest versions above
 "$uv" pip install -q --no-deps "$WHEEL"
 "$uv" pip list 2>/dev/null | grep -iE '^(openai|aiohttp|numpy|scipy|scikit-learn|pygithub|tenacity|msgspec|click) ' | tr -s ' ' | tr '\n' ';'; echo
-time "$scratch/lowest/bin/python" -m pytest -q
+# tests/test_action_lint.py lints this repository's action.yml, workflows and Dockerfile with external tools
+# (check-jsonschema, actionlint, hadolint): it does not depend on rag-gate's dependency versions, and the newest
+# check-jsonschema needs a newer click than rag-gate's lowest bound. It runs in every other suite run.
+time "$scratch/lowest/bin/python" -m pytest -q --ignore=tests/test_action_lint.py
 unset VIRTUAL_ENV
 say "extras passed"

@@ -282,3 +282,14 @@ def squad_runs(squad_pair) -> tuple[Path, Path]:
         config.write_text(f"golden: golden.jsonl\npipeline: {{predictions: {side}.jsonl}}\n")
         out.append(run_side(load_config(config), squad_pair.dir / "runs" / side))
     return out[0], out[1]
+
+
+def scipy_rng(seed):
+    """scipy's keyword for a resampling test's generator: ``rng`` from scipy 1.15, ``random_state`` before it (the
+    lowest scipy rag-gate allows is 1.13, and .ci/extras-test.sh runs the oracles there too)."""
+    import inspect
+
+    from scipy import stats
+
+    name = "rng" if "rng" in inspect.signature(stats.permutation_test).parameters else "random_state"
+    return {name: seed}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import pytrec_eval
 from click.testing import CliRunner
-from conftest import REFUSAL, compare, write_jsonl
+from conftest import REFUSAL, compare, scipy_rng, write_jsonl
 from conftest import read_jsonl as _read
 
 from gate.cli import main
@@ -181,7 +181,7 @@ def test_report_statistics_agree_with_scipy(squad_pair, squad_compared):
     def flip_p(delta, alternative):
         return stats.permutation_test(
             (d - delta, np.zeros_like(d)), lambda x, y, axis: np.mean(x - y, axis=axis),
-            permutation_type="samples", n_resamples=9999, alternative=alternative, vectorized=True, rng=1,
+            permutation_type="samples", n_resamples=9999, alternative=alternative, vectorized=True, **scipy_rng(1),
         ).pvalue  # fmt: skip
 
     step = 0.3 * mrr["se"]

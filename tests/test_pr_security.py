@@ -237,7 +237,10 @@ if __name__ == "__main__":  # the command adapter: python3 leaky.py {predictions
 @pytest.mark.parametrize("where", ["answer", "chunk", "doc id", "error", "stderr", "command output"])
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    secret=st.text(alphabet=string.ascii_letters + string.digits + "_-", min_size=8, max_size=40),
+    # a secret is no word rag-gate writes itself ("chunk_text" held "chunk_te"): the digits make it one of a kind
+    secret=st.text(alphabet=string.ascii_letters + string.digits + "_-", min_size=8, max_size=40).map(
+        lambda s: s + "42x"
+    ),
     how=encodings,
     prefix=st.text(alphabet="ab:= ", max_size=4),
 )

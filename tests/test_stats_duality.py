@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import write_jsonl
+from conftest import scipy_rng, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -149,11 +149,11 @@ def test_monte_carlo_interval_inverts_the_same_sign_vectors_and_agrees_with_scip
         shift = 0.15 * width if side == "less" else -0.15 * width
         inside = stats.permutation_test(
             (d - (delta - shift), np.zeros_like(d)), lambda x, y, axis: np.mean(x - y, axis=axis),
-            permutation_type="samples", n_resamples=9999, alternative=side, vectorized=True, rng=1,
+            permutation_type="samples", n_resamples=9999, alternative=side, vectorized=True, **scipy_rng(1),
         ).pvalue  # fmt: skip
         outside = stats.permutation_test(
             (d - (delta + shift), np.zeros_like(d)), lambda x, y, axis: np.mean(x - y, axis=axis),
-            permutation_type="samples", n_resamples=9999, alternative=side, vectorized=True, rng=1,
+            permutation_type="samples", n_resamples=9999, alternative=side, vectorized=True, **scipy_rng(1),
         ).pvalue  # fmt: skip
         assert inside > 0.05 > outside
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
+from conftest import scipy_rng
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -45,15 +44,13 @@ def test_monte_carlo_sign_flip_agrees_with_scipy_within_mc_error(seed, shift, al
     d = np.random.default_rng(seed).normal(shift, 1.0, 30)
     b = 4000
     ours = sign_flip_test(d, rng=np.random.default_rng(seed), n_resamples=b, alternative=alternative).p_value
-    # scipy ≥ 1.15 takes the generator as `rng`; the lowest scipy rag-gate allows (1.13) only as `random_state`
-    generator = "rng" if "rng" in inspect.signature(stats.permutation_test).parameters else "random_state"
     oracle = stats.permutation_test(
         (d,),
         np.mean,
         permutation_type="samples",
         n_resamples=b,
         alternative=alternative,
-        **{generator: np.random.default_rng(seed + 1)},
+        **scipy_rng(np.random.default_rng(seed + 1)),
     ).pvalue
     # two independent MC estimates of the same p: 5 standard errors of their difference (scipy doubles 2-sided)
     se = np.sqrt(2 * max(oracle, 1 / b) * (1 - min(oracle, 1 - 1 / b)) / b) * (2 if alternative == "two-sided" else 1)
