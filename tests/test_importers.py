@@ -338,7 +338,7 @@ def test_promptfoo_alias_bomb_is_refused_quickly(tmp_path):
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
     source = tmp_path / "tests.yaml"
     source.write_text("\n".join(lines) + "\ntests: []\n", encoding="utf-8")
-    with pytest.raises(InputError, match="more than 5000000 values once aliases are expanded"):
+    with pytest.raises(InputError, match="more than 5000000 values once YAML aliases are expanded"):
         import_golden("promptfoo", source)
 
 

@@ -313,8 +313,13 @@ def _yaml_error(path: Path, exc: yaml.YAMLError) -> InputError:
     return InputError(located(path, mark.line + 1 if mark else None, None, f"invalid YAML: {problem}"))
 
 
-def _check_size(text: str, path: Path) -> None:
-    """Reject nesting deeper than :data:`MAX_DEPTH` and more than :data:`MAX_NODES` values after alias expansion.
+def check_yaml_size(text: str, path: Path, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> None:
+    """Reject nesting deeper than ``max_depth`` and more than ``max_nodes`` values after alias expansion.
+
+    Shared by every YAML rag-gate reads (the config; promptfoo test files, with their own limits).
+
+    Raises:
+        InputError: ``path:line:`` and which bound was crossed; invalid YAML.
 
     Reads the YAML event stream (no recursion, nothing is built), counting for every anchor the number of
     values it stands for, so an alias costs what it expands to.
@@ -328,8 +333,8 @@ def _check_size(text: str, path: Path) -> None:
             if isinstance(event, yaml.CollectionStartEvent):
                 open_counts.append(1)
                 open_anchors.append(event.anchor)
-                if len(open_anchors) > MAX_DEPTH:
-                    message = f"nested deeper than {MAX_DEPTH} levels"
+                if len(open_anchors) > max_depth:
+                    message = f"nested deeper than {max_depth} levels"
                     raise InputError(located(path, line, None, message))
             elif isinstance(event, yaml.CollectionEndEvent):
                 count, anchor = open_counts.pop(), open_anchors.pop()
@@ -342,8 +347,8 @@ def _check_size(text: str, path: Path) -> None:
                     anchors[event.anchor] = 1
             elif isinstance(event, yaml.AliasEvent):
                 open_counts[-1] += anchors.get(event.anchor, 1)
-            if sum(open_counts) > MAX_NODES:
-                message = f"more than {MAX_NODES} values once YAML aliases are expanded (an alias bomb?)"
+            if sum(open_counts) > max_nodes:
+                message = f"more than {max_nodes} values once YAML aliases are expanded (an alias bomb?)"
                 raise InputError(located(path, line, None, message))
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc) from None
@@ -662,7 +667,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     """
     path = Path(path)
     text = _read_text(path)
-    _check_size(text, path)
+    check_yaml_size(text, path)
     try:
         node = yaml.compose(text, Loader=_LOADER)
         data = yaml.load(text, Loader=_LOADER)

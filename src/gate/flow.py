@@ -759,32 +759,9 @@ class Compared:
     """The policy the sides were compared under."""
 
 
-def compare_runs(
-    base: Path,
-    head: Path,
-    out_dir: Path,
-    *,
-    config: Config | None = None,
-    golden: Path | None = None,
-    strict: bool = False,
-    diff: GoldenDiff | None = None,
-    files: Sequence[ChangedFile] | None = None,
-    commits: str | None = None,
-    jobs: int | None = None,
-) -> Comparison:
-    """Load (and, where needed, score) two sides and compare them: :func:`compare_sides`' comparison alone."""
-    return compare_sides(
-        base,
-        head,
-        out_dir,
-        config=config,
-        golden=golden,
-        strict=strict,
-        diff=diff,
-        files=files,
-        commits=commits,
-        jobs=jobs,
-    ).comparison
+def compare_runs(base: Path, head: Path, out_dir: Path, **options: Any) -> Comparison:
+    """:func:`compare_sides`' comparison alone (the same arguments; the loaded sides are dropped)."""
+    return compare_sides(base, head, out_dir, **options).comparison
 
 
 def compare_sides(

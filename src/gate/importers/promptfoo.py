@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from gate.config import check_yaml_size
 from gate.errors import InputError, located
 from gate.importers.common import Draft, Notes, Options, id_list, jsonable, text_list
 
@@ -56,41 +57,12 @@ def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     except UnicodeDecodeError as exc:
         raise InputError(located(path, raw[: exc.start].count(b"\n") + 1, None, "not UTF-8 text")) from None
     try:
-        _bound(text, path)
+        check_yaml_size(text, path, max_nodes=MAX_NODES, max_depth=MAX_DEPTH)
         return yaml.load(text, Loader=_LOADER), yaml.compose(text, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
         raise InputError(located(path, mark.line + 1 if mark else None, None, f"invalid YAML: {problem}")) from None
-
-
-def _bound(text: str, path: Path) -> None:
-    """Refuse a document too deep or too large: nested beyond :data:`MAX_DEPTH`, or beyond :data:`MAX_NODES` values.
-
-    Both are read on the event stream, before anything is built; an alias counts the values it stands for.
-    """
-    counts, anchors_open, anchors = [0], [], {}
-    for event in yaml.parse(text, Loader=_LOADER):
-        if isinstance(event, yaml.CollectionStartEvent):
-            counts.append(1)
-            anchors_open.append(event.anchor)
-            if len(anchors_open) > MAX_DEPTH:
-                line = event.start_mark.line + 1 if event.start_mark else None
-                raise InputError(located(path, line, None, f"nested deeper than {MAX_DEPTH} levels"))
-        elif isinstance(event, yaml.CollectionEndEvent):
-            count, anchor = counts.pop(), anchors_open.pop()
-            counts[-1] += count
-            if anchor:
-                anchors[anchor] = count
-        elif isinstance(event, yaml.ScalarEvent):
-            counts[-1] += 1
-            if event.anchor:
-                anchors[event.anchor] = 1
-        elif isinstance(event, yaml.AliasEvent):
-            counts[-1] += anchors.get(event.anchor or "", 1)
-        if sum(counts) > MAX_NODES:
-            line = event.start_mark.line + 1 if event.start_mark else None
-            raise InputError(located(path, line, None, f"more than {MAX_NODES} values once aliases are expanded"))
 
 
 def _item_lines(node: yaml.Node | None) -> list[int | None]:

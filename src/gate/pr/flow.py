@@ -521,7 +521,8 @@ def run_pr(
     redact = Redactor.from_environ(environ, extra=(options.github_token, token))
     emit = _redacting(emit, redact)  # everything printed from here on (the ::add-mask:: lines are out already)
     try:
-        return _run(options, context, token, emit, policy, environ, redact)
+        with ExitStack() as envs_cleanup:  # the sides' temporary environments go when the run ends
+            return _run_sides(options, context, token, emit, policy, environ, redact, envs_cleanup)
     except NotGatedYet as exc:
         _report_not_gated(exc, context, emit)
         raise
@@ -556,19 +557,6 @@ FLAG_TOKEN_IGNORED = (
     "(/proc/<pid>/cmdline), the PR's pipeline included. Pass the token in the GITHUB_TOKEN environment variable "
     "(the action does)."
 )
-
-
-def _run(
-    options: PrOptions,
-    context: gh.GithubContext,
-    token: str | None,
-    emit: Callable[[str], None],
-    policy: gh.RetryPolicy | None,
-    environ: Mapping[str, str],
-    redact: Redactor,
-) -> PrResult:
-    with ExitStack() as envs_cleanup:  # the sides' temporary environments go when the run ends
-        return _run_sides(options, context, token, emit, policy, environ, redact, envs_cleanup)
 
 
 def _run_sides(

@@ -267,13 +267,15 @@ def _decide(
     p_adj: float,
     alpha: float,
     n_pairs: int,
+    n_worse: int,
     shown: _Shown,
 ) -> tuple[Status, str]:
     """Apply the outcome rule on the oriented scale (``margin`` already on that scale).
 
     FAIL: U < 0 (the test's p ≤ α: they are one procedure) and Δ̂ ≤ −m. PASS: L ≥ −m (non-inferior), or Δ̂ > 0
-    (head better: an improvement, significant or not, never reads as inconclusive and never blocks). Else
-    INCONCLUSIVE: worse (or unchanged on average), but not significantly beyond the margin.
+    (head better: an improvement, significant or not, never reads as inconclusive and never blocks), or no paired
+    case got worse (``n_worse`` 0: however wide the interval on few cases, no regression). Else INCONCLUSIVE: worse
+    (or unchanged on average while some cases got worse), but not significantly beyond the margin.
     """
     if n_pairs < 2:
         return "inconclusive", f"only {n_pairs} paired case(s)"
@@ -299,6 +301,8 @@ def _decide(
     if low >= -margin:  # ≥, not >: with margin 0 an unchanged metric (interval [0, 0]) is non-inferior
         minor = " (minor regression within tolerance)" if high < 0 else ""
         return "pass", f"non-inferior{minor}: {shown.effect}, CI {shown.interval} excludes a {drop} of {shown.margin}"
+    if n_worse == 0:
+        return "pass", f"no paired case got worse ({n_pairs} of {n_pairs} unchanged)"
     if delta <= -margin:  # beyond the margin on average, but the test (and so the interval) is not significant
         return "inconclusive", (
             f"{shown.worse} beyond the margin of {shown.margin}: {shown.effect}, CI {shown.interval}, but "
@@ -419,11 +423,8 @@ def _result(
         worsening="drops" if inp.direction == "higher" else "rises",
     )
     delta = float(np.mean(d)) if n else float("nan")
-    status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, _shown(inp, delta, low, high))
-    if status == "inconclusive" and n >= 2 and not np.any(d < 0):
-        # not one paired case got worse: whatever the interval's width on few cases, this is no regression
-        # (inconclusive means only "worse, but not significantly beyond the margin")
-        status, reason = "pass", f"no paired case got worse ({int(np.count_nonzero(d == 0))} of {n} unchanged)"
+    n_worse = int(np.count_nonzero(d < 0))
+    status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, n_worse, _shown(inp, delta, low, high))
     if n == 0 and not _has_values(inp):
         status, reason = "not_applicable", "applies to no case on either side: left out of the decision"
     if strict and status == "inconclusive":
@@ -464,7 +465,7 @@ def _result(
         sigma2_head=float(s2_b),
         icc=float(icc),
         recommendation=advice,
-        n_worse=int(np.count_nonzero(d < 0)),
+        n_worse=n_worse,
         n_tied=int(np.count_nonzero(d == 0)),
         n_better=int(np.count_nonzero(d > 0)),
         status=status,
