@@ -5,24 +5,16 @@ import random
 import signal
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
-
-from gate.cli import main
+from helpers import EXAMPLE, REFUSAL, REPO, REPORT_SCHEMA, SHARED_DATA, compare, read_jsonl, write_jsonl
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
-REPO = Path(__file__).resolve().parent.parent
-EXAMPLE = REPO / "examples" / "squad"
 sys.path.insert(0, str(REPO / "benchmarks"))  # judgeeval: the judge evaluation lives with the benchmarks
-SHARED_DATA = Path(os.environ.get("RAG_GATE_SHARED_DATA", REPO.parent / "shared" / "data"))
-"""The team's labelled data sets (not shipped: licences and size). Tests that read them carry
-``@pytest.mark.shared_data("<data set>")`` and skip when it is absent, as on a fresh clone."""
 
 
 def pytest_collection_modifyitems(config, items):
@@ -113,9 +105,6 @@ def _no_process_outlives_the_tests(tmp_path_factory):
         pytest.fail("processes started by the tests are still running:\n" + "\n".join(left), pytrace=False)
 
 
-REPORT_SCHEMA = json.loads(resources.files("gate.schemas").joinpath("report.schema.json").read_text(encoding="utf-8"))
-
-
 @pytest.fixture(autouse=True)
 def _every_report_matches_its_schema(request):
     """After each test, every report.json it wrote under its tmp_path validates against the report schema."""
@@ -125,34 +114,6 @@ def _every_report_matches_its_schema(request):
         return
     for path in tmp.rglob("report.json"):
         jsonschema.validate(json.loads(path.read_text(encoding="utf-8")), REPORT_SCHEMA)
-
-
-def write_jsonl(path: Path, rows) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
-def compare(tmp: Path, base: str, head: str, out: str, *options: str):
-    """``rag-gate compare --golden tmp/golden.jsonl tmp/base tmp/head --out tmp/out [options]``: (result, report)."""
-    result = CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--golden",
-            str(tmp / "golden.jsonl"),
-            *options,
-            str(tmp / base),
-            str(tmp / head),
-            "--out",
-            str(tmp / out),
-        ],
-    )
-    report_path = tmp / out / "report.json"
-    if not report_path.exists():
-        return result, None
-    report = json.loads(report_path.read_text())
-    jsonschema.validate(report, REPORT_SCHEMA)  # also outside tmp_path (session fixtures)
-    return result, report
 
 
 @pytest.fixture
@@ -185,12 +146,6 @@ def tiny_golden(tmp_path: Path) -> Path:
 
 
 # ------------------------------------------------- a real SQuAD comparison, built and scored once per session
-
-REFUSAL = "I don't have that information."
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 class SquadPair(NamedTuple):
@@ -282,14 +237,3 @@ def squad_runs(squad_pair) -> tuple[Path, Path]:
         config.write_text(f"golden: golden.jsonl\npipeline: {{predictions: {side}.jsonl}}\n")
         out.append(run_side(load_config(config), squad_pair.dir / "runs" / side))
     return out[0], out[1]
-
-
-def scipy_rng(seed):
-    """scipy's keyword for a resampling test's generator: ``rng`` from scipy 1.15, ``random_state`` before it (the
-    lowest scipy rag-gate allows is 1.13, and .ci/extras-test.sh runs the oracles there too)."""
-    import inspect
-
-    from scipy import stats
-
-    name = "rng" if "rng" in inspect.signature(stats.permutation_test).parameters else "random_state"
-    return {name: seed}

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 from gate import __version__
 from gate.cli import main

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from click.testing import CliRunner
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 from gate.cli import main
 

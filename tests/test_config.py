@@ -636,7 +636,7 @@ def test_env_passthrough_names_are_checked_with_the_line(tmp_path, names, messag
 
 
 def test_the_readme_config_block_loads_and_states_the_defaults(tmp_path):
-    from conftest import REPO
+    from helpers import REPO
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     block = readme.split("## Configuration (`rag-gate.yml`)", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]

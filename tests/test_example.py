@@ -20,7 +20,7 @@ import sys
 
 import pytest
 import pytrec_eval
-from conftest import EXAMPLE, REPO, read_jsonl
+from helpers import EXAMPLE, REPO, read_jsonl
 from scipy import stats
 
 from gate.comparison import load_report

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import pytrec_eval
 from click.testing import CliRunner
-from conftest import REFUSAL, compare, scipy_rng, write_jsonl
-from conftest import read_jsonl as _read
+from helpers import REFUSAL, compare, scipy_rng, write_jsonl
+from helpers import read_jsonl as _read
 
 from gate.cli import main
 from gate.config import Evaluation, load_config

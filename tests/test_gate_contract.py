@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import compare, write_jsonl
+from helpers import compare, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

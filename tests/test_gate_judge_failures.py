@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import compare, write_jsonl
 from fake_openai import FakeOpenAI, Reply
+from helpers import compare, write_jsonl
 
 N = 30
 FAILING = {f"c{i}" for i in range(0, N, 5)}  # 6 of 30 answers: the endpoint answers 500

@@ -9,7 +9,7 @@ full 15-pair matrix is in ``benchmarks/judge_quality.py``.
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED_DATA, compare, write_jsonl
+from helpers import SHARED_DATA, compare, write_jsonl
 from judgeeval import length_only_pair, load_ragtruth, mcnemar_worse
 
 from gate.metrics import METRICS

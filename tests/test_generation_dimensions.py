@@ -8,7 +8,7 @@ import json
 import math
 
 import pytest
-from conftest import compare, write_jsonl
+from helpers import compare, write_jsonl
 
 from gate.config import Evaluation
 from gate.judges.lexical import LexicalJudge

@@ -1,5 +1,5 @@
 import pytest
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 from gate.errors import InputError
 from gate.golden import check_golden, load_golden, shard

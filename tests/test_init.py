@@ -3,7 +3,7 @@
 import json
 
 from click.testing import CliRunner
-from conftest import REPO
+from helpers import REPO
 
 from gate.cli import main
 from gate.scaffold import FILES

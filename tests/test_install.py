@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 import gate
 

@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from conftest import write_jsonl
+from helpers import write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 pytest.importorskip("openai")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import compare, write_jsonl
+from helpers import compare, write_jsonl
 
 from gate.judges.claims import extract_claims
 from gate.outputs.cells import LENGTH_CHANGE_NOTE, LEXICAL_SCOPE_NOTE

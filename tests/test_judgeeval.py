@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA
+from helpers import SHARED_DATA
 from judgeeval import (
     DEFAULT_THRESHOLD,
     LabeledCase,

@@ -14,7 +14,7 @@ import junitparser
 import pytest
 import xmlschema
 from click.testing import CliRunner
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 from gate.cli import main
 from gate.compare import compare

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 import gate
 from gate.config import Evaluation

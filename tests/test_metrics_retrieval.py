@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import EXAMPLE, SHARED_DATA
+from helpers import EXAMPLE, SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import make_ranx_fixture as ranx_oracle

@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import compare, write_jsonl
+from helpers import compare, write_jsonl
 from scipy import stats
 
 pytest.importorskip("openai")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import perfdata
 import pytest
-from conftest import compare
+from helpers import compare
 
 from gate.config import Evaluation
 from gate.scoring import PARALLEL_MIN, available_cores, use_processes

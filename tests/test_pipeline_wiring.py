@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 from gate.config import load_config
 from gate.errors import EvaluationError, InputError

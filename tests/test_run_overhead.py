@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import jsonschema
 import pytest
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 import gate.flow
 from gate.config import Evaluation, load_config

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 from gate.cli import main
 from gate.config import PipelineSpec, load_config

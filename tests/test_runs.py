@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 from gate.cli import main
 from gate.config import load_config

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 from gate.config import load_config
 from gate.errors import InputError

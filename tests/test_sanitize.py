@@ -15,7 +15,7 @@ import sys
 import unicodedata
 
 from click.testing import CliRunner
-from conftest import write_jsonl
+from helpers import write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

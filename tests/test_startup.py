@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 HEAVY = ("sklearn", "scipy", "pandas", "jinja2", "ragas", "openai", "torch", "github", "matplotlib")
 PROBE = f"""

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import scipy_rng, write_jsonl
+from helpers import scipy_rng, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats

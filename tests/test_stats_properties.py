@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import scipy_rng
+from helpers import scipy_rng
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats

@@ -8,7 +8,7 @@ accounting in report.json — not the judges' quality: the verdicts mean nothing
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED_DATA, compare, write_jsonl
+from helpers import SHARED_DATA, compare, write_jsonl
 from judgeeval import load_ragtruth
 
 pytest.importorskip("openai")

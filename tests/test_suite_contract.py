@@ -6,7 +6,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from conftest import REPO
+from helpers import REPO
 
 TESTS = REPO / "tests"
 

@@ -14,7 +14,7 @@ import json
 import math
 from pathlib import Path
 
-from conftest import compare, write_jsonl
+from helpers import compare, write_jsonl
 
 from gate.compare import compare as compare_sides
 from gate.compare import metric_inputs, unmatched_ids

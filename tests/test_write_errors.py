@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import write_jsonl
+from helpers import write_jsonl
 
 from gate.cli import main
 from gate.errors import EvaluationError, WriteError

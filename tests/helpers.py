@@ -1,0 +1,63 @@
+"""Plain helpers the tests import (``from helpers import …``; pyproject puts tests/ on the path). Fixtures live in
+the conftest.py of the folder whose tests share them."""
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+from click.testing import CliRunner
+
+from gate.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "squad"
+SHARED_DATA = Path(os.environ.get("RAG_GATE_SHARED_DATA", REPO.parent / "shared" / "data"))
+"""The team's labelled data sets (not shipped: licences and size). Tests that read them carry
+``@pytest.mark.shared_data("<data set>")`` and skip when it is absent, as on a fresh clone."""
+REPORT_SCHEMA = json.loads(resources.files("gate.schemas").joinpath("report.schema.json").read_text(encoding="utf-8"))
+REFUSAL = "I don't have that information."
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def compare(tmp: Path, base: str, head: str, out: str, *options: str):
+    """``rag-gate compare --golden tmp/golden.jsonl tmp/base tmp/head --out tmp/out [options]``: (result, report)."""
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--golden",
+            str(tmp / "golden.jsonl"),
+            *options,
+            str(tmp / base),
+            str(tmp / head),
+            "--out",
+            str(tmp / out),
+        ],
+    )
+    report_path = tmp / out / "report.json"
+    if not report_path.exists():
+        return result, None
+    report = json.loads(report_path.read_text())
+    jsonschema.validate(report, REPORT_SCHEMA)  # also outside tmp_path (session fixtures)
+    return result, report
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def scipy_rng(seed):
+    """scipy's keyword for a resampling test's generator: ``rng`` from scipy 1.15, ``random_state`` before it (the
+    lowest scipy rag-gate allows is 1.13, and .ci/extras-test.sh runs the oracles there too)."""
+    import inspect
+
+    from scipy import stats
+
+    name = "rng" if "rng" in inspect.signature(stats.permutation_test).parameters else "random_state"
+    return {name: seed}
