@@ -14,7 +14,7 @@ TESTS = REPO / "tests"
 def test_every_module_reading_the_shared_data_marks_its_tests():
     """A module that reads ``SHARED_DATA`` must mark the tests that need it with ``shared_data(...)``, so that they
     skip with a reason on a fresh clone instead of failing."""
-    modules = [p for p in TESTS.glob("test_*.py") if p.name != Path(__file__).name]
+    modules = [p for p in TESTS.rglob("test_*.py") if p.name != Path(__file__).name]
     readers = [p for p in modules if re.search(r"\bSHARED_DATA\b", p.read_text(encoding="utf-8"))]
     assert readers, "no test reads the shared data: remove this test or SHARED_DATA"
     unmarked = [p.name for p in readers if "pytest.mark.shared_data(" not in p.read_text(encoding="utf-8")]
