@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import threading
 
 import numpy as np
 import pytest
+from helpers import EXAMPLE, REPO
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from gate.judges import JUDGES, LexicalJudge, get_judge
@@ -449,3 +452,20 @@ def test_deterministic_and_thread_safe():
     for t in threads:
         t.join()
     assert all(results[k] == expected for k in range(4))
+
+
+def test_same_judgments_as_the_stored_oracle_on_squad_answers():
+    """Everything the judge returns on 148 answers built from the example's SQuAD paragraphs (tests/oracles/
+    make_lexical_squad.py: verbatim, a number changed, a negation added, a name replaced, an off-topic sentence) is
+    what it returned when the oracle was written: a speed-up must not change a verdict, a reason or a similarity."""
+    oracle = json.loads((REPO / "tests" / "oracles" / "lexical_squad_example.json").read_text(encoding="utf-8"))
+    assert oracle["judge"] == JUDGE.identity
+    texts = {p["id"]: p["text"] for p in map(json.loads, (EXAMPLE / "corpus.jsonl").open(encoding="utf-8"))}
+    verdicts = {"supported": 0, "contradicted": 0, "unverifiable": 0}
+    for case in oracle["cases"]:
+        judgment = JUDGE.judge(case["question"], case["answer"], [Chunk(i, texts[i]) for i in case["chunk_ids"]])
+        got = json.loads(json.dumps(dataclasses.asdict(judgment), ensure_ascii=False))
+        assert got == case["judgment"], case["id"]
+        for claim in judgment.claims:
+            verdicts[claim.verdict] += 1
+    assert len(oracle["cases"]) == 148 and min(verdicts.values()) >= 40, verdicts
