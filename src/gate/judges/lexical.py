@@ -6,6 +6,7 @@ word against the chunk: content words (stemmed, stop words removed), numbers, da
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -35,6 +36,16 @@ class _Evidence:
     negated: frozenset[str] = frozenset()
     numbers: tuple[Quantity, ...] = ()
     months: frozenset[int] = frozenset()
+
+    @functools.cached_property
+    def relations(self) -> tuple[dict[str, tuple[frozenset[str], frozenset[str]]], ...]:
+        """:meth:`Facts.relations` of each sentence (computed when a claim first needs them)."""
+        return tuple(f.relations() for f in self.facts)
+
+    @functools.cached_property
+    def near_relations(self) -> tuple[dict[str, tuple[frozenset[str], frozenset[str]]], ...]:
+        """:meth:`Facts.relations` with ``near=2`` of each sentence."""
+        return tuple(f.relations(near=2) for f in self.facts)
 
 
 @dataclass(frozen=True)
@@ -204,13 +215,10 @@ class LexicalJudge:
         # A conflict counts only when the closest sentence and its neighbours (for "It has ...") state the same
         # thing otherwise: they hold at least `cover` of the claim's other content words.
         rest = required - set(absent_entities)
-        # a word whose antonym stands in the sentence is about the same thing ("rose" / "fell")
-        windows = [
-            _with_opposites(rest, frozenset().union(*(f.content for f in ev.facts[max(0, k - 1) : k + 2])), opposite)
-            for k in range(len(ev.facts))
-        ]
-        same_statement = _share(rest, windows[best_sentence]) >= self.cover
         window = ev.facts[max(0, best_sentence - 1) : best_sentence + 2]
+        # a word whose antonym stands in the sentence is about the same thing ("rose" / "fell")
+        window_stems = _with_opposites(rest, frozenset().union(*(f.content for f in window)), opposite)
+        same_statement = _share(rest, window_stems) >= self.cover
         conflicts: list[str] = []
         if same_statement:
             for q in absent_numbers:
@@ -236,7 +244,7 @@ class LexicalJudge:
             if (k == best_sentence and same_statement) or _states(rest, ev.facts[k], opposite, self.cover)
         ]
         conflicts.extend(_polarity_conflicts(claim, rest, [ev.facts[k] for k in statements], opposite))
-        role_conflicts, unstated = _role_conflicts(claim, ev.facts)
+        role_conflicts, unstated = _role_conflicts(claim, ev)
         conflicts.extend(role_conflicts)
         missing.extend(unstated)
         return _Check(
@@ -357,7 +365,7 @@ def _polarity_conflicts(
     return [r for close, reasons in found if reasons and close >= agreeing for r in reasons][:3]
 
 
-def _role_conflicts(claim: Facts, sentences: Sequence[Facts]) -> tuple[list[str], list[str]]:
+def _role_conflicts(claim: Facts, ev: _Evidence) -> tuple[list[str], list[str]]:
     """(conflicts, missing) for the claim's directed relations ("the English defeated the Normans").
 
     A relation is stated when a sentence has the same verb with one of the claim's words on each side (agent
@@ -367,10 +375,12 @@ def _role_conflicts(claim: Facts, sentences: Sequence[Facts]) -> tuple[list[str]
     """
     conflicts: list[str] = []
     missing: list[str] = []
-    found = [f.relations() for f in sentences]
-    nearest = [f.relations(near=2) for f in sentences]
+    relations = claim.relations()
+    if not relations:
+        return conflicts, missing
+    found, nearest = ev.relations, ev.near_relations
     claim_nearest = claim.relations(near=2)
-    for verb, (left, right) in claim.relations().items():
+    for verb, (left, right) in relations.items():
         uses = [r[verb] for r in found if verb in r]
         if not uses or any(left & sl and right & sr for sl, sr in uses):
             continue

@@ -150,7 +150,7 @@ class Facts:
     """Per term: True for a passive verb with its agent ("was defeated by"), None for one without ("was
     fired"), False otherwise; same order as ``terms``."""
 
-    @property
+    @functools.cached_property
     def content(self) -> frozenset[str]:
         """The set of content stems."""
         return frozenset(self.terms)
