@@ -89,6 +89,7 @@ class Language:
         return f"{label} ({self.code})" if self.script == "Latin" else f"{label} ({self.code}, {self.script} script)"
 
 
+@functools.lru_cache(maxsize=65_536)
 def char_script(char: str) -> str | None:
     """The script of one letter from its Unicode name ("LATIN SMALL LETTER A" → "Latin"); None if unknown."""
     name = unicodedata.name(char, "")
@@ -99,8 +100,17 @@ def char_script(char: str) -> str | None:
 
 
 def dominant_script(text: str) -> str:
-    """The script of most letters of ``text`` ("" when it has no letter of a known script)."""
-    counts = Counter(s for s in map(char_script, (c for c in text if c.isalpha())) if s)
+    """The script of most letters of ``text`` ("" when it has no letter of a known script).
+
+    Ties go to the script whose first letter comes first in ``text``.
+    """
+    if text.isascii():  # ASCII letters are all Latin: the common case, without a look-up per letter
+        return "Latin" if any(c.isalpha() for c in text) else ""
+    counts: Counter[str] = Counter()
+    for char, n in Counter(text).items():  # each distinct character once, in order of first occurrence
+        script = char_script(char) if char.isalpha() else None
+        if script:
+            counts[script] += n
     return counts.most_common(1)[0][0] if counts else ""
 
 
