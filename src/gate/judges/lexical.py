@@ -6,6 +6,7 @@ word against the chunk: content words (stemmed, stop words removed), numbers, da
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from collections.abc import Sequence
@@ -39,14 +40,9 @@ class _Evidence:
     months: frozenset[int] = frozenset()
 
     @functools.cached_property
-    def relations(self) -> tuple[dict[str, tuple[frozenset[str], frozenset[str]]], ...]:
-        """:meth:`Facts.relations` of each sentence (computed when a claim first needs them)."""
-        return tuple(f.relations() for f in self.facts)
-
-    @functools.cached_property
-    def near_relations(self) -> tuple[dict[str, tuple[frozenset[str], frozenset[str]]], ...]:
-        """:meth:`Facts.relations` with ``near=2`` of each sentence."""
-        return tuple(f.relations(near=2) for f in self.facts)
+    def ordered_stems(self) -> tuple[str, ...]:
+        """``stems`` in sorted order (for :func:`_known`)."""
+        return tuple(sorted(self.stems))
 
 
 @dataclass(frozen=True)
@@ -250,7 +246,7 @@ class LexicalJudge:
         coverage = len(required & (ev.stems | equivalent)) / len(required) if required else 1.0
         absent_numbers = [q for q in claim.numbers if not any(q.matches(o) for o in ev.numbers)]
         absent_months = sorted(claim.months - ev.months)
-        absent_entities = sorted(e for e in claim.entities if not _known(e, ev.stems))
+        absent_entities = sorted(e for e in claim.entities if not _known(e, ev.stems, ev.ordered_stems))
         absent_facts = (
             [f"number {q.value:g}" for q in absent_numbers]
             + [f"month {m}" for m in absent_months]
@@ -420,11 +416,11 @@ def _role_conflicts(claim: Facts, ev: _Evidence) -> tuple[list[str], list[str]]:
     """
     conflicts: list[str] = []
     missing: list[str] = []
-    relations = claim.relations()
+    relations, claim_nearest = claim.roles
     if not relations:
         return conflicts, missing
-    found, nearest = ev.relations, ev.near_relations
-    claim_nearest = claim.relations(near=2)
+    found = [f.roles[0] for f in ev.facts]
+    nearest = [f.roles[1] for f in ev.facts]
     for verb, (left, right) in relations.items():
         uses = [r[verb] for r in found if verb in r]
         if not uses or any(left & sl and right & sr for sl, sr in uses):
@@ -482,11 +478,21 @@ def _substitutions(
     return conflicts, missing
 
 
-def _known(stem: str, stems: frozenset[str]) -> bool:
-    """True when ``stem`` or a word of the same family ("singapor" / "singaporean") is in ``stems``."""
-    return stem in stems or (
-        len(stem) >= 4 and any(s.startswith(stem) or stem.startswith(s) for s in stems if len(s) >= 4)
-    )
+def _known(stem: str, stems: frozenset[str], ordered: Sequence[str] | None = None) -> bool:
+    """True when ``stem`` or a word of the same family ("singapor" / "singaporean") is in ``stems``.
+
+    Family: one of the two, of four letters or more, begins with the other. ``ordered`` is ``sorted(stems)``
+    (sorted here when not given).
+    """
+    if stem in stems:
+        return True
+    if len(stem) < 4:
+        return False
+    if any(stem[:n] in stems for n in range(4, len(stem))):  # a shorter word of the family
+        return True
+    ordered = sorted(stems) if ordered is None else ordered
+    k = bisect.bisect_left(ordered, stem)  # the words that begin with ``stem`` come first after it
+    return k < len(ordered) and ordered[k].startswith(stem)
 
 
 def _evidence(chunk: Chunk, lang: Lang) -> _Evidence:

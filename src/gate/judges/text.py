@@ -155,6 +155,12 @@ class Facts:
         """The set of content stems."""
         return frozenset(self.terms)
 
+    @functools.cached_property
+    def roles(self) -> tuple[dict[str, tuple[frozenset[str], frozenset[str]]], ...]:
+        """(``relations()``, ``relations(near=2)``), computed once per instance (the lexical judge's role check)."""
+        found = self.relations()
+        return found, (self.relations(near=2) if found else {})
+
     def relations(self, near: int | None = None) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
         """Directed relations: verb stem → (content stems before it, content stems after it), agent first.
 
