@@ -40,6 +40,11 @@ class _Evidence:
     months: frozenset[int] = frozenset()
 
     @functools.cached_property
+    def values(self) -> frozenset[float]:
+        """The values of ``numbers`` other than clock times (a claim's number with one of them is in the chunk)."""
+        return frozenset(q.value for q in self.numbers if q.kind != "time")
+
+    @functools.cached_property
     def ordered_stems(self) -> tuple[str, ...]:
         """``stems`` in sorted order (for :func:`_known`)."""
         return tuple(sorted(self.stems))
@@ -208,14 +213,14 @@ class LexicalJudge:
             return Judgment(claims=(), extra=extra)
         evidence = [_evidence(chunk, lang) for chunk in chunks]
         sentences = [s for ev in evidence for s in ev.sentences]
-        sims = tfidf_similarities(claims, sentences, lang)
+        sims = tfidf_similarities(claims, sentences, lang).tolist()
         given = facts(question or "", lang).content - frozenset().union(*(ev.stems for ev in evidence))
         verdicts = []
         for row, claim in enumerate(claims):
             claim_facts, offset, checks = facts(claim, lang), 0, []
             lower_case = claim[1:] == claim[1:].lower()
             for index, ev in enumerate(evidence):
-                row_sims = sims[row, offset : offset + len(ev.sentences)]
+                row_sims = sims[row][offset : offset + len(ev.sentences)]
                 checks.append(self._check(claim_facts, given, index, ev, row_sims, lang, lower_case))
                 offset += len(ev.sentences)
             verdicts.append(self._verdict(claim, checks, evidence))
@@ -228,11 +233,11 @@ class LexicalJudge:
         given: frozenset[str],
         index: int,
         ev: _Evidence,
-        sims: np.ndarray,
+        sims: list[float],
         lang: Lang,
         lower_case: bool = False,
     ) -> _Check:
-        best_sentence = int(np.argmax(sims)) if len(sims) else 0
+        best_sentence = max(range(len(sims)), key=sims.__getitem__) if sims else 0  # the first of equals
         best = ev.facts[best_sentence]
         opposite = antonyms() if lang == "en" else {}
         required = claim.content - given or claim.content
@@ -244,7 +249,11 @@ class LexicalJudge:
             or (w in claim.positive and opposite.get(w, frozenset()) & ev.negated)
         }
         coverage = len(required & (ev.stems | equivalent)) / len(required) if required else 1.0
-        absent_numbers = [q for q in claim.numbers if not any(q.matches(o) for o in ev.numbers)]
+        absent_numbers = [
+            q
+            for q in claim.numbers
+            if not (q.kind != "time" and q.value in ev.values or any(q.matches(o) for o in ev.numbers))
+        ]
         absent_months = sorted(claim.months - ev.months)
         absent_entities = sorted(e for e in claim.entities if not _known(e, ev.stems, ev.ordered_stems))
         absent_facts = (
@@ -279,10 +288,11 @@ class LexicalJudge:
             missing.extend(swapped_words)
         # Polarity (negation, antonyms) is checked in every sentence that states the same thing, not only the
         # closest one: "WiFi is available in the lobby. It is not available in the rooms."
+        antonymous = [(w, opposite[w]) for w in rest if w in opposite]
         statements = [
             k
             for k in range(len(ev.facts))
-            if (k == best_sentence and same_statement) or _states(rest, ev.facts[k], opposite, self.cover)
+            if (k == best_sentence and same_statement) or _states(rest, antonymous, ev.facts[k], self.cover)
         ]
         conflicts.extend(_polarity_conflicts(claim, rest, [ev.facts[k] for k in statements], opposite))
         role_conflicts, unstated = _role_conflicts(claim, ev)
@@ -291,7 +301,7 @@ class LexicalJudge:
         return _Check(
             index=index,
             coverage=coverage,
-            similarity=float(sims[best_sentence]) if len(sims) else 0.0,
+            similarity=sims[best_sentence] if sims else 0.0,
             best_sentence=best_sentence,
             about=same_statement or bool(statements),
             conflicts=tuple(conflicts),
@@ -355,14 +365,17 @@ def _with_opposites(
     return stems | {w for w in words if opposite.get(w, frozenset()) & stems}
 
 
-def _states(rest: frozenset[str], sentence: Facts, opposite: dict[str, frozenset[str]], cover: float) -> bool:
+def _states(
+    rest: frozenset[str], antonymous: list[tuple[str, frozenset[str]]], sentence: Facts, cover: float
+) -> bool:
     """True when ``sentence`` itself holds ≥ ``cover`` of ``rest``, leaving out words whose antonym it has.
 
-    At least two words must be compared: a claim of one content word is about too little to conflict with
-    every sentence that uses it.
+    ``antonymous`` lists the words of ``rest`` that have antonyms, with them. At least two words must be compared:
+    a claim of one content word is about too little to conflict with every sentence that uses it.
     """
-    compared = frozenset(w for w in rest if not opposite.get(w, frozenset()) & sentence.content)
-    return len(compared) >= 2 and _share(compared, sentence.content) >= cover
+    content = sentence.content
+    compared = rest.difference([w for w, opposites in antonymous if opposites & content]) if antonymous else rest
+    return len(compared) >= 2 and _share(compared, content) >= cover
 
 
 def _polarity(claim: Facts, sentence: Facts, opposite: dict[str, frozenset[str]]) -> list[str]:
@@ -372,8 +385,8 @@ def _polarity(claim: Facts, sentence: Facts, opposite: dict[str, frozenset[str]]
         | ((claim.negated & sentence.positive) - sentence.negated)
     )
     out = [f"negation differs on {', '.join(flipped)}"] if flipped else []
-    for word in sorted(claim.positive - sentence.content):
-        said = sorted((opposite.get(word, frozenset()) & sentence.positive) - claim.content)
+    for word in sorted(w for w in claim.positive - sentence.content if w in opposite):
+        said = sorted((opposite[word] & sentence.positive) - claim.content)
         if said:
             out.append(f"antonym: claim says {_surface(claim, word)}, chunk says {_surface(sentence, said[0])}")
     return out
