@@ -136,6 +136,14 @@ _lock = threading.Lock()
 
 
 @functools.cache
+def _function_words() -> tuple[frozenset[str], frozenset[str]]:
+    """(scikit-learn's English stop words, the Italian function words that are not English ones)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # scikit-learn is slow to import: here only
+
+    return frozenset(ENGLISH_STOP_WORDS), ITALIAN_STOP_WORDS - ENGLISH_STOP_WORDS
+
+
+@functools.cache
 def _identifier():  # pragma: no cover - trivial loader
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
@@ -167,8 +175,6 @@ def identify(text: str) -> Language:
     https://aclanthology.org/P12-3005 (py3langid's model).
 
     """
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # scikit-learn is slow to import: here only
-
     script = dominant_script(text)
     if not script:
         return Language("und", "")
@@ -178,8 +184,9 @@ def identify(text: str) -> Language:
             code = _SCRIPT_LANGUAGE[script]
         return Language(code if code not in JUDGE_LANGUAGES else "und", script)
     words = _WORD.findall(text.lower())
-    english = sum(w in ENGLISH_STOP_WORDS for w in words)
-    italian = sum(w in ITALIAN_STOP_WORDS and w not in ENGLISH_STOP_WORDS for w in words)
+    english_words, italian_words = _function_words()
+    english = sum(map(english_words.__contains__, words))
+    italian = sum(map(italian_words.__contains__, words))
     if words and (english + italian) / len(words) >= _MIN_FUNCTION_SHARE:
         return Language("it" if italian > english else "en", script)
     if len(words) < _MIN_WORDS:

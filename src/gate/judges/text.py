@@ -105,6 +105,8 @@ _TOKEN = re.compile(
 _PERCENT_AFTER = re.compile(r"\s*(%|percent\b|per\s+cent\b|per\s+cento\b)", re.IGNORECASE)
 _OUT_OF = re.compile(r"\bout of\s*$|\bsu\s*$", re.IGNORECASE)
 _TIME = re.compile(r"(\d{1,2})(?::(\d{2}))?\s*([ap])?", re.IGNORECASE)
+_SCOPE_END = re.compile(r"[.,;:!?()]")
+"""Punctuation that ends a negation's scope."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,8 @@ _IRREGULAR_PAST = frozenset(
     fought struck overtook overthrew defeated sank shot bit stole""".split()
 )
 _BE = frozenset({"is", "are", "was", "were", "be", "been", "being", "è", "sono", "era", "erano", "stato", "stata"})
+_AGENT = frozenset({"by", "da", "dal", "dalla", "dai", "dagli"})
+"""Words that introduce the agent of a passive verb ("was defeated by")."""
 
 
 def _is_past(word: str) -> bool:
@@ -256,9 +260,13 @@ def fold(text: str) -> str:
 def detect_language(text: str) -> Lang:
     """Guess the language: "it" when Italian function words outnumber English ones in ``text``, else "en"."""
     words = re.findall(r"[^\W\d_]+", text.lower())
-    italian = sum(w in ITALIAN_STOP_WORDS and w not in ENGLISH_STOP_WORDS for w in words)
-    english = sum(w in ENGLISH_STOP_WORDS and w not in ITALIAN_STOP_WORDS for w in words)
+    italian = sum(map(_ONLY_ITALIAN.__contains__, words))
+    english = sum(map(_ONLY_ENGLISH.__contains__, words))
     return "it" if italian > english else "en"
+
+
+_ONLY_ITALIAN = ITALIAN_STOP_WORDS - ENGLISH_STOP_WORDS
+_ONLY_ENGLISH = ENGLISH_STOP_WORDS - ITALIAN_STOP_WORDS
 
 
 def _parse_number(raw: str, lang: Lang) -> tuple[float, float, bool] | None:
@@ -416,14 +424,14 @@ def facts(text: str, lang: Lang = "en") -> Facts:
     negated: set[str] = set()
     positive: set[str] = set()
     scope = 0
+    lows = [t.text.lower() for t in tokens]
     for i, tok in enumerate(tokens):
         if tok.kind != "word" or i in used:
             continue
-        gap = text[tokens[i - 1].end : tok.start] if i else ""
-        if scope and re.search(r"[.,;:!?()]", gap):
+        if scope and i and _SCOPE_END.search(text, tokens[i - 1].end, tok.start):
             scope = 0
-        low = tok.text.lower()
-        nxt = tokens[i + 1].text.lower() if i + 1 < len(tokens) else ""
+        low = lows[i]
+        nxt = lows[i + 1] if i + 1 < len(tokens) else ""
         if low.endswith("n't") or low in NEGATION_CUES or (low, nxt) in (("rather", "than"), ("instead", "of")):
             scope = 0 if nxt in ("only", "just", "solo", "soltanto") else 1
             continue
@@ -440,10 +448,10 @@ def facts(text: str, lang: Lang = "en") -> Facts:
         term = stem(low, lang)
         terms.append(term)
         surfaces.append(low)
-        before = {t.text.lower() for t in tokens[max(0, i - 2) : i]}
-        after = {t.text.lower() for t in tokens[i + 1 : i + 4]}
-        agent = bool(after & {"by", "da", "dal", "dalla", "dai", "dagli"})
-        passive.append((True if agent else None) if before & _BE and _is_past(low) else False)
+        if _is_past(low) and not _BE.isdisjoint(lows[max(0, i - 2) : i]):
+            passive.append(None if _AGENT.isdisjoint(lows[i + 1 : i + 4]) else True)
+        else:
+            passive.append(False)
         if scope:
             negated.add(term)
             scope -= 1
