@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -90,37 +91,30 @@ def tfidf_similarities(claims: Sequence[str], sentences: Sequence[str], lang: La
     """
     if not claims or not sentences:
         return np.zeros((len(claims), len(sentences)))
-    vocabulary: dict[str, int] = {}  # feature → order of first appearance
-    counts: list[dict[int, int]] = []
-    for sentence in sentences:
-        row: dict[int, int] = {}
-        for feature in analyzer(sentence, lang):
-            k = vocabulary.setdefault(feature, len(vocabulary))
-            row[k] = row.get(k, 0) + 1
-        counts.append(row)
+    rows = [Counter(analyzer(sentence, lang)) for sentence in sentences]  # feature → count, in order of appearance
+    vocabulary: dict[str, int] = {}  # feature → order of first appearance in the sentences
+    for row in rows:
+        for feature in row:
+            vocabulary.setdefault(feature, len(vocabulary))
     if not vocabulary:  # empty vocabulary
         return np.zeros((len(claims), len(sentences)))
     features = sorted(vocabulary)  # scikit-learn's column order
-    column = {vocabulary[f]: c for c, f in enumerate(features)}
-    df = np.zeros(len(features))
-    for row in counts:
-        df[[column[k] for k in row]] += 1.0
+    column = {f: c for c, f in enumerate(features)}
+    documents = Counter(f for row in rows for f in row)
+    df = np.array([documents[f] for f in features], dtype=float)
     idf = np.full_like(df, fill_value=len(sentences) + 1)  # smoothed: one more document, holding every feature
     idf /= df + 1.0
     np.log(idf, out=idf)
     idf += 1.0
     weights = idf.tolist()
     postings: dict[int, list[tuple[int, float]]] = {}  # column → (sentence, l2-normalised weight)
-    for j, row in enumerate(counts):
-        for c, w in _normalised([(column[k], n * weights[column[k]]) for k, n in sorted(row.items())]):
+    for j, row in enumerate(rows):
+        stored = sorted(row, key=vocabulary.__getitem__)  # scikit-learn keeps a row's features in this order
+        for c, w in _normalised([(column[f], row[f] * weights[column[f]]) for f in stored]):
             postings.setdefault(c, []).append((j, w))
     out = np.zeros((len(claims), len(sentences)))
     for i, claim in enumerate(claims):
-        found: dict[int, int] = {}
-        for feature in analyzer(claim, lang):
-            if feature in vocabulary:
-                c = column[vocabulary[feature]]
-                found[c] = found.get(c, 0) + 1
+        found = Counter(column[f] for f in analyzer(claim, lang) if f in column)
         sums = [0.0] * len(sentences)
         for c, a in _normalised([(c, n * weights[c]) for c, n in sorted(found.items())]):
             for j, b in postings[c]:

@@ -105,6 +105,7 @@ _TOKEN = re.compile(
 _PERCENT_AFTER = re.compile(r"\s*(%|percent\b|per\s+cent\b|per\s+cento\b)", re.IGNORECASE)
 _OUT_OF = re.compile(r"\bout of\s*$|\bsu\s*$", re.IGNORECASE)
 _TIME = re.compile(r"(\d{1,2})(?::(\d{2}))?\s*([ap])?", re.IGNORECASE)
+_DASHES = re.compile(r"[‐‑‒–—]")
 _SCOPE_END = re.compile(r"[.,;:!?()]")
 """Punctuation that ends a negation's scope."""
 
@@ -253,8 +254,8 @@ def fold(text: str) -> str:
     """NFKC-normalise, unify quotes and dashes, collapse whitespace."""
     text = unicodedata.normalize("NFKC", text)
     text = text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
-    text = re.sub(r"[‐‑‒–—]", "-", text)
-    return re.sub(r"\s+", " ", text).strip()
+    text = _DASHES.sub("-", text)
+    return " ".join(text.split())  # whitespace runs to one space (str.split and \s agree on what is a space)
 
 
 def detect_language(text: str) -> Lang:
