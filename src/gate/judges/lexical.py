@@ -41,6 +41,16 @@ class _Evidence:
     months: frozenset[int] = frozenset()
 
     @functools.cached_property
+    def uses(self) -> tuple[dict[str, list[tuple[frozenset[str], frozenset[str]]]], ...]:
+        """Verb → its sides in each sentence that uses it, in order: from ``relations()``, from ``relations(near=2)``."""
+        found: tuple[dict[str, list[tuple[frozenset[str], frozenset[str]]]], ...] = ({}, {})
+        for f in self.facts:
+            for side, relations in zip(found, f.roles, strict=True):
+                for verb, sides in relations.items():
+                    side.setdefault(verb, []).append(sides)
+        return found
+
+    @functools.cached_property
     def values(self) -> frozenset[float]:
         """The values of ``numbers`` other than clock times (a claim's number with one of them is in the chunk)."""
         return frozenset(q.value for q in self.numbers if q.kind != "time")
@@ -272,7 +282,9 @@ class LexicalJudge:
             window_months = sorted(frozenset().union(*(f.months for f in window)))
             if absent_months and window_months:
                 conflicts.append(f"month {absent_months} not in chunk; chunk says {window_months}")
-            others = sorted(e for e in best.entities - claim.content if not _known(e, claim.content))
+            candidates = best.entities - claim.content
+            ordered = sorted(claim.content) if candidates else []
+            others = sorted(e for e in candidates if not _known(e, claim.content, ordered))
             if absent_entities and others:
                 conflicts.append(
                     f"entity {', '.join(absent_entities)} not in chunk; chunk names {', '.join(others[:3])}"
@@ -426,17 +438,12 @@ def _role_conflicts(claim: Facts, ev: _Evidence) -> tuple[list[str], list[str]]:
     relations, claim_nearest = claim.roles
     if not relations:
         return conflicts, missing
-    found = [f.roles[0] for f in ev.facts]
-    nearest = [f.roles[1] for f in ev.facts]
     for verb, (left, right) in relations.items():
-        uses = [r[verb] for r in found if verb in r]
+        uses = ev.uses[0].get(verb, ())
         if not uses or any(left & sl and right & sr for sl, sr in uses):
             continue
         near_left, near_right = claim_nearest[verb]
-        swapped = next(
-            ((sl, sr) for r in nearest if verb in r for sl, sr in [r[verb]] if near_left & sr and near_right & sl),
-            None,
-        )
+        swapped = next(((sl, sr) for sl, sr in ev.uses[1].get(verb, ()) if near_left & sr and near_right & sl), None)
         if swapped:
             agent, patient = sorted(near_right & swapped[0])[0], sorted(near_left & swapped[1])[0]
             conflicts.append(f"roles swapped around '{_surface(claim, verb)}': chunk says {agent} → {patient}")
