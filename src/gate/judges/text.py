@@ -110,7 +110,7 @@ _SCOPE_END = re.compile(r"[.,;:!?()]")
 """Punctuation that ends a negation's scope."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Quantity:
     """A number found in a text, normalised to a float."""
 
@@ -305,7 +305,7 @@ def _time_minutes(raw: str) -> float | None:
     return float(hours * 60 + minutes)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Token:
     kind: str  # word | num | time
     text: str
