@@ -175,7 +175,7 @@ def test_ragas_bad_rows_are_listed_with_file_line_and_field_and_nothing_is_writt
     lines = err.strip().splitlines()
     assert lines[0] == "rag-gate: error: " + f"{source}:1: user_input: required: the question as text"
     assert f"{source}:2: user_input: a multi-turn sample: only single-turn is imported" in lines[1]
-    assert f"{source}:4: reference_contexts: must be a list of strings" in lines[2]
+    assert f"{source}:4: reference_contexts: must be a string or a list of strings" in lines[2]
     assert len(lines) == 3 and not out.exists()
 
 
@@ -217,13 +217,14 @@ def test_deepeval_goldens_json_array(tmp_path, corpus):
 def test_deepeval_missing_input_and_wrong_types_name_the_item(tmp_path):
     source = tmp_path / "goldens.json"
     source.write_text(json.dumps([{"expected_output": "x"}, {"input": "q", "context": "fine"}, {"input": "q2",
-                      "context": {"a": 1}}, "text"]), encoding="utf-8")  # fmt: skip
+                      "context": {"a": 1}}, "text", {"input": "q3", "expected_output": 3}]), encoding="utf-8")  # fmt: skip
     with pytest.raises(InputError) as caught:
         import_golden("deepeval", source)
     assert caught.value.problems == (
         f"{source}: [0].input: required: the question as text",
-        f"{source}: [2]: context: must be a list of strings",
+        f"{source}: [2]: context: must be a string or a list of strings",
         f"{source}: [3]: expected an object (one golden)",
+        f"{source}: [4]: expected_output: must be a string or a list of strings",
     )
 
 
