@@ -216,8 +216,9 @@ def test_deepeval_goldens_json_array(tmp_path, corpus):
 
 def test_deepeval_missing_input_and_wrong_types_name_the_item(tmp_path):
     source = tmp_path / "goldens.json"
-    source.write_text(json.dumps([{"expected_output": "x"}, {"input": "q", "context": "fine"}, {"input": "q2",
-                      "context": {"a": 1}}, "text", {"input": "q3", "expected_output": 3}]), encoding="utf-8")  # fmt: skip
+    goldens = [{"expected_output": "x"}, {"input": "q", "context": "fine"}, {"input": "q2", "context": {"a": 1}},
+               "text", {"input": "q3", "expected_output": 3}]  # fmt: skip
+    source.write_text(json.dumps(goldens), encoding="utf-8")
     with pytest.raises(InputError) as caught:
         import_golden("deepeval", source)
     assert caught.value.problems == (
