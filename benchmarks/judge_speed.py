@@ -166,7 +166,7 @@ def judge_run(backend: str, url: str, concurrency: int, n: int) -> Callable[[], 
         failed = [s.error for s in scores if s.error]
         if failed:
             sys.exit(f"{backend}: {len(failed)} judge failures, e.g. {failed[0]}")
-        return judge.usage()["requests"]
+        return judge.usage().requests
 
     return run
 

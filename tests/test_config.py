@@ -25,7 +25,7 @@ from gate.config import (
 )
 from gate.errors import InputError
 from gate.judges import JUDGES, get_judge
-from gate.judges.llmclient import EndpointConfig
+from gate.judges.llm.config import EndpointConfig
 from gate.metrics import DEFAULT_METRICS
 
 GOOD = "golden: golden.jsonl\npipeline: {python: 'a:b'}\n"

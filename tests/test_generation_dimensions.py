@@ -147,7 +147,7 @@ pytest.importorskip("openai")
 
 from fake_openai import FakeOpenAI, Reply, fast_judge_options  # noqa: E402
 
-from gate.judges.llm import RubricJudge  # noqa: E402
+from gate.judges.llm.rubric import RubricJudge  # noqa: E402
 
 
 def rubric(f=3, r=3, c=3, p=3, form=3):

@@ -102,4 +102,4 @@ def test_judge_usage_adds_up_like_inspect_ais_model_usage():
     assert total.cost_usd == pytest.approx(0.0605) and total.stopped == "circuit open"
     assert (a + JudgeUsage(cost_usd=None)).cost_usd is None  # a side without prices: the cost is unknown
     assert sum([b, b], start=a) == a + b + b
-    assert JudgeUsage.from_dict({"requests": 2}).to_dict() == {**JudgeUsage().to_dict(), "requests": 2}
+    assert JudgeUsage(requests=2).to_dict() == {**JudgeUsage().to_dict(), "requests": 2}

@@ -41,7 +41,7 @@ ENDPOINT_OPTIONS: dict[str, dict[str, Any]] = {
     "cache_dir": {"type": ["string", "boolean", "null"]},
 }
 """Options of the judges that call an OpenAI-compatible endpoint: the fields of
-:class:`gate.judges.llmclient.EndpointConfig` plus ``cache_dir`` (a path, or false for no cache)."""
+:class:`gate.judges.llm.config.EndpointConfig` plus ``cache_dir`` (a path, or false for no cache)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ JUDGES: dict[str, JudgeBackend] = {
         summary="offline, deterministic word-overlap judge (default)",
     ),
     "llm": JudgeBackend(
-        "gate.judges.llm:RubricJudge",
+        "gate.judges.llm.rubric:RubricJudge",
         {**ENDPOINT_OPTIONS, "generator_model": {"type": "string"}},
         required=("model",),
         extra="llm",

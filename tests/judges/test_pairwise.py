@@ -1,4 +1,4 @@
-"""Issue 12 §2: the pairwise judge — base's answer against head's, asked in both orders, through `rag-gate compare`
+"""The pairwise judge — base's answer against head's, asked in both orders, through `rag-gate compare`
 against a local OpenAI-compatible stub. A judge that always prefers the first answer gives ties, never wins; a
 judge that prefers the better answer gives the planted wins and losses, the sign test equals scipy's binomtest,
 and the regressed cases are exactly head's losses."""
@@ -16,7 +16,7 @@ from scipy import stats
 
 pytest.importorskip("openai")
 
-from fake_openai import USAGE, FakeOpenAI, Reply  # noqa: E402
+from fake_openai import USAGE, Reply  # noqa: E402
 
 from gate.config import load_config  # noqa: E402
 from gate.errors import InputError  # noqa: E402
@@ -70,12 +70,6 @@ def write_case(tmp: Path, plan: str, *, prices: bool = False, extra: str = "") -
         f"pairwise: {{model: judge-m, base_url: '{tmp.fake_url}', cache_dir: '{tmp / 'cache'}', max_retries: 0, "
         f"timeout_s: 5, max_consecutive_failures: 1000{price}}}\n{extra}"
     )
-
-
-@pytest.fixture
-def fake():
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture

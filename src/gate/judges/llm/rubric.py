@@ -6,7 +6,7 @@ maps 1, 2, 3 to 0, 0.5, 1; ``Judgment.grades`` holds the other four on the same 
 case has neither reference answers nor criteria); ``extra`` the raw grades and the reasons. The golden case
 (reference answers, ``criteria``, ``required_points``) and its form rules are part of the prompt. The rubric
 penalises needless length and gives the best out-of-domain grades only to an explicit "I don't have that
-information". Model and temperature are pinned and printed (``describe()``); the judge model should differ from
+information". Model and temperature are pinned (part of ``identity``); the judge model should differ from
 the generator (self-preference bias: Panickssery et al. 2024, arXiv:2404.13076), so naming the same model for both
 warns.
 """
@@ -22,13 +22,12 @@ from typing import Any
 import jsonschema
 
 from gate.judges.base import CLAIM_DIMENSIONS, DIMENSIONS, Judgment
-from gate.judges.llmclient import (
-    ChatClient,
-    EndpointConfig,
-    JudgeCallError,
-    extract_json,
-    make_cache,
-)
+from gate.judges.llm.cache import make_cache
+from gate.judges.llm.client import ChatClient
+from gate.judges.llm.config import EndpointConfig
+from gate.judges.llm.parse import extract_json
+from gate.judges.llm.retry import JudgeCallError
+from gate.manifest import JudgeUsage
 from gate.models import Chunk, FormRules, GoldenCase
 
 PROMPT_VERSION = "rubric-v2"
@@ -175,7 +174,7 @@ def parse_grades(text: str) -> tuple[dict[str, int | None], dict[str, str]]:
     """Parse the five grades and their reasons from the model's final JSON answer.
 
     The final answer is the last JSON object after any reasoning block
-    (:func:`gate.judges.llmclient.extract_json`): a ``<think>`` draft or a restated format example before it is
+    (:func:`gate.judges.llm.parse.extract_json`): a ``<think>`` draft or a restated format example before it is
     never read. That object must match :data:`GRADES_SCHEMA`; nothing else is tried.
 
     Returns:
@@ -227,11 +226,11 @@ class RubricJudge:
     All options are keyword-only and validated here.
 
     Args:
-        **endpoint: the :class:`~gate.judges.llmclient.EndpointConfig` fields: ``model`` (required, pinned),
+        **endpoint: the :class:`~gate.judges.llm.config.EndpointConfig` fields: ``model`` (required, pinned),
             ``base_url``, ``api_key_env``, ``temperature``, ``max_tokens`` (512 here: five grades and reasons),
             ``timeout_s``, ``max_retries``, ``backoff_s``, ``max_wait_s``, ``concurrency``, ``deadline_s``,
             ``max_consecutive_failures``, ``cost_per_1k_input``, ``cost_per_1k_output``.
-        cache_dir: answer cache directory; None uses :func:`gate.judges.llmclient.default_cache_dir`,
+        cache_dir: answer cache directory; None uses :func:`gate.judges.llm.cache.default_cache_dir`,
             False turns the cache off.
         generator_model: the model that wrote the answers, if known; the same name as ``model`` warns.
         environ: where the API key is read (``os.environ`` when None).
@@ -266,10 +265,6 @@ class RubricJudge:
         if message := warn_if_self_judging(self.config, generator_model, "judge"):
             self.warnings.append(message)
 
-    def describe(self) -> str:
-        """Return the pinned settings on one line: ``llm rubric-v1+final-json model=... temperature=... ...``."""
-        return f"llm {VERSION} {self.config.describe()}"
-
     @property
     def identity(self) -> dict[str, Any]:
         """Everything that changes a grade, JSON-ready.
@@ -282,8 +277,8 @@ class RubricJudge:
         """Release the judge's HTTP connections and event loop (optional: also done when it is collected)."""
         self.client.endpoint.close()
 
-    def usage(self) -> dict[str, Any]:
-        """This judge's accounting so far (see :class:`gate.judges.llmclient.CallStats`).
+    def usage(self) -> JudgeUsage:
+        """This judge's accounting so far (see :class:`gate.judges.llm.usage.CallStats`).
 
         Requests, retries, failures, cache hits, input / output tokens, estimated cost (USD or None) and
         ``stopped`` (why calls are refused: circuit open, deadline; or None).

@@ -23,8 +23,10 @@ from gate.cli import main  # noqa: E402
 from gate.errors import EvaluationError  # noqa: E402
 from gate.judges.base import NO_USAGE, judge_usage  # noqa: E402
 from gate.judges.lexical import LexicalJudge  # noqa: E402
-from gate.judges.llm import PROMPT_VERSION, VERSION, RubricJudge, parse_grades  # noqa: E402
-from gate.judges.llmclient import DiskCache, JudgeConfigError, extract_json, retry_after_s  # noqa: E402
+from gate.judges.llm.cache import DiskCache  # noqa: E402
+from gate.judges.llm.parse import extract_json  # noqa: E402
+from gate.judges.llm.retry import JudgeConfigError, retry_after_s  # noqa: E402
+from gate.judges.llm.rubric import PROMPT_VERSION, VERSION, RubricJudge, parse_grades  # noqa: E402
 from gate.manifest import JudgeUsage  # noqa: E402
 from gate.models import Chunk  # noqa: E402
 
@@ -46,12 +48,6 @@ DROP = object()
 
 def grades(f: int, r: int, reason: str = "ok") -> Reply:
     return Reply.json(rubric(f, r, reason=reason))
-
-
-@pytest.fixture
-def fake():
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture
@@ -116,7 +112,7 @@ def test_broken_json_is_a_failure_not_a_score_and_is_not_cached(fake, make_judge
     assert judgment.error is not None and why in judgment.error and "unusable answer" in judgment.error
     assert judgment.error.startswith("llm:judge-m@t0: ")
     assert math.isnan(judgment.faithfulness) and judgment.score is None
-    assert judge.client.stats.failures == 1
+    assert judge.usage().failures == 1
     assert judge.judge(QUESTION, ANSWER, CHUNKS).score == 1.0  # asked again, not served from the cache
     assert len(fake.requests) == 2
 
@@ -153,7 +149,7 @@ def test_429_retry_after_is_honoured_then_success(fake, make_judge):
     assert judgment.score == 1.0
     first, second = fake.requests
     assert 0.3 <= second.at - first.at < 2.0  # waited the 0.3 s asked (backoff alone is 0.01 s)
-    assert (judge.client.stats.requests, judge.client.stats.retries) == (2, 1)
+    assert (judge.usage().requests, judge.usage().retries) == (2, 1)
 
 
 def test_retry_after_beyond_the_cap_is_bounded(fake, make_judge):
@@ -169,7 +165,7 @@ def test_persistent_500_is_a_failure_after_the_retries(fake, make_judge):
     judgment = judge.judge(QUESTION, ANSWER, CHUNKS)  # the default responder answers 500
     assert judgment.error == "llm:judge-m@t0: HTTP 500: fake error 500"
     assert math.isnan(judgment.faithfulness)
-    assert len(fake.requests) == 3 and judge.client.stats.retries == 2
+    assert len(fake.requests) == 3 and judge.usage().retries == 2
 
 
 def test_slow_answer_beyond_timeout_is_a_failure(fake, make_judge):
@@ -192,7 +188,7 @@ def test_cache_hit_makes_no_request_and_survives_a_new_judge(fake, make_judge, t
     first = make_judge().judge(QUESTION, ANSWER, CHUNKS)
     again = make_judge()  # a new process would build a new judge on the same directory
     assert again.judge(QUESTION, ANSWER, CHUNKS) == first
-    assert len(fake.requests) == 1 and again.client.stats.cache_hits == 1
+    assert len(fake.requests) == 1 and again.usage().cache_hits == 1
     assert again.judge(QUESTION, ANSWER, CHUNKS, repeat=1).extra["reasons"]["faithfulness"] == "repeat 1"
     assert make_judge(model="judge-n").judge(QUESTION, ANSWER, CHUNKS).extra["reasons"]["faithfulness"] == "other model"
     assert len(fake.requests) == 3
@@ -211,11 +207,11 @@ def test_cache_key_holds_the_endpoint_two_servers_never_share_answers(fake, tmp_
         assert on_a.judge(QUESTION, ANSWER, CHUNKS).extra["reasons"]["faithfulness"] == "server A"
         got = on_b.judge(QUESTION, ANSWER, CHUNKS)
         assert got.extra["reasons"]["faithfulness"] == "server B" and got.score == 0.0
-        assert len(other.requests) == 1 and on_b.client.stats.cache_hits == 0
+        assert len(other.requests) == 1 and on_b.usage().cache_hits == 0
     # the same endpoint written with a trailing slash is the same server: served from the cache
     again = RubricJudge(**{**fast_judge_options(fake, cache, "same-model"), "base_url": fake.base_url + "/"})
     assert again.judge(QUESTION, ANSWER, CHUNKS).extra["reasons"]["faithfulness"] == "server A"
-    assert len(fake.requests) == 1 and again.client.stats.cache_hits == 1
+    assert len(fake.requests) == 1 and again.usage().cache_hits == 1
     assert len(list(cache.rglob("*.json"))) == 2
 
 
@@ -259,19 +255,19 @@ def test_same_judge_and_generator_model_warns(make_judge):
         assert make_judge(generator_model="gen-x").warnings == []
 
 
-def test_id_version_and_describe_pin_the_settings(make_judge, fake):
+def test_id_version_and_identity_pin_the_settings(make_judge, fake):
     judge = make_judge(temperature=0.7, max_tokens=64)
     assert judge.id == "llm:judge-m@t0.7" and judge.version == VERSION
     assert make_judge().id == "llm:judge-m@t0"
-    text = judge.describe()
-    for part in (
-        "model=judge-m",
-        "temperature=0.7",
-        "max_tokens=64",
-        f"base_url={fake.base_url}",
-        "rubric-v2",
-    ):
-        assert part in text
+    assert judge.identity == {
+        "name": "llm",
+        "version": VERSION,
+        "prompt_version": "rubric-v2",
+        "model": "judge-m",
+        "base_url": fake.base_url.rstrip("/"),
+        "temperature": 0.7,
+        "max_tokens": 64,
+    }
 
 
 @pytest.mark.parametrize(
@@ -475,8 +471,8 @@ def test_a_cut_json_body_is_a_failure_for_that_case_only(fake, make_judge):
     assert judgment.error.startswith("llm:judge-m@t0: unreadable response body (not the JSON announced")
     assert len(fake.requests) == 3  # retried: a dropped connection may not happen again
     assert judge.judge("Another question?", ANSWER, CHUNKS).score == 0.5
-    assert {k: judge.usage()[k] for k in ("requests", "retries", "failures")} == {"requests": 4, "retries": 2,
-                                                                                  "failures": 1}  # fmt: skip
+    usage = judge.usage()
+    assert (usage.requests, usage.retries, usage.failures) == (4, 2, 1)
 
 
 # --------------------------------------------------------------- circuit breaker and deadline (issue 9 §3)
@@ -490,7 +486,7 @@ def test_circuit_opens_after_k_consecutive_failures_and_stops_calling(fake, make
     assert errors == ["llm:judge-m@t0: request timed out"] * 3 + [f"llm:judge-m@t0: {opened}"] * 3
     assert fake.wait_for_requests(3) == 3
     usage = judge.usage()
-    assert (usage["requests"], usage["failures"], usage["stopped"]) == (3, 6, opened)
+    assert (usage.requests, usage.failures, usage.stopped) == (3, 6, opened)
 
 
 def test_failed_retries_count_towards_the_breaker(fake, make_judge):
@@ -511,7 +507,7 @@ def test_a_success_resets_the_count_and_rate_limits_do_not_count(fake, make_judg
     judge = make_judge(max_retries=0, max_consecutive_failures=3)
     scores = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).score for i in range(8)]
     assert scores == [None, None, 1.0, None, None, None, None, 1.0]
-    assert len(fake.requests) == 8 and judge.usage()["stopped"] is None
+    assert len(fake.requests) == 8 and judge.usage().stopped is None
 
 
 def test_unparseable_answers_count_towards_the_breaker(fake, make_judge):
@@ -557,28 +553,27 @@ def test_usage_counts_requests_retries_failures_tokens_and_cost(fake, make_judge
     for i in range(5):
         judge.judge(f"Question {i}?", ANSWER, CHUNKS)
     judge.judge("Question 0?", ANSWER, CHUNKS)  # served from the cache
-    assert judge.usage() == {
-        "requests": 6,
-        "retries": 1,
-        "failures": 1,
-        "cache_hits": 1,
-        "input_tokens": 37,
-        "output_tokens": 16,
-        "responses_without_usage": 1,
-        "cost_usd": pytest.approx(37 / 1000 * 0.5 + 16 / 1000 * 2.0),
-        "stopped": None,
-    }
-    assert judge_usage(judge) == JudgeUsage.from_dict(judge.usage())
-    assert judge_usage(judge).to_dict() == judge.usage()
+    assert judge.usage() == JudgeUsage(
+        requests=6,
+        retries=1,
+        failures=1,
+        cache_hits=1,
+        input_tokens=37,
+        output_tokens=16,
+        responses_without_usage=1,
+        cost_usd=pytest.approx(37 / 1000 * 0.5 + 16 / 1000 * 2.0),
+        stopped=None,
+    )
+    assert judge_usage(judge) == judge.usage()
 
 
 def test_cost_is_none_without_prices_and_lexical_makes_no_request(fake, make_judge):
     fake.script(grades(3, 3))
     judge = make_judge()
     judge.judge(QUESTION, ANSWER, CHUNKS)
-    assert judge.usage()["cost_usd"] is None and judge.usage()["input_tokens"] == 10
-    assert judge_usage(LexicalJudge()).to_dict() == NO_USAGE
-    assert NO_USAGE["requests"] == 0 and NO_USAGE["cost_usd"] == 0.0
+    assert judge.usage().cost_usd is None and judge.usage().input_tokens == 10
+    assert judge_usage(LexicalJudge()) is NO_USAGE
+    assert NO_USAGE.requests == 0 and NO_USAGE.cost_usd == 0.0
 
 
 # ------------------------------------------------------------------------- identity (issue 9 §4)
@@ -686,7 +681,8 @@ def test_an_llm_judge_without_the_llm_extra_names_the_extra(monkeypatch):
     import sys
 
     from gate.errors import InputError
-    from gate.judges.llmclient import Endpoint, EndpointConfig
+    from gate.judges.llm.config import EndpointConfig
+    from gate.judges.llm.endpoint import Endpoint
 
     monkeypatch.setitem(sys.modules, "openai", None)  # as in an install without the extra: import fails
     with pytest.raises(InputError, match=r"^an LLM judge needs the llm extra: pip install 'rag-gate\[llm\]' \("):

@@ -189,7 +189,7 @@ def test_refusal_and_empty_answer_have_no_claims(random_judge):
 
 def test_id_describe_and_option_validation(models, random_judge, tmp_path):
     assert random_judge.id == "nli:random" and random_judge.version == "nli-v2"
-    assert "labels=['contradiction', 'entailment', 'neutral']" in random_judge.describe()
+    assert random_judge.identity["labels"] == ["contradiction", "entailment", "neutral"]
     with pytest.raises(ValueError, match="option 'model_path': no config.json"):
         NLIJudge(model_path=tmp_path)
     (tmp_path / "config.json").write_text((models["random"] / "config.json").read_text())

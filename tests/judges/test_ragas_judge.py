@@ -14,9 +14,9 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 pytest.importorskip("ragas")
 
 import ragas  # noqa: E402
-from fake_openai import HUNG_S, TIMEOUT_S, FakeOpenAI, Reply, fast_judge_options  # noqa: E402
+from fake_openai import HUNG_S, TIMEOUT_S, Reply, fast_judge_options  # noqa: E402
 
-from gate.judges.llmclient import JudgeConfigError  # noqa: E402
+from gate.judges.llm.retry import JudgeConfigError  # noqa: E402
 from gate.judges.ragas_judge import REASKS, RagasJudge  # noqa: E402
 from gate.models import Chunk  # noqa: E402
 
@@ -50,12 +50,6 @@ def honest(body) -> Reply:
         return extraction([s.strip() + "." for s in answer.split(".") if s.strip()])
     given = json.loads(user.rsplit("input:", 1)[1].rsplit("Output:", 1)[0])
     return verdicts(*[(s, int(s in given["context"])) for s in given["statements"]])
-
-
-@pytest.fixture
-def fake():
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture
@@ -115,7 +109,7 @@ def test_broken_json_is_a_failure_not_a_score(fake, make_judge):
     judgment = judge.judge(QUESTION, ANSWER, CHUNKS)
     assert judgment.error is not None and judgment.error.startswith("ragas:judge-r@t0: InstructorRetryException")
     assert math.isnan(judgment.faithfulness) and judgment.claims == ()
-    assert judge.stats.failures == 1
+    assert judge.usage().failures == 1
     assert len(fake.requests) == REASKS + 1  # instructor re-asked with the error; HTTP retries not used
 
 
@@ -126,14 +120,14 @@ def test_429_retry_after_then_success(fake, make_judge):
     assert judgment.score == 1.0
     first, second, _ = fake.requests
     assert 0.3 <= second.at - first.at < 2.0
-    assert (judge.stats.requests, judge.stats.retries) == (3, 1)
+    assert (judge.usage().requests, judge.usage().retries) == (3, 1)
 
 
 def test_persistent_500_is_a_failure(fake, make_judge):
     judge = make_judge(max_retries=1)
     judgment = judge.judge(QUESTION, ANSWER, CHUNKS)  # the default responder answers 500
     assert judgment.error == "ragas:judge-r@t0: HTTP 500: fake error 500"
-    assert len(fake.requests) == 2 and judge.stats.retries == 1
+    assert len(fake.requests) == 2 and judge.usage().retries == 1
 
 
 def test_slow_answer_beyond_timeout_is_a_failure(fake, make_judge):
@@ -155,7 +149,7 @@ def test_cache_hit_makes_no_request(fake, make_judge):
     first = make_judge().judge(QUESTION, ANSWER, CHUNKS)
     judge = make_judge()
     assert judge.judge(QUESTION, ANSWER, CHUNKS) == first
-    assert len(fake.requests) == 2 and judge.stats.cache_hits == 2 and judge.stats.requests == 0
+    assert len(fake.requests) == 2 and judge.usage().cache_hits == 2 and judge.usage().requests == 0
     fake.responder = honest
     judge.judge(QUESTION, ANSWER, CHUNKS, repeat=1)  # another repeat is sampled again
     assert len(fake.requests) == 4
@@ -182,7 +176,7 @@ def test_threads_share_the_concurrency_bound(fake, make_judge):
 def test_id_version_and_options(make_judge, fake):
     judge = make_judge(temperature=0.5)
     assert judge.id == "ragas:judge-r@t0.5" and judge.version.startswith("ragas-0.4")
-    assert "model=judge-r" in judge.describe() and "temperature=0.5" in judge.describe()
+    assert (judge.identity["model"], judge.identity["temperature"]) == ("judge-r", 0.5)
     assert os.environ["RAGAS_DO_NOT_TRACK"] == "true"
     with pytest.raises(ValueError, match="option 'max_tokens' must be an integer"):
         make_judge(max_tokens=-5)
@@ -240,7 +234,7 @@ def test_a_hung_endpoint_opens_the_circuit(fake, make_judge):
     errors = [judge.judge(f"Question {i}?", ANSWER, CHUNKS).error for i in range(4)]
     assert errors[:2] == ["ragas:judge-r@t0: request timed out"] * 2
     assert errors[2:] == ["ragas:judge-r@t0: circuit open after 2 consecutive failures (last: request timed out)"] * 2
-    assert fake.wait_for_requests(2) == 2 and judge.usage()["failures"] == 4
+    assert fake.wait_for_requests(2) == 2 and judge.usage().failures == 4
 
 
 def test_usage_counts_reasks_and_tokens(fake, make_judge):
@@ -251,13 +245,13 @@ def test_usage_counts_reasks_and_tokens(fake, make_judge):
     judge.judge(QUESTION, "The Eiffel Tower is 330 metres tall.", CHUNKS)
     usage = judge.usage()
     n = REASKS + 1 + 2
-    assert (usage["requests"], usage["failures"], usage["input_tokens"], usage["output_tokens"]) == (
+    assert (usage.requests, usage.failures, usage.input_tokens, usage.output_tokens) == (
         n,
         1,
         10 * n,
         5 * n,
     )
-    assert usage["cost_usd"] == pytest.approx(10 * n / 1000 * 1.0 + 5 * n / 1000 * 3.0)
+    assert usage.cost_usd == pytest.approx(10 * n / 1000 * 1.0 + 5 * n / 1000 * 3.0)
 
 
 def test_concurrent_reasks_keep_their_own_count(fake, make_judge):

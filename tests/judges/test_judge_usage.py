@@ -1,4 +1,4 @@
-"""Issue 12 §5: judge accounting (requests, retries, failures, tokens, cost) per judge and side, in the run
+"""Judge accounting (requests, retries, failures, tokens, cost) per judge and side, in the run
 manifest, in report.json's side info (also when compare rescored a side), and summed over merged shards; the
 offline judge reports 0 requests."""
 
@@ -53,17 +53,18 @@ def test_the_offline_judge_reports_zero_requests(tmp_path):
     setup(tmp_path, "{name: lexical}")
     for side in ("base", "head"):
         cli("run", "--config", str(tmp_path / "rag-gate.yml"), "--out", str(tmp_path / side))
-    assert manifest(tmp_path / "base")["judge_usage"] == NO_USAGE
+    assert manifest(tmp_path / "base")["judge_usage"] == NO_USAGE.to_dict()
     cli("compare", str(tmp_path / "base"), str(tmp_path / "head"), "--out", str(tmp_path / "out"))
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert report["base"]["judge_usage"] == report["head"]["judge_usage"] == NO_USAGE
+    assert report["base"]["judge_usage"] == report["head"]["judge_usage"] == NO_USAGE.to_dict()
     assert "| judge calls | no API calls | no API calls |" in (tmp_path / "out" / "comment.md").read_text()
 
 
 @pytest.fixture
-def fake():
-    with FakeOpenAI(responder=lambda body: Reply.json(GRADES)) as server:
-        yield server
+def fake(fake: FakeOpenAI) -> FakeOpenAI:
+    """The local server (tests/judges/conftest.py) answering every request with the rubric's grades."""
+    fake.responder = lambda body: Reply.json(GRADES)
+    return fake
 
 
 def llm(fake: FakeOpenAI, tmp: Path) -> str:
@@ -106,7 +107,7 @@ def test_an_llm_judges_usage_reaches_the_manifest_and_the_report(tmp_path, fake)
     cli("compare", "--config", str(tmp_path / "lexical.yml"), str(tmp_path / "base"), str(tmp_path / "head"),
         "--out", str(tmp_path / "out2"))  # fmt: skip
     again = json.loads((tmp_path / "out2" / "report.json").read_text())
-    assert again["base"]["judge_usage"] == again["head"]["judge_usage"] == NO_USAGE
+    assert again["base"]["judge_usage"] == again["head"]["judge_usage"] == NO_USAGE.to_dict()
     assert any("scores recomputed" in w for w in again["warnings"])
 
 

@@ -1,4 +1,4 @@
-"""The LLM judges' HTTP transport (``gate.judges.llmclient.Transport``) against a local OpenAI-compatible server.
+"""The LLM judges' HTTP transport (``gate.judges.llm.transport.Transport``) against a local OpenAI-compatible server.
 
 The transport sends a chat completion itself (openai's ``client.post`` costs more CPU than the request); openai's
 own client is the oracle: the server must receive the same request from both, and every failure must surface as
@@ -18,18 +18,13 @@ openai = pytest.importorskip("openai")
 from fake_openai import FakeOpenAI, Reply  # noqa: E402
 from openai.types.chat import ChatCompletion  # noqa: E402
 
-from gate.judges.llmclient import Endpoint, EndpointConfig  # noqa: E402
+from gate.judges.llm.config import EndpointConfig  # noqa: E402
+from gate.judges.llm.endpoint import Endpoint  # noqa: E402
 
 BODY = {"model": "judge-m", "messages": [{"role": "user", "content": "Grade «this» answer."}], "temperature": 0.0,
         "max_tokens": 64}  # fmt: skip
 HOP_HEADERS = {"host", "accept-encoding", "connection"}
 """Headers each HTTP library sets its own way (transport details, not the request)."""
-
-
-@pytest.fixture
-def fake():
-    with FakeOpenAI() as server:
-        yield server
 
 
 def endpoint(fake: FakeOpenAI, **options) -> Endpoint:
@@ -157,4 +152,4 @@ def test_the_connection_pool_holds_concurrency_connections(fake):
         ep.close()
     assert len(responses) == n and all(r.choices[0].message.content == '{"ok": 1}' for r in responses)
     assert fake.max_in_flight == n
-    assert ep.usage()["requests"] == n and ep.usage()["retries"] == 0
+    assert ep.usage().requests == n and ep.usage().retries == 0

@@ -1,4 +1,4 @@
-"""Smoke tests (issue 12): the rubric and the pairwise judge through `rag-gate compare` on a RAGTruth model pair,
+"""Smoke tests: the rubric and the pairwise judge through `rag-gate compare` on a RAGTruth model pair,
 against the local OpenAI-compatible stub (tests/fake_openai.py; its judges are a word-novelty rule, not an LLM).
 
 They prove the plumbing on real answers — prompts built, both orders asked, grades and verdicts read, scores and
@@ -46,14 +46,12 @@ def endpoint(fake: FakeOpenAI, tmp) -> str:
     return f"model: stub, base_url: '{fake.base_url}', cache_dir: '{tmp / 'cache'}', timeout_s: 30"
 
 
-def test_rubric_judge_smoke(tmp_path, pair):
-    with FakeOpenAI(responder=novelty_rubric) as fake:
-        n = write_pair(tmp_path, pair, f"metrics: [faithfulness, hallucination_rate, answer_relevance, completeness, "
-                                       f"form]\njudge: {{name: llm, {endpoint(fake, tmp_path)}}}\n")  # fmt: skip
-        result, report = compare(
-            tmp_path, "base.jsonl", "head.jsonl", "out", "--config", str(tmp_path / "rag-gate.yml")
-        )
-        requests = len(fake.requests)
+def test_rubric_judge_smoke(tmp_path, pair, fake):
+    fake.responder = novelty_rubric
+    n = write_pair(tmp_path, pair, f"metrics: [faithfulness, hallucination_rate, answer_relevance, completeness, "
+                                   f"form]\njudge: {{name: llm, {endpoint(fake, tmp_path)}}}\n")  # fmt: skip
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out", "--config", str(tmp_path / "rag-gate.yml"))
+    requests = len(fake.requests)
     assert result.exit_code in (0, 1) and report["verdict"] in ("pass", "fail", "inconclusive"), result.output
     rows = {m["name"]: m for m in report["metrics"]}
     assert [m["name"] for m in report["metrics"] if m["gated"]] == ["hallucination_rate"]
@@ -64,13 +62,11 @@ def test_rubric_judge_smoke(tmp_path, pair):
     assert report["base"]["judge"]["id"] == "llm:stub@t0" and report["errors"] == []
 
 
-def test_pairwise_judge_smoke(tmp_path, pair):
-    with FakeOpenAI(responder=novelty_pairwise) as fake:
-        n = write_pair(tmp_path, pair, f"metrics: [error_rate]\npairwise: {{{endpoint(fake, tmp_path)}}}\n")
-        result, report = compare(
-            tmp_path, "base.jsonl", "head.jsonl", "out", "--config", str(tmp_path / "rag-gate.yml")
-        )
-        requests = len(fake.requests)
+def test_pairwise_judge_smoke(tmp_path, pair, fake):
+    fake.responder = novelty_pairwise
+    n = write_pair(tmp_path, pair, f"metrics: [error_rate]\npairwise: {{{endpoint(fake, tmp_path)}}}\n")
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out", "--config", str(tmp_path / "rag-gate.yml"))
+    requests = len(fake.requests)
     assert result.exit_code in (0, 1), result.output
     pairwise = report["pairwise"]
     assert pairwise["wins"] + pairwise["ties"] + pairwise["losses"] + pairwise["not_judged"] == n

@@ -1,4 +1,4 @@
-"""The offline judge neither rewards nor punishes length (issue 22, item 4), and says what it cannot see (item 5).
+"""The offline judge neither rewards nor punishes length, and says what it cannot see.
 
 End to end through ``rag-gate compare`` with the default config (lexical judge, default gated metrics): a PR whose
 answers are the base's answers padded with sentences copied from their own retrieved context passes, and the comment
