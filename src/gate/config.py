@@ -20,7 +20,8 @@ import yaml
 
 from gate.errors import InputError, located
 from gate.judges import JUDGES, PAIRWISE
-from gate.metrics import DEFAULT_METRICS, DEFAULT_REFUSAL_PHRASES, resolve
+from gate.metrics import DEFAULT_METRICS, resolve
+from gate.metrics.refusal import DEFAULT_REFUSAL_PHRASES
 from gate.models import FormRules
 from gate.sandbox import check_passthrough
 from gate.trends import TrendBlock as TrendBlock  # re-exported: the config's ``trend:`` block

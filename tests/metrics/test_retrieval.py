@@ -20,18 +20,8 @@ from hypothesis import strategies as st
 from oracles import make_ranx_fixture as ranx_oracle
 from oracles.make_ranx_fixture import CUTOFFS, rank_scores, tfidf_run
 
-from gate.metrics import (
-    DEFAULT_METRICS,
-    METRICS,
-    Metric,
-    hit_rate_at_k,
-    ndcg_at_k,
-    precision_at_k,
-    recall_at_k,
-    reciprocal_rank,
-    resolve,
-    score_case,
-)
+from gate.metrics import DEFAULT_METRICS, METRICS, Metric, resolve, score_case
+from gate.metrics.retrieval import hit_rate_at_k, ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
 from gate.models import Chunk, GoldenCase, Prediction
 
 DATASETS = {"example": EXAMPLE, "squad2-rag": SHARED_DATA / "squad2-rag"}

@@ -15,8 +15,7 @@ import gate.judges.claims
 import gate.scoring
 from gate.config import Evaluation
 from gate.judges import get_judge
-from gate.metrics import DEFAULT_REFUSAL_PHRASES, is_refusal
-from gate.metrics.refusal import MAX_REFUSAL_WORDS
+from gate.metrics.refusal import DEFAULT_REFUSAL_PHRASES, MAX_REFUSAL_WORDS, is_refusal
 from gate.models import Chunk, Prediction
 from gate.scoring import detect_refusal
 
