@@ -71,7 +71,7 @@ def _key(name: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Evaluation:
+class GatePolicy:
     """How predictions are scored and compared: the part of the config that defines the gate's policy."""
 
     metrics: tuple[str, ...] = DEFAULT_METRICS
@@ -148,7 +148,7 @@ class Evaluation:
         return tuple(name for name in self.metrics if resolve(name).spec.paired)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Evaluation:
+    def from_dict(cls, data: Mapping[str, Any]) -> GatePolicy:
         """Inverse of :meth:`to_dict`; absent keys take the field defaults, keys that are no field are ignored."""
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
@@ -202,7 +202,7 @@ class Config:
     """The golden set, resolved against the config's directory."""
     pipeline: PipelineSpec
     """How this side's predictions are produced."""
-    evaluation: Evaluation = field(default_factory=Evaluation, metadata=_key(""))
+    evaluation: GatePolicy = field(default_factory=GatePolicy, metadata=_key(""))
     """Scoring and comparison settings (read from the top-level keys)."""
     repeats: int = 1
     """Runs per case (``--repeats`` overrides it)."""
@@ -363,7 +363,7 @@ def _schema_problems(
 
 def _check_metrics(data: Mapping[str, Any], bad: set[KeyPath], problems: Problems) -> tuple[str, ...]:
     """Check ``metrics``, ``gate`` and ``margins`` against the registry; return the metrics computed."""
-    metrics: tuple[str, ...] = _default(Evaluation, "metrics")
+    metrics: tuple[str, ...] = _default(GatePolicy, "metrics")
     pairwise = "pairwise" in data and ("pairwise",) not in bad
     if "metrics" in data and ("metrics",) not in bad:
         metrics = tuple(data["metrics"])
@@ -526,7 +526,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
         "path": path.resolve(),
         "golden": (root / data["golden"]).resolve(),
         "pipeline": pipeline,
-        "evaluation": Evaluation(**_present(Evaluation, data)),
+        "evaluation": GatePolicy(**_present(GatePolicy, data)),
         "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
     }
     return Config(**settings)

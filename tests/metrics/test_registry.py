@@ -13,7 +13,7 @@ import pytest
 from helpers import REPO
 
 import gate
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.judges.base import ClaimVerdict, Judgment
 from gate.metrics import METRICS, MetricSpec, resolve
 from gate.models import Chunk, GoldenCase, Prediction
@@ -123,14 +123,14 @@ def test_scoring_reads_judged_metrics_through_the_registry():
     metrics = [resolve(n) for n in names]
     judge = _FixedJudge(_judgment())
     scores = score_one(case, Prediction(id="c", answer="Paris.", retrieved=(Chunk("d", "x"),)), metrics,
-                       Evaluation(metrics=names), judge)  # fmt: skip
+                       GatePolicy(metrics=names), judge)  # fmt: skip
     assert [(s.metric, s.value) for s in scores] == [("hit_rate@1", 1.0), ("faithfulness", 0.5),
                                                       ("contradiction_rate", 0.25)]  # fmt: skip
     assert [s.detail is not None for s in scores] == [False, True, False]
     assert len(scores[1].detail["claims"]) == 4 and judge.calls == 1
-    refusal = score_one(case, Prediction(id="c", answer="I don't know."), metrics, Evaluation(metrics=names), judge)
+    refusal = score_one(case, Prediction(id="c", answer="I don't know."), metrics, GatePolicy(metrics=names), judge)
     assert judge.calls == 1 and all(math.isnan(s.value) and s.error is None for s in refusal[1:])
-    failed = score_one(case, Prediction(id="c", answer="Paris."), metrics, Evaluation(metrics=names),
+    failed = score_one(case, Prediction(id="c", answer="Paris."), metrics, GatePolicy(metrics=names),
                        _FixedJudge(Judgment(error="endpoint down")))  # fmt: skip
     assert [s.error for s in failed] == [None, "judge failed: endpoint down", "judge failed: endpoint down"]
 
