@@ -310,7 +310,7 @@ def _schema_problems(
     """
     from gate.jsonl import accepts
 
-    if accepts(instance, schema):  # jsonschema (0.2 s to import) only explains what the compiled check refuses
+    if accepts(instance, schema):  # jsonschema (slow to import) only explains what the compiled check refuses
         return set()
     import jsonschema
 

@@ -270,8 +270,9 @@ config's ``judge:`` mapping. The others stay in this process: LLM judges wait on
 that), and the nli judge's torch already spreads a batch over every core."""
 
 PARALLEL_MIN = {"judged": 400, "judge-free": 20_000}
-"""The fewest predictions worth starting worker processes for (``jobs`` not given): about 1 s to start them
-against about 5 ms per answer the lexical judge takes, or 0.1 ms the judge-free metrics take per prediction."""
+"""The fewest predictions worth starting worker processes for (``jobs`` not given): the workers' start-up against
+the time per answer of the lexical judge, or per prediction of the judge-free metrics (``benchmarks/perf.py``,
+section ``scoring``, measures the speed-up and the judge's answers per second)."""
 
 CHUNK = 64
 """Predictions per task sent to a worker process (at most; fewer when there are few predictions per worker)."""
@@ -519,12 +520,13 @@ def gc_frozen() -> Iterator[None]:
 
     For a block that allocates many short-lived objects next to a large long-lived heap: judge calls, next to the
     judges' libraries (ragas and langchain alone hold about 260,000 objects). Every full pass of the collector,
-    triggered by the calls' allocations, walks that heap: 0.15-0.4 s on 2 shared CPUs, during which no judge
-    request is sent (a tenth of a 4 s run at 32 requests in flight). ``gc.freeze`` moves the objects alive on
-    entering to the permanent generation, so the passes within the block walk only the objects created in it
-    (collected as usual); on leaving, ``gc.unfreeze`` returns the others to the oldest generation, where the
-    next full pass collects whatever of them became garbage: a collection is put off, nothing is kept. When
-    objects are frozen already on entering (by the embedding process), the block changes nothing.
+    triggered by the calls' allocations, walks that heap, and no judge request is sent meanwhile (a visible share of
+    a run at 32 requests in flight: ``benchmarks/judge_speed.py`` measures the judges against the ideal time).
+    ``gc.freeze`` moves the objects alive on entering to the permanent generation, so the passes within the block
+    walk only the objects created in it (collected as usual); on leaving, ``gc.unfreeze`` returns the others to the
+    oldest generation, where the next full pass collects whatever of them became garbage: a collection is put off,
+    nothing is kept. When objects are frozen already on entering (by the embedding process), the block changes
+    nothing.
     """
     if gc.get_freeze_count():
         yield
