@@ -25,7 +25,9 @@ class Problems:
     """Problems found in one YAML file, each with its key path and line; reported sorted by line."""
 
     def __init__(self, path: Path, lines: Mapping[KeyPath, int] | None = None) -> None:
-        self.path, self.lines, self.items = path, lines or {}, []
+        self.path, self.lines = path, lines or {}
+        self.items: list[tuple[int | None, str | None, str]] = []
+        """(line, dotted key path, message) per problem."""
         self.duplicates: set[KeyPath] = set()
         """Key paths given more than once (their values are not checked further)."""
 
@@ -75,7 +77,7 @@ def check_yaml_size(text: str, path: Path, *, max_nodes: int, max_depth: int) ->
     anchors: dict[str, int] = {}
     try:
         for event in yaml.parse(text, Loader=LOADER):
-            line = event.start_mark.line + 1
+            line = event.start_mark.line + 1 if event.start_mark is not None else None
             if isinstance(event, yaml.CollectionStartEvent):
                 open_counts.append(1)
                 open_anchors.append(event.anchor)
@@ -92,7 +94,7 @@ def check_yaml_size(text: str, path: Path, *, max_nodes: int, max_depth: int) ->
                 if event.anchor:
                     anchors[event.anchor] = 1
             elif isinstance(event, yaml.AliasEvent):
-                open_counts[-1] += anchors.get(event.anchor, 1)
+                open_counts[-1] += anchors.get(event.anchor or "", 1)
             if sum(open_counts) > max_nodes:
                 message = f"more than {max_nodes} values once YAML aliases are expanded (an alias bomb?)"
                 raise InputError(located(path, line, None, message))
