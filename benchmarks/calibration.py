@@ -11,7 +11,7 @@ failing outright in 20 % of runs (bimodal noise), optionally on a rubric grid of
 
 Every simulated PR is analysed with the real ``analyze_metrics`` / ``analyze_cases``; every rate is printed
 with its 95 % Wilson interval. Run ``python benchmarks/calibration.py`` (about 15 minutes on a shared 2-core
-machine; ``--quick``: about 3). ``tests/test_stats_calibration.py`` runs a reduced version in CI.
+machine; ``--quick``: about 3). ``tests/stats/test_calibration.py`` runs a reduced version in CI.
 """
 
 from __future__ import annotations

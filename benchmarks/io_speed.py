@@ -10,7 +10,7 @@ Prints the measured figures (best of ``--runs``, CPU seconds of this process); a
 3. ``Comparison.to_json`` (report.json's text, msgspec's encoder) against ``json.dumps`` of ``to_dict`` (which
    is ``dataclasses.asdict`` with NaN cleaned), indented.
 
-The docstrings of ``parse_json``, ``scan_rows`` and ``to_json_text`` quote these figures.
+The docstrings of ``parse_json``, ``scan_rows`` and ``to_json_text`` cite this benchmark.
 """
 
 from __future__ import annotations

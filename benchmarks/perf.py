@@ -322,13 +322,13 @@ def retrieval_rows(n_queries: int, runs: int) -> list[Row]:
     """Row 2: the batched scoring path against pytrec_eval, values compared."""
     import pytrec_eval
 
-    from gate.config import Evaluation
+    from gate.config import GatePolicy
     from gate.scoring import score_all
 
     say(f"retrieval: building {n_queries:,} queries × 100 documents")
     golden, table, qrels, run = retrieval_data(n_queries)
     names = tuple(RETRIEVAL)
-    evaluation = Evaluation(metrics=names, gated=names)
+    evaluation = GatePolicy(metrics=names, gated=names)
     measures = {trec for trec, _ in RETRIEVAL.values()}
     results = {}
 

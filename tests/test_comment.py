@@ -14,7 +14,7 @@ from statsmodels.stats.multitest import multipletests
 
 from gate.compare import compare
 from gate.comparison import Comparison, load_report
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.judges import get_judge
 from gate.models import Chunk, GoldenCase, Prediction
 from gate.outputs import Output, render
@@ -24,7 +24,7 @@ from gate.runs import Side
 from gate.scoring import score_all
 
 METRICS = ("hit_rate@1", "recall@1", "false_refusal", "refusal", "contradiction_rate", "latency_ms")
-POLICY = Evaluation(metrics=METRICS, gated=("hit_rate@1", "false_refusal", "refusal"))
+POLICY = GatePolicy(metrics=METRICS, gated=("hit_rate@1", "false_refusal", "refusal"))
 REFUSAL = "I don't have that information."
 BASE_PIPELINE = {"python": "rag:answer", "options": {"top_k": 5, "refusal_threshold": 0.25}}
 HEAD_PIPELINE = {"python": "rag:answer", "options": {"top_k": 1, "refusal_threshold": 0.25}}
@@ -194,7 +194,7 @@ def test_code_block_cannot_be_closed_by_its_content():
 
 def test_intervals_stay_in_the_metric_range_and_say_when_they_were_cut():
     golden = [GoldenCase(f"q{i}", f"Q{i}?", (f"d{i}",), (f"a{i}",), line=i + 1) for i in range(3)]
-    policy = Evaluation(metrics=("recall@1",), gated=("recall@1",))
+    policy = GatePolicy(metrics=("recall@1",), gated=("recall@1",))
 
     def side(label, docs):
         table = {(c.id, 0): Prediction(id=c.id, answer="x", retrieved=(Chunk(docs[i]),)) for i, c in enumerate(golden)}

@@ -14,7 +14,7 @@ from helpers import REFUSAL, compare, scipy_rng, write_jsonl
 from helpers import read_jsonl as _read
 
 from gate.cli import main
-from gate.config import Evaluation, load_config
+from gate.config import GatePolicy, load_config
 from gate.flow import run_side
 from gate.metrics import resolve
 
@@ -246,9 +246,9 @@ def test_repeats_that_never_vary_count_as_one_observation(squad_pair, squad_comp
     full comparison) and judging every answer three times would only triple the judge's work."""
     tmp = squad_pair[0]
     full = squad_compared[1]
-    judged = {name for name in Evaluation().metrics if resolve(name).spec.judged}
+    judged = {name for name in GatePolicy().metrics if resolve(name).spec.judged}
     assert judged and not judged & {m["name"] for c in full["regressed_cases"] for m in c["metrics"]}
-    metrics = [name for name in Evaluation().metrics if name not in judged]
+    metrics = [name for name in GatePolicy().metrics if name not in judged]
     (tmp / "unjudged.yml").write_text(
         f"golden: golden.jsonl\npipeline: {{predictions: head.jsonl}}\nmetrics: [{', '.join(metrics)}]\n"
     )

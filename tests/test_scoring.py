@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from oracles import make_ranx_fixture as ranx_oracle
 
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.judges import get_judge
 from gate.metrics import resolve
 from gate.metrics import retrieval as retrieval_metrics
@@ -63,7 +63,7 @@ def _edge_cases(n_cases: int, repeats: int, seed: int = 7):
 def test_batched_rows_equal_the_per_case_functions(names):
     """Every row of score_all equals score_one's with the per-case functions: values, errors, order."""
     golden, table = _edge_cases(700, repeats=2)  # 1,400 predictions: more than one block of expected_ranks
-    evaluation = Evaluation(metrics=names, gated=names)
+    evaluation = GatePolicy(metrics=names, gated=names)
     metrics = [resolve(n) for n in names]
     ours = score_all(golden, table, 2, evaluation, judge=None)
     reference = [
@@ -93,7 +93,7 @@ def test_batched_rows_equal_ranx_on_the_stored_example_run():
         golden = [GoldenCase(q, "q?", tuple(qrels[q])) for q in run]
         table = {(q, 0): Prediction(q, retrieved=tuple(Chunk(d) for d in ranked)) for q, ranked in run.items()}
         names = tuple(sorted(theirs))
-        scores = score_all(golden, table, 1, Evaluation(metrics=names, gated=names), judge=None)
+        scores = score_all(golden, table, 1, GatePolicy(metrics=names, gated=names), judge=None)
         assert len(scores) == len(run) * len(names) and len(names) == 17
         for score in scores:
             assert score.value == pytest.approx(theirs[score.metric][score.id], abs=1e-12), (qrels_name, score)
@@ -122,11 +122,11 @@ def collector_enabled():
 def test_scoring_without_judge_calls_pauses_the_collector_and_restores_it(collector_enabled):
     golden, table = _edge_cases(50, repeats=1)
     seen = []
-    score_all(golden, table, 1, Evaluation(metrics=RETRIEVAL), None, on_scores=lambda _: seen.append(gc.isenabled()))
+    score_all(golden, table, 1, GatePolicy(metrics=RETRIEVAL), None, on_scores=lambda _: seen.append(gc.isenabled()))
     assert len(seen) == 50 and not any(seen)
     assert gc.isenabled()
     gc.disable()  # a caller that paused it itself keeps it paused
-    score_all(golden, table, 1, Evaluation(metrics=RETRIEVAL), None)
+    score_all(golden, table, 1, GatePolicy(metrics=RETRIEVAL), None)
     assert not gc.isenabled()
 
 
@@ -134,7 +134,7 @@ def test_scoring_with_judge_calls_keeps_the_collector_running_on_new_objects(col
     """Judge calls wait on the network for minutes: the collector keeps running meanwhile, over the objects the
     calls create; those alive before (the libraries, the golden set) are frozen until the calls end."""
     golden, table = _edge_cases(20, repeats=1)
-    evaluation = Evaluation(metrics=("hit_rate@1", "faithfulness"))
+    evaluation = GatePolicy(metrics=("hit_rate@1", "faithfulness"))
     seen = []
     score_all(
         golden, table, 1, evaluation, get_judge(evaluation.judge),

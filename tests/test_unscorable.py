@@ -18,7 +18,7 @@ from helpers import compare, write_jsonl
 
 from gate.compare import compare as compare_sides
 from gate.compare import metric_inputs, unmatched_ids
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.judges import get_judge
 from gate.metrics import resolve
 from gate.models import Chunk, GoldenCase, Prediction
@@ -93,7 +93,7 @@ def test_ids_matching_on_one_side_only_are_a_regression_not_an_error(tmp_path):
     assert not any("retrieval cannot be scored" in line for line in report["reasons"] + report["warnings"])
 
 
-def sides(golden: list[GoldenCase], base: dict, head: dict, policy: Evaluation, repeats: int = 1):
+def sides(golden: list[GoldenCase], base: dict, head: dict, policy: GatePolicy, repeats: int = 1):
     judge = get_judge(policy.judge)
     out = []
     for label, rows in (("base", base), ("head", head)):
@@ -113,7 +113,7 @@ def retrieved(case_id: str, *ids: str, repeat: int = 0, **kw) -> Prediction:
 
 
 def unmatched(golden, base, head, metrics=("hit_rate@5",), repeats=1) -> str | None:
-    policy = Evaluation(metrics=metrics, gated=metrics)
+    policy = GatePolicy(metrics=metrics, gated=metrics)
     b, h = sides(golden, base, head, policy, repeats)
     inputs, _ = metric_inputs(b, h, golden, policy)
     return unmatched_ids(b, h, golden, inputs)
@@ -153,12 +153,12 @@ def test_unmatched_ids_needs_something_expected_to_match_and_something_answered(
 def test_unmatched_ids_on_an_ungated_retrieval_metric_is_a_warning_not_the_verdict():
     golden = cases()
     chunky = {(c.id, 0): retrieved(c.id, "chunk") for c in golden}
-    policy = Evaluation(metrics=("hit_rate@5", "error_rate"), gated=("error_rate",))
+    policy = GatePolicy(metrics=("hit_rate@5", "error_rate"), gated=("error_rate",))
     b, h = sides(golden, chunky, chunky, policy)
     comparison = compare_sides(b, h, policy)
     assert comparison.verdict == "pass"
     assert any(w.startswith("retrieval cannot be scored") for w in comparison.warnings)
-    gated = Evaluation(metrics=("hit_rate@5", "error_rate"), gated=("hit_rate@5", "error_rate"))
+    gated = GatePolicy(metrics=("hit_rate@5", "error_rate"), gated=("hit_rate@5", "error_rate"))
     comparison = compare_sides(*sides(golden, chunky, chunky, gated), gated)
     assert comparison.verdict == "error" and comparison.reasons[0].startswith("retrieval cannot be scored")
 
@@ -168,7 +168,7 @@ def test_unmatched_ids_on_an_ungated_retrieval_metric_is_a_warning_not_the_verdi
 
 def test_a_chunk_without_text_makes_judged_metrics_not_applicable_never_zero():
     case = GoldenCase("c", "What is the capital of Italy?", ("doc-1",))
-    policy = Evaluation(metrics=("faithfulness", "contradiction_rate", "hallucination_rate", "hit_rate@5"))
+    policy = GatePolicy(metrics=("faithfulness", "contradiction_rate", "hallucination_rate", "hit_rate@5"))
     metrics = [resolve(m) for m in policy.metrics]
     judge = get_judge(policy.judge)
     answer = "The capital of Italy is Rome."
@@ -186,7 +186,7 @@ def test_a_chunk_without_text_makes_judged_metrics_not_applicable_never_zero():
 
 def test_the_note_is_kept_when_faithfulness_is_not_configured():
     case = GoldenCase("c", "What is the capital of Italy?", ("doc-1",))
-    policy = Evaluation(metrics=("hallucination_rate",))
+    policy = GatePolicy(metrics=("hallucination_rate",))
     prediction = Prediction("c", 0, "The capital of Italy is Rome.", (Chunk("doc-1", ""),))
     (score,) = score_one(case, prediction, [resolve("hallucination_rate")], policy, get_judge(policy.judge))
     assert math.isnan(score.value) and score.detail["not_applicable"] == TEXTLESS_CHUNK
@@ -220,7 +220,7 @@ def test_textless_chunks_and_claimless_answers_are_counted_in_the_report(tmp_pat
 
 def test_a_failed_prediction_keeps_its_cost_and_latency():
     case = GoldenCase("c", "q?", ("doc-1",))
-    policy = Evaluation(metrics=("cost_usd", "latency_ms", "error_rate", "hit_rate@5"))
+    policy = GatePolicy(metrics=("cost_usd", "latency_ms", "error_rate", "hit_rate@5"))
     failed = Prediction("c", 0, latency_ms=1500.0, cost_usd=0.25, tokens=900, error="TimeoutError: upstream")
     scored = {s.metric: s for s in score_one(case, failed, [resolve(m) for m in policy.metrics], policy, None)}
     assert (scored["cost_usd"].value, scored["cost_usd"].error) == (0.25, None)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from gate import __version__
-from gate.config import Config, Evaluation, PipelineSpec
+from gate.config import Config, GatePolicy, PipelineSpec
 from gate.errors import EvaluationError, InputError
 from gate.files import archive_previous, atomic_writer, locked_directory, make_dirs, refuse_inputs_inside
 from gate.golden import GoldenDiff, diff_golden, file_sha256, load_golden, shard
@@ -58,7 +58,7 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def make_judge(evaluation: Evaluation) -> Judge:
+def make_judge(evaluation: GatePolicy) -> Judge:
     """The configured judge.
 
     Raises:
@@ -72,7 +72,7 @@ def make_judge(evaluation: Evaluation) -> Judge:
 
 
 def run_identity(
-    evaluation: Evaluation,
+    evaluation: GatePolicy,
     judge: Judge,
     golden_sha256: str,
     config_sha256: str,
@@ -341,7 +341,7 @@ def _score_to(
     golden: list[GoldenCase],
     table: dict[tuple[str, int], Prediction],
     repeats: int,
-    evaluation: Evaluation,
+    evaluation: GatePolicy,
     judge: Judge,
     known: EarlyScores | None = None,
     jobs: int | None = None,
@@ -560,10 +560,10 @@ def _load_side(
     label: Literal["base", "head"],
     source: Path,
     golden_path: Path | None,
-    evaluation: Evaluation | None,
+    evaluation: GatePolicy | None,
     out_dir: Path,
     jobs: int | None = None,
-) -> tuple[Side, Evaluation]:
+) -> tuple[Side, GatePolicy]:
     """Load a run directory or a predictions file; score it unless its scores have the policy's identity.
 
     Scores stored in a run directory are reused only when they were computed against the same golden set, and
@@ -590,7 +590,7 @@ def _load_side(
         preds_path = source
     golden = load_golden(golden_path)
     evaluation = evaluation or (
-        Evaluation.from_dict(manifest.evaluation) if manifest.evaluation is not None else Evaluation()
+        GatePolicy.from_dict(manifest.evaluation) if manifest.evaluation is not None else GatePolicy()
     )
     repeats = manifest.repeats if source.is_dir() else predictions.repeats
     warnings: list[str] = []
@@ -755,7 +755,7 @@ class Compared:
     """The base side, loaded and scored."""
     head: Side
     """The head side."""
-    evaluation: Evaluation
+    evaluation: GatePolicy
     """The policy the sides were compared under."""
 
 
@@ -866,7 +866,7 @@ PAIRWISE_FILE = "pairwise.jsonl"
 """The pairwise judge's verdicts of a comparison, one row per case, in ``--out``."""
 
 
-def judge_pairwise(base: Side, head: Side, evaluation: Evaluation, out_dir: Path) -> tuple[Side, Side, PairwiseRun]:
+def judge_pairwise(base: Side, head: Side, evaluation: GatePolicy, out_dir: Path) -> tuple[Side, Side, PairwiseRun]:
     """Judge base's answer against head's on every shared case (both orders) and add the ``head_win_rate`` rows.
 
     Each side's first valid answer of a case is compared; answers are cached like the rubric judge's. The

@@ -245,7 +245,7 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     n_cases: int = 0
     """Cases in the run (its shard's, for a shard)."""
     evaluation: dict[str, Any] | None = None
-    """The evaluation policy the run was made with (:meth:`gate.config.Evaluation.to_dict`)."""
+    """The evaluation policy the run was made with (:meth:`gate.config.GatePolicy.to_dict`)."""
     status: Status = "complete"
     """running, complete or failed."""
     started: str | None = None

@@ -120,7 +120,7 @@ def test_broken_json_is_a_failure_not_a_score_and_is_not_cached(fake, make_judge
 def test_an_answer_without_some_dimensions_fails_those_metrics_only(fake, make_judge):
     """The first rubric's shape ({faithfulness, relevance}) still grades faithfulness and relevance; the other
     dimensions, absent from the answer, are judge failures of their own metrics (never scores, never N/A)."""
-    from gate.config import Evaluation
+    from gate.config import GatePolicy
     from gate.metrics import resolve
     from gate.models import GoldenCase, Prediction
     from gate.scoring import score_one
@@ -134,7 +134,7 @@ def test_an_answer_without_some_dimensions_fails_those_metrics_only(fake, make_j
     names = ("faithfulness", "answer_relevance", "completeness", "form")
     case = GoldenCase("q1", QUESTION, ("d1",), ("Paris",), required_points=("the capital",))
     prediction = Prediction("q1", answer=ANSWER, retrieved=CHUNKS)
-    scores = {s.metric: s for s in score_one(case, prediction, [resolve(n) for n in names], Evaluation(), judge)}
+    scores = {s.metric: s for s in score_one(case, prediction, [resolve(n) for n in names], GatePolicy(), judge)}
     assert (scores["faithfulness"].value, scores["answer_relevance"].value) == (0.5, 1.0)
     assert scores["faithfulness"].error is None and scores["answer_relevance"].error is None
     for name in ("completeness", "form"):

@@ -28,7 +28,7 @@ from gate.errors import InputError
 from gate.sanitize import guard_std_streams, inert_json, one_line
 
 if TYPE_CHECKING:
-    from gate.config import Evaluation
+    from gate.config import GatePolicy
     from gate.models import GoldenCase
 
 
@@ -120,7 +120,7 @@ def _foreign(path: Path) -> None:
         raise InputError(f"{path}: {what}")
 
 
-def _too_few_cases(cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[str]:
+def _too_few_cases(cases: Sequence[GoldenCase], evaluation: GatePolicy) -> list[str]:
     """A warning when the golden set is too small for some gated metrics to ever fail (one line, or none).
 
     A metric over n cases, one of k gated metrics, can fail only when k·2^−n ≤ its α

@@ -147,7 +147,7 @@ def _validated(backend: JudgeBackend, spec: Mapping[str, Any], label: str) -> No
 
     if accepts(dict(spec), backend.schema):
         return
-    import jsonschema  # about 0.1 s to import: only to explain options the compiled check does not accept
+    import jsonschema  # slow to import: only to explain options the compiled check does not accept
 
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(backend.schema).iter_errors(spec))
     if error is not None:

@@ -73,7 +73,7 @@ def tfidf_similarities(claims: Sequence[str], sentences: Sequence[str], lang: La
     """
     if not claims or not sentences:
         return np.zeros((len(claims), len(sentences)))
-    from sklearn.feature_extraction.text import TfidfVectorizer  # only when judging (about 1 s to import)
+    from sklearn.feature_extraction.text import TfidfVectorizer  # only when judging (slow to import)
 
     vectorizer = TfidfVectorizer(analyzer=lambda text: analyzer(text, lang))
     try:

@@ -211,7 +211,7 @@ def _stemmer(lang: Lang) -> Any:
     if cache is None:
         cache = _local.stemmers = {}
     if lang not in cache:
-        import snowballstemmer  # its every language's stemmer (about 50 ms) when the judge first stems a word
+        import snowballstemmer  # its every language's stemmer (not at startup) when the judge first stems a word
 
         cache[lang] = snowballstemmer.stemmer("italian" if lang == "it" else "english")
     return cache[lang]

@@ -13,10 +13,9 @@ import pytest
 
 import gate.judges.claims
 import gate.scoring
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.judges import get_judge
-from gate.metrics import DEFAULT_REFUSAL_PHRASES, is_refusal
-from gate.metrics.refusal import MAX_REFUSAL_WORDS
+from gate.metrics.refusal import DEFAULT_REFUSAL_PHRASES, MAX_REFUSAL_WORDS, is_refusal
 from gate.models import Chunk, Prediction
 from gate.scoring import detect_refusal
 
@@ -76,7 +75,7 @@ def test_custom_phrases_replace_the_defaults():
 def test_scoring_comparison_and_judges_share_the_detector():
     assert gate.judges.claims.is_refusal is is_refusal
     assert gate.scoring.is_refusal is is_refusal
-    evaluation = Evaluation()
+    evaluation = GatePolicy()
     answers = [
         "Unable to answer based on given passages.",
         "It has 1,000 rooms.",
@@ -92,8 +91,8 @@ def test_scoring_comparison_and_judges_share_the_detector():
 
 def test_detect_refusal_follows_the_configured_policy():
     flagged = Prediction(id="a", answer="It has 1,000 rooms.", refused=True)
-    assert detect_refusal(flagged, Evaluation())
-    assert not detect_refusal(flagged, Evaluation(refusal_use_field=False))
-    custom = Evaluation(refusal_phrases=("keine angabe",))
+    assert detect_refusal(flagged, GatePolicy())
+    assert not detect_refusal(flagged, GatePolicy(refusal_use_field=False))
+    custom = GatePolicy(refusal_phrases=("keine angabe",))
     assert detect_refusal(Prediction(id="a", answer="Keine Angabe."), custom)
     assert not detect_refusal(Prediction(id="a", answer="I don't know."), custom)

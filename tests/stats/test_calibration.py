@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import REPO
 
-_SPEC = importlib.util.spec_from_file_location(
-    "calibration", Path(__file__).resolve().parents[1] / "benchmarks" / "calibration.py"
-)
+_SPEC = importlib.util.spec_from_file_location("calibration", REPO / "benchmarks" / "calibration.py")
 calibration = sys.modules.setdefault("calibration", importlib.util.module_from_spec(_SPEC))
 _SPEC.loader.exec_module(calibration)
 

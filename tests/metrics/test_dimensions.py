@@ -10,7 +10,7 @@ import math
 import pytest
 from helpers import compare, write_jsonl
 
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.judges.lexical import LexicalJudge
 from gate.metrics import resolve, score_case
 from gate.metrics.generation import (
@@ -67,7 +67,7 @@ def test_citations_are_not_claims_for_a_claim_level_judge():
     assert strip_citations("Tall (source: d1, d2). Opened [d1][d2].", ids) == "Tall. Opened."
     assert strip_citations("See [doc-70] (a note).", ids) == "See [doc-70] (a note)."  # not retrieved ids: kept
     # through scoring: the lexical judge would read "d1" as the number 1 and call the claim contradicted
-    evaluation = Evaluation(metrics=("faithfulness",))
+    evaluation = GatePolicy(metrics=("faithfulness",))
     cited = _scores(CASE, "The Eiffel Tower is 330 metres tall [d1].", evaluation, LexicalJudge())
     assert cited["faithfulness"].value == 1.0
 
@@ -109,7 +109,7 @@ def _scores(case, answer, evaluation, judge=None, **prediction):
 
 
 def test_without_a_grading_judge_the_dimensions_are_deterministic_or_not_applicable():
-    evaluation = Evaluation(metrics=FIVE, form={"max_words": 12, "cite": True})
+    evaluation = GatePolicy(metrics=FIVE, form={"max_words": 12, "cite": True})
     scores = _scores(CASE, "The Eiffel Tower is 330 metres tall [d1].", evaluation, LexicalJudge())
     values = {name: s.value for name, s in scores.items()}
     assert values["faithfulness"] == 1.0  # the lexical judge
@@ -128,7 +128,7 @@ def test_without_a_grading_judge_the_dimensions_are_deterministic_or_not_applica
     assert all(math.isnan(s.value) for s in _scores(ood, "Team A won [d1].", evaluation).values())
     # a case with no reference, no criteria and no points: correctness and completeness have nothing to check
     bare = GoldenCase(id="b1", question="Tell me about the tower.", expected_doc_ids=("d1",))
-    bare_scores = _scores(bare, "It is 330 metres tall.", Evaluation(metrics=FIVE))
+    bare_scores = _scores(bare, "It is 330 metres tall.", GatePolicy(metrics=FIVE))
     assert all(math.isnan(bare_scores[n].value) for n in ("correctness", "completeness", "form"))
 
 
@@ -186,7 +186,7 @@ def test_one_call_grades_the_five_dimensions_with_the_case_in_the_prompt(fake, j
         form=FormRules(rules="Answer in one sentence, in a neutral tone."),
     )
     fake.script(rubric(f=3, r=2, c=3, p=1, form=2))
-    evaluation = Evaluation(metrics=(*FIVE, "hallucination_rate"), form={"max_words": 40, "cite": True})
+    evaluation = GatePolicy(metrics=(*FIVE, "hallucination_rate"), form={"max_words": 40, "cite": True})
     scores = _scores(case, "It is 330 metres tall [d1].", evaluation, judge)
     assert len(fake.requests) == 1
     prompt = fake.requests[0].prompt
@@ -207,7 +207,7 @@ def test_one_call_grades_the_five_dimensions_with_the_case_in_the_prompt(fake, j
 
 def test_a_broken_hard_rule_wins_over_the_judge_and_correctness_needs_something_to_check(fake, judge):
     fake.script(rubric(form=3, c=3))
-    evaluation = Evaluation(metrics=FIVE, form={"max_words": 3})
+    evaluation = GatePolicy(metrics=FIVE, form={"max_words": 3})
     bare = GoldenCase(id="b", question="How tall is it?", expected_doc_ids=("d1",))
     scores = _scores(bare, "It is 330 metres tall.", evaluation, judge)
     assert scores["form"].value == 0.0  # five words > 3, whatever the judge says
@@ -217,7 +217,7 @@ def test_a_broken_hard_rule_wins_over_the_judge_and_correctness_needs_something_
 
 
 def test_refusals_are_not_sent_and_failures_are_failures_not_scores(fake, judge):
-    evaluation = Evaluation(metrics=FIVE)
+    evaluation = GatePolicy(metrics=FIVE)
     refusal = _scores(CASE, "I don't have that information.", evaluation, judge)
     assert fake.requests == []
     assert (refusal["correctness"].value, refusal["completeness"].value) == (0.0, 0.0)
@@ -243,7 +243,7 @@ def test_config_form_key_is_validated_and_recorded(tmp_path):
     )
     config = load_config(tmp_path / "rag-gate.yml")
     assert config.evaluation.form == FormRules(80, True, "Answer in Italian.")
-    assert Evaluation.from_dict(json.loads(json.dumps(config.evaluation.to_dict()))).form == config.evaluation.form
+    assert GatePolicy.from_dict(json.loads(json.dumps(config.evaluation.to_dict()))).form == config.evaluation.form
     (tmp_path / "rag-gate.yml").write_text(
         "golden: golden.jsonl\npipeline: {predictions: golden.jsonl}\nform: {max_word: 80, cite: 1}\n"
     )

@@ -16,7 +16,7 @@ from gate.config import (
     MAX_DEPTH,
     MAX_NODES,
     Config,
-    Evaluation,
+    GatePolicy,
     PipelineSpec,
     TrendPolicy,
     config_keys,
@@ -52,7 +52,7 @@ def test_minimal_config_gets_the_dataclass_defaults(tmp_path):
     assert config.pipeline == PipelineSpec(
         python="rag:answer", workdir=tmp_path.resolve(), origin=f"{tmp_path / 'rag-gate.yml'}:3"
     )
-    assert config.evaluation == Evaluation()
+    assert config.evaluation == GatePolicy()
     assert config.repeats == 1 and config.evaluation.seed == 0
     assert config.evaluation.metrics == DEFAULT_METRICS
     assert "latency_ms" in config.evaluation.metrics and "latency_ms" not in config.evaluation.gated
@@ -93,23 +93,23 @@ alpha: 0.01
     assert config.evaluation.margin("latency_ms") == 2.5  # relative: any increase can happen
     assert config.evaluation.judge == {"name": "lexical"}
     assert config.evaluation.refusal_phrases == ("no idea",) and config.evaluation.refusal_use_field is False
-    assert config.evaluation.alpha == 0.01 and config.evaluation.error_budget == Evaluation().error_budget
+    assert config.evaluation.alpha == 0.01 and config.evaluation.error_budget == GatePolicy().error_budget
 
 
 def test_gated_defaults_to_the_primary_families_of_the_metrics():
-    assert Evaluation(metrics=("ndcg@10", "hit_rate@3", "hit_rate@5", "latency_ms")).gated == ("hit_rate@3",)
-    assert Evaluation(metrics=("ndcg@10", "latency_ms")).gated == ("ndcg@10",)
-    assert Evaluation(metrics=("mrr",), gated=[]).gated == ()
+    assert GatePolicy(metrics=("ndcg@10", "hit_rate@3", "hit_rate@5", "latency_ms")).gated == ("hit_rate@3",)
+    assert GatePolicy(metrics=("ndcg@10", "latency_ms")).gated == ("ndcg@10",)
+    assert GatePolicy(metrics=("mrr",), gated=[]).gated == ()
     assert default_gated(("latency_ms", "cost_usd")) == ()
 
 
 def test_evaluation_round_trips_through_its_manifest_form():
-    evaluation = Evaluation(metrics=("mrr", "refusal"), margins={"mrr": 0.2}, judge="lexical", seed=7, strict=True)
+    evaluation = GatePolicy(metrics=("mrr", "refusal"), margins={"mrr": 0.2}, judge="lexical", seed=7, strict=True)
     data = json.loads(json.dumps(evaluation.to_dict()))
-    assert set(data) == {f.name for f in dataclasses.fields(Evaluation)}
-    assert Evaluation.from_dict(data) == evaluation
-    assert Evaluation.from_dict({}) == Evaluation()
-    assert Evaluation.from_dict({"seed": 3, "from_a_newer_version": 1}).seed == 3
+    assert set(data) == {f.name for f in dataclasses.fields(GatePolicy)}
+    assert GatePolicy.from_dict(data) == evaluation
+    assert GatePolicy.from_dict({}) == GatePolicy()
+    assert GatePolicy.from_dict({"seed": 3, "from_a_newer_version": 1}).seed == 3
 
 
 def _schema():
@@ -137,7 +137,7 @@ def test_schema_keys_and_dataclass_fields_agree():
     keys = set(schema["properties"])
     for nested in ("refusal", "scoring"):
         keys |= {f"{nested}.{k}" for k in schema["properties"][nested]["properties"]}
-    fields = set(config_keys(Config)) | set(config_keys(Evaluation))
+    fields = set(config_keys(Config)) | set(config_keys(GatePolicy))
     assert keys - {"refusal", "scoring"} == fields
     assert set(schema["properties"]["pipeline"]["properties"]) == set(config_keys(PipelineSpec))
     assert set(schema["properties"]["trend"]["properties"]) == set(config_keys(TrendPolicy))
@@ -592,7 +592,7 @@ def test_trend_policy_defaults_overrides_and_round_trip(tmp_path):
     text = "golden: golden.jsonl\npipeline: {python: 'a:b'}\ntrend: {window: 6, warning: 0.03, block: true}\n"
     config = load_config(write(tmp_path, text))
     assert config.evaluation.trend == TrendPolicy(window=6, warning=0.03, critical=0.10, block="critical")
-    assert Evaluation.from_dict(config.evaluation.to_dict()) == config.evaluation
+    assert GatePolicy.from_dict(config.evaluation.to_dict()) == config.evaluation
 
 
 @pytest.mark.parametrize(
@@ -644,7 +644,7 @@ def test_the_readme_config_block_loads_and_states_the_defaults(tmp_path):
     (tmp_path / "eval" / "golden.jsonl").write_text('{"id": "a", "question": "q"}\n')
     config = load_config(write(tmp_path, block, golden=False))
     pipeline, evaluation = config.pipeline, config.evaluation
-    defaults, default_pipeline = Evaluation(), PipelineSpec()
+    defaults, default_pipeline = GatePolicy(), PipelineSpec()
     for name in ("concurrency", "timeout_s", "startup_timeout_s", "retries"):
         assert getattr(pipeline, name) == getattr(default_pipeline, name), name
     assert pipeline.workdir == tmp_path.resolve()  # `.`: the config's directory

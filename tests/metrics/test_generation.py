@@ -1,5 +1,5 @@
 """SQuAD F1 / exact match against the official v2.0 script's behaviour (hand-checked), and the answer-level
-rules of score_case (refusal detection: test_metrics_refusal.py)."""
+rules of score_case (refusal detection: test_refusal.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from gate.metrics import answer_f1, exact_match, normalize_answer, resolve, score_case
+from gate.metrics import resolve, score_case
+from gate.metrics.generation import answer_f1, exact_match, normalize_answer
 from gate.models import GoldenCase, Prediction
 
 

@@ -262,7 +262,7 @@ def test_analyze_metrics_ex1_binary_fails():
 def test_analyze_metrics_ex2_margin_decides():
     (fail,) = analyze_metrics([metric("faithfulness", "graded", EX2_BASE, EX2_HEAD, margin=0.05)])
     assert fail.status == "fail" and fail.ci_method == "sign-flip test inversion (exact, 2^10)"
-    # the inversion of the exact sign-flip test (tests/test_stats_duality.py checks it against scipy); near the
+    # the inversion of the exact sign-flip test (tests/stats/test_intervals.py checks it against scipy); near the
     # t-interval's (-0.13313, -0.03687) of §5 Ex2, which is no longer used (it is not the test's dual)
     assert (fail.ci_low, fail.ci_high) == pytest.approx((-0.135, -0.0366667), abs=1e-6)
     assert fail.p_value == pytest.approx(0.0087890625)  # exact one-sided sign-flip

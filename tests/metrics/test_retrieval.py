@@ -20,18 +20,8 @@ from hypothesis import strategies as st
 from oracles import make_ranx_fixture as ranx_oracle
 from oracles.make_ranx_fixture import CUTOFFS, rank_scores, tfidf_run
 
-from gate.metrics import (
-    DEFAULT_METRICS,
-    METRICS,
-    Metric,
-    hit_rate_at_k,
-    ndcg_at_k,
-    precision_at_k,
-    recall_at_k,
-    reciprocal_rank,
-    resolve,
-    score_case,
-)
+from gate.metrics import DEFAULT_METRICS, METRICS, Metric, resolve, score_case
+from gate.metrics.retrieval import hit_rate_at_k, ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
 from gate.models import Chunk, GoldenCase, Prediction
 
 DATASETS = {"example": EXAMPLE, "squad2-rag": SHARED_DATA / "squad2-rag"}
@@ -284,7 +274,7 @@ def test_scoring_path_equals_pytrec_eval_on_the_tfidf_run(tfidf):
     """score_all (the batched path ``rag-gate run`` takes) on the real run gives pytrec_eval's values per query."""
     import pytrec_eval
 
-    from gate.config import Evaluation
+    from gate.config import GatePolicy
     from gate.scoring import score_all
 
     _, run, judged = tfidf
@@ -292,7 +282,7 @@ def test_scoring_path_equals_pytrec_eval_on_the_tfidf_run(tfidf):
     golden = [GoldenCase(qid, "q?", tuple(sorted(rel))) for qid, rel in qrels.items() if qid in run]
     table = {(c.id, 0): Prediction(c.id, retrieved=tuple(Chunk(d) for d in run[c.id])) for c in golden}
     names = ("hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5")
-    scores = score_all(golden, table, 1, Evaluation(metrics=names, gated=names), judge=None)
+    scores = score_all(golden, table, 1, GatePolicy(metrics=names, gated=names), judge=None)
     ours = {(s.id, s.metric): s.value for s in scores}
     theirs = pytrec_eval.RelevanceEvaluator(
         {q: {d: 1 for d in rel} for q, rel in qrels.items()},
