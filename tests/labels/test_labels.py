@@ -3,11 +3,11 @@
 import json
 import math
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from helpers import REPO
 from scipy import stats
 from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, confusion_matrix
 
@@ -25,8 +25,6 @@ from gate.labels import (
     stale,
 )
 from gate.models import GoldenCase, Prediction
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _answers(n_in=30, n_ood=10, flagged_every=5):

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from gate.jsonl import validate
 from gate.labels import load_labels
@@ -19,7 +20,7 @@ from gate.outputs.label_page import write_label_page
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "label-page.png"
+SCREENSHOT = REPO / "docs" / "label-page.png"
 
 
 def _rows() -> list[dict]:
