@@ -306,28 +306,27 @@ def compare_sides(
     comparison = compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
     if evaluation.judge_labels:
         root = config.root if config is not None else Path(base_side.manifest.config or ".").parent
-        line, stale = judge_labels_line(root / evaluation.judge_labels, base_side.manifest.to_dict(), evaluation.seed)
+        line, stale = judge_labels_line(root / evaluation.judge_labels, base_side.manifest, evaluation.seed)
         comparison = dataclasses.replace(comparison, judge_labels=line, warnings=(*comparison.warnings, *stale))
     return Compared(comparison, base_side, head_side, evaluation)
 
 
-def judge_labels_line(path: Path, manifest: dict[str, Any], seed: int) -> tuple[str, list[str]]:
+def judge_labels_line(path: Path, manifest: Manifest, seed: int) -> tuple[str, list[str]]:
     """The comment's line on the judge's agreement with ``judge_labels:`` and the stale-label warnings.
 
     The agreement is the judge's calls recorded in the labels (those shown when labelling) against the labels;
     the labels are stale when made with another judge identity than the run's or on another golden set.
     A labels file that cannot be read is a warning, never a failed comparison.
     """
-    from gate import labels as lb
+    from gate.labels import agreement as lb
+    from gate.labels.sampling import judge_key
 
     try:
         labels = lb.load_labels(path)
     except InputError as exc:
         return f"cannot read the labels: {exc}", [f"judge_labels: {exc}"]
-    stale = lb.stale(labels, lb.judge_key(manifest), manifest.get("golden_sha256"))
-    result = lb.check(
-        labels, lb.recorded_calls(labels), judge=str((manifest.get("judge") or {}).get("id", "")), seed=seed
-    )
+    stale = lb.stale(labels, judge_key(manifest), manifest.golden_sha256)
+    result = lb.check(labels, lb.recorded_calls(labels), judge=manifest.judge.id if manifest.judge else "", seed=seed)
     a = result.agreement
 
     def ci(x: lb.Interval) -> str:
