@@ -143,8 +143,8 @@ def code_fingerprint(spec: PipelineSpec, exclude: Iterable[Path] = ()) -> dict[s
     if spec.predictions is not None:
         digest = hashlib.sha256()
         try:
-            with Path(spec.predictions).open("rb") as source:
-                for block in iter(lambda: source.read(1 << 20), b""):
+            with Path(spec.predictions).open("rb") as stream:
+                for block in iter(lambda: stream.read(1 << 20), b""):
                     digest.update(block)
         except OSError:
             digest.update(b"unreadable")

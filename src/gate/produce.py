@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -337,7 +337,7 @@ def require_some_predictions(table: Mapping[tuple[str, int], Prediction], where:
 def score_to(
     path: Path,
     golden: list[GoldenCase],
-    table: dict[tuple[str, int], Prediction],
+    table: Mapping[tuple[str, int], Prediction],
     repeats: int,
     evaluation: Evaluation,
     judge: Judge,
@@ -398,6 +398,7 @@ def _produce(
             run_python(spec, jobs, write, sandbox=sandbox, pool=pool)
             return
         wanted = {(c.id, r) for c, r in jobs}
+        produced: Iterable[Prediction]
         if spec.command:
             produced = run_command(
                 spec, config.golden, sorted({r for _, r in jobs}), len(golden), predictions_path.parent, sandbox=sandbox
@@ -534,15 +535,15 @@ def _write_merged(shard_dirs: list[Path], manifests: list[Manifest], out_dir: Pa
             for directory in shard_dirs:
                 with (Path(directory) / name).open(encoding="utf-8") as source:
                     shutil.copyfileobj(source, sink)
-    usages = [m.judge_usage for m in manifests]
-    counts = [m.counts for m in manifests]
+    usages = [m.judge_usage for m in manifests if m.judge_usage is not None]
+    counts = [m.counts for m in manifests if m.counts is not None]
     merged = msgspec.structs.replace(
         first,
         shard=None,
         n_cases=sum(m.n_cases for m in manifests),
-        counts=None if None in counts else sum(counts[1:], start=counts[0]),
+        counts=sum(counts[1:], start=counts[0]) if len(counts) == len(manifests) else None,
         # None when a shard recorded no accounting (a run made before rag-gate kept it)
-        judge_usage=None if None in usages else sum(usages[1:], start=usages[0]),
+        judge_usage=sum(usages[1:], start=usages[0]) if len(usages) == len(manifests) else None,
         merged_from=tuple(str(d) for d in shard_dirs),
         started=min(m.started or "" for m in manifests),
         finished=max(m.finished or "" for m in manifests),

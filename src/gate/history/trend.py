@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -142,14 +143,20 @@ def metric_trend(
     recent = tuple((e.label, e.value(metric)) for e in with_value[-CHART_POINTS:])
     value = run.value(metric)
     se = run.run_se(metric)
-    common = {"metric": metric, "label": label, "direction": direction, "gated": gated, "recent": recent}
+    common: dict[str, Any] = {
+        "metric": metric,
+        "label": label,
+        "direction": direction,
+        "gated": gated,
+        "recent": recent,
+    }
     if value is None:
         return MetricTrend(**common, status="insufficient", value=None, baseline=None, drop=None, note="no value")
     if len(with_value) < policy.window:
         note = f"{len(with_value)} comparable main entr{'y' if len(with_value) == 1 else 'ies'}, {policy.window} needed"
         return MetricTrend(**common, status="insufficient", value=value, baseline=None, drop=None, run_se=se, note=note)
     chosen = with_value[-policy.window :]
-    window = tuple(e.value(metric) for e in chosen)  # type: ignore[misc]
+    window = tuple(v for e in chosen if (v := e.value(metric)) is not None)  # every one of them has a value
     baseline = _mean_of(window)
     drop = relative_drop(value, baseline, direction)
     noise = _noise(window, [e.run_se(metric) for e in chosen], se)
