@@ -25,9 +25,9 @@ from pathlib import Path
 from perfdata import make
 
 from gate.config import load_config
-from gate.flow import compare_runs
 from gate.jsonl import parse_json, scan_rows, validate
 from gate.runs import ScoreRow
+from gate.sides import compare_runs
 
 
 def best(work: Callable[[], object], runs: int) -> float:

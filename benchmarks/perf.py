@@ -567,9 +567,9 @@ def scoring_rows(n: int, runs: int, work: Path) -> list[Row]:
     import perfdata
 
     from gate.config import load_config
-    from gate.flow import make_judge
     from gate.golden import load_golden
     from gate.predictions import load_predictions
+    from gate.produce import make_judge
     from gate.scoring import call_judge, score_all, score_lines
 
     config, _ = perfdata.make_project(work / "scoring", n)

@@ -9,7 +9,7 @@ from helpers import write_jsonl
 from gate import __version__
 from gate.cli import main
 from gate.config import load_config
-from gate.flow import run_side
+from gate.produce import run_side
 
 
 def invoke(*args):

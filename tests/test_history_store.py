@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from gate.errors import EvaluationError
-from gate.history import make_record
+from gate.history.entries import make_record
 from gate.pr import history_store as store_mod
 from gate.pr.history_store import DEFAULT_BRANCH, HistoryStore, append, auth_env, read
 

@@ -143,9 +143,9 @@ def test_workers_that_keep_dying_stop_the_run_with_exit_3_and_keep_the_predictio
 def test_a_system_that_cannot_start_workers_scores_in_this_process(tmp_path, monkeypatch, caplog):
     import gate.scoring
     from gate.config import load_config
-    from gate.flow import make_judge
     from gate.golden import load_golden
     from gate.predictions import load_predictions
+    from gate.produce import make_judge
     from gate.scoring import score_all, score_lines
 
     config = load_config(perfdata.make_project(tmp_path, 40)[0])

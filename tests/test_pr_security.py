@@ -22,11 +22,12 @@ from test_redact import readable_form
 from gate.cli import main
 from gate.config import load_config
 from gate.errors import InputError
-from gate.flow import compare_runs, run_side
 from gate.pr import cache
 from gate.pr import github as gh
 from gate.pr.flow import SAFE_EVENTS, cache_policy, is_trusted, refuse_unsafe_event
+from gate.produce import run_side
 from gate.sandbox import Sandbox
+from gate.sides import compare_runs
 
 TOKEN = "ghs_securitytesttoken42"
 FLAG_TOKEN = "ghs_flagtokenonthecommandline7"

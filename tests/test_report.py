@@ -16,7 +16,6 @@ from gate.compare import compare
 from gate.comparison import SCHEMA_VERSION, Comparison, load_report
 from gate.config import GatePolicy, TrendPolicy
 from gate.errors import InputError
-from gate.history import MetricTrend, TrendReport
 from gate.judges import get_judge
 from gate.models import Chunk, GoldenCase, Prediction
 from gate.outputs import Output, RenderOptions
@@ -24,6 +23,7 @@ from gate.outputs.escape import escape_markdown, neutralize_references
 from gate.outputs.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_comment
 from gate.runs import Side
 from gate.scoring import score_all
+from gate.trends import MetricTrend, TrendReport
 
 REPORT_SCHEMA = json.loads(resources.files("gate.schemas").joinpath("report.schema.json").read_text())
 EVIL = "| <script>alert(1)</script> `rm -rf` @octocat [x](http://e.vil) <!-- hide -->\n# H"

@@ -29,7 +29,7 @@ from helpers import write_jsonl
 from gate.cli import main
 from gate.errors import EvaluationError, WriteError
 from gate.files import append_text, make_dirs, make_parent, writing
-from gate.history import append_entry, read_history
+from gate.history.entries import append_entry, read_history
 from gate.jsonl import JsonlAppender
 
 RAG_GATE = shutil.which("rag-gate") or str(Path(sys.executable).with_name("rag-gate"))

@@ -31,9 +31,7 @@ from gate.comparison import Comparison, FailOn, exit_code_for, relocate
 from gate.config import Config, load_config
 from gate.errors import EvaluationError, GateError, InputError
 from gate.files import contained_dir, make_dirs, prepare_output_file, remove_tree
-from gate.flow import compare_sides, run_side
 from gate.golden import GoldenDiff, contract, diff_golden, file_sha256, load_golden
-from gate.history import TrendReport
 from gate.jsonl import dumps, write_text_atomic
 from gate.outputs import Output
 from gate.outputs.annotations import annotation
@@ -44,9 +42,12 @@ from gate.pr import cache, envs, gitops
 from gate.pr import github as gh
 from gate.pr.history_store import HistoryStore
 from gate.pr.trend import check_head, history_store, push_summary, record_push
+from gate.produce import run_side
 from gate.redact import Redactor
 from gate.sandbox import Sandbox
 from gate.sanitize import WorkflowCommand
+from gate.sides import compare_sides
+from gate.trends import TrendReport
 
 log = logging.getLogger("rag-gate")
 

@@ -13,18 +13,20 @@ from pathlib import Path
 
 from gate.config import Config
 from gate.errors import GateError
-from gate.history import HistoryEntry, TrendReport, entry_from_run, trend_report
+from gate.history.entries import HistoryEntry, entry_from_run
+from gate.history.trend import trend_report
 from gate.jsonl import write_json
 from gate.pr import github as gh
 from gate.pr import gitops
 from gate.pr.history_store import DEFAULT_BRANCH, AppendResult, HistoryStore, append, auth_env, read
+from gate.trends import TrendReport
 
 OFF = "off"
 """``--history off``: neither read nor write a history."""
 HISTORY_COPY = "history.jsonl"
 """Copy of the history read, kept in the output directory."""
 TREND_FILE = "trend.json"
-"""The run's trend (:meth:`gate.history.TrendReport.to_dict`), in the output directory."""
+"""The run's trend (:meth:`gate.trends.TrendReport.to_dict`), in the output directory."""
 
 
 def history_store(

@@ -15,8 +15,8 @@ from helpers import read_jsonl as _read
 
 from gate.cli import main
 from gate.config import GatePolicy, load_config
-from gate.flow import run_side
 from gate.metrics import resolve
+from gate.produce import run_side
 
 
 def _trec_means(golden, ranks, ids):

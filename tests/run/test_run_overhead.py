@@ -18,16 +18,16 @@ import jsonschema
 import pytest
 from helpers import write_jsonl
 
-import gate.flow
+import gate.produce
 from gate.config import GatePolicy, load_config
 from gate.errors import EvaluationError
-from gate.flow import _early_workers, make_judge, run_side
 from gate.golden import load_golden
 from gate.jsonl import accepts, clean_nan, dumps
 from gate.judges import JUDGES
 from gate.models import Chunk, Prediction
 from gate.pipeline import WorkerPool, run_python
 from gate.predictions import align, load_predictions
+from gate.produce import _early_workers, make_judge, run_side
 from gate.scoring import EarlyScores, score_all, score_lines
 
 NO_JUDGE = (
@@ -74,7 +74,7 @@ def test_scores_made_while_the_pipeline_runs_equal_those_scored_from_the_file(pr
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(gate.flow, "EarlyScores", Recorded)
+    monkeypatch.setattr(gate.produce, "EarlyScores", Recorded)
     config = load_config(project / "rag-gate.yml")
     out = run_side(config, project / "run")
     assert len(made) == 1 and len(made[0]) == 25 * 2 - 6  # every answered case was scored early; failures after
@@ -179,7 +179,7 @@ def test_a_valid_config_is_checked_without_jsonschema_and_an_invalid_one_is_expl
     (tmp_path / "ok.yml").write_text("golden: golden.jsonl\npipeline: {python: rag:answer}\njudge: lexical\n")
     (tmp_path / "bad.yml").write_text("golden: golden.jsonl\npipeline: {python: rag:answer, concurency: 2}\n")
     probe = (
-        "import sys\nfrom gate.config import load_config\nfrom gate.flow import make_judge\n"
+        "import sys\nfrom gate.config import load_config\nfrom gate.produce import make_judge\n"
         "make_judge(load_config(sys.argv[1]).evaluation)\nprint('jsonschema' in sys.modules)\n"
     )
     found = subprocess.run([sys.executable, "-c", probe, "ok.yml"], cwd=tmp_path, capture_output=True, text=True)

@@ -16,7 +16,7 @@ from helpers import write_jsonl
 from gate.cli import main
 from gate.config import load_config
 from gate.errors import InputError
-from gate.flow import RUN_FILES, merge_runs, run_side
+from gate.produce import RUN_FILES, merge_runs, run_side
 from gate.runs import load_scores, read_manifest
 
 

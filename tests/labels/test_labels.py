@@ -3,30 +3,19 @@
 import json
 import math
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from helpers import REPO
 from scipy import stats
 from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, confusion_matrix
 
 from gate.cli import main
 from gate.errors import InputError
-from gate.labels import (
-    BINARY_CLASSES,
-    PAIR_CLASSES,
-    JudgedAnswer,
-    agreement,
-    check,
-    load_labels,
-    recorded_calls,
-    sample,
-    stale,
-)
+from gate.labels.agreement import BINARY_CLASSES, PAIR_CLASSES, agreement, check, load_labels, recorded_calls, stale
+from gate.labels.sampling import JudgedAnswer, sample
 from gate.models import GoldenCase, Prediction
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _answers(n_in=30, n_ood=10, flagged_every=5):
@@ -297,7 +286,7 @@ def test_judge_check_rejudges_with_another_judge(squad_run, tmp_path):
     assert same["accuracy"] == 1.0 and same["disagreements"] == []
     from gate.config import load_config
     from gate.judges import get_judge
-    from gate.labels import judged_answers
+    from gate.labels.sampling import judged_answers
     from gate.scoring import call_judge
 
     evaluation = load_config(config).evaluation

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import write_jsonl
+from helpers import REPO, write_jsonl
 
 from gate.config import load_config
 from gate.errors import InputError
@@ -156,7 +156,7 @@ print(os.environ["GITHUB_TOKEN"] + "|" + sys.argv[1] + "|" + inherited)
 
 def test_protect_process_hides_environment_and_argument_secrets_from_proc():
     env = {"PATH": os.environ["PATH"], "GITHUB_TOKEN": TOKEN, "LANG": "C.UTF-8", "OTHER": "not-for-the-pipeline"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = str(REPO)
     done = subprocess.run(
         [sys.executable, "-c", PROTECTED, "flag-secret-789"], capture_output=True, text=True, env=env, check=True
     )

@@ -18,7 +18,8 @@ from click.testing import CliRunner
 
 from gate.cli import main
 from gate.config import TrendPolicy
-from gate.history import HistoryEntry, append_entry, read_history, relative_drop, trend_report
+from gate.history.entries import HistoryEntry, append_entry, read_history
+from gate.history.trend import relative_drop, trend_report
 from gate.stats.summary import Aggregate, aggregate, run_se
 
 WEEKS = [0.88, 0.86, 0.89, 0.87, 0.85, 0.84, 0.82, 0.76]
@@ -467,7 +468,8 @@ def test_calibrate_from_one_run_with_repeats_and_refuses_one_repeat(tmp_path):
 
 def test_calibrated_false_alarm_rate_matches_a_simulated_stable_history():
     """A stable system with run-to-run SD σ: the share of WARNINGs is what calibration predicts."""
-    from gate.history import RunSummary, calibrate
+    from gate.history.calibrate import calibrate
+    from gate.history.entries import RunSummary
 
     rng = np.random.default_rng(13)
     sigma, mean, n = 0.01, 0.80, 4000

@@ -2,7 +2,7 @@
 
 Skipped, with a message, where Chromium, chromedriver or selenium is absent (CI installs Debian's chromium and
 chromium-driver). The page is labelled with the keyboard only, saved by download, and the saved file is checked
-against the labels schema and read back by ``gate.labels.load_labels``.
+against the labels schema and read back by ``gate.labels.agreement.load_labels``.
 """
 
 import json
@@ -12,14 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from gate.jsonl import validate
-from gate.labels import load_labels
+from gate.labels.agreement import load_labels
 from gate.outputs.label_page import write_label_page
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "label-page.png"
+SCREENSHOT = REPO / "docs" / "label-page.png"
 
 
 def _rows() -> list[dict]:

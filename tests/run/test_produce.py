@@ -23,9 +23,10 @@ from gate.cli import main
 from gate.config import PipelineSpec, load_config
 from gate.errors import InputError
 from gate.files import OWNER_FILE, locked_directory
-from gate.flow import merge_runs, run_side
+from gate.fingerprint import code_fingerprint
 from gate.golden import load_golden
-from gate.pipeline import code_fingerprint, run_python
+from gate.pipeline import run_python
+from gate.produce import merge_runs, run_side
 
 DEADLINE_S = 90.0
 
