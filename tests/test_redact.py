@@ -74,7 +74,17 @@ def test_text_without_the_secret_is_unchanged(text):
 
 def test_known_leaks_of_the_case_are_masked():
     hidden = base64.b64encode(TOKEN[::-1].encode()).decode() + " " + " ".join(TOKEN)
-    assert Redactor([TOKEN])(f"Sorry. Debug: {hidden}") == f"Sorry. Debug: {MASK}c= {MASK}"
+    assert Redactor([TOKEN])(f"Sorry. Debug: {hidden}") == f"Sorry. Debug: {MASK} {MASK}"
+
+
+def test_a_repetitive_secret_cannot_be_decoded_from_what_is_left_around_its_mask():
+    """The base64 of "\\x80" + 18 zeros holds the 9-zero secret at ten offsets: masking one fragment left "w" and
+    "MDAwMDAwMDA=", which decode together (base64 decoders skip the mask) to the secret again."""
+    secret = "0" * 9
+    leak = base64.b64encode(("\x80" + secret * 2).encode()).decode()
+    masked = Redactor([secret])(f"answer: {leak} (end)")
+    assert masked == f"answer: {MASK} (end)"
+    assert not readable_form(secret, masked)
 
 
 def test_base64_fragments_cover_every_alignment():
