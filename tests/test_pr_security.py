@@ -25,7 +25,7 @@ from gate.errors import InputError
 from gate.flow import compare_runs, run_side
 from gate.pr import cache
 from gate.pr import github as gh
-from gate.pr.flow import SAFE_EVENTS, cache_policy, is_trusted, refuse_unsafe_event
+from gate.pr.trust import SAFE_EVENTS, cache_policy, is_trusted, refuse_unsafe_event
 from gate.sandbox import Sandbox
 
 TOKEN = "ghs_securitytesttoken42"

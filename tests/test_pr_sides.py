@@ -15,8 +15,9 @@ import pytest
 import gate
 from gate.errors import InputError
 from gate.pr import envs
-from gate.pr.flow import PrOptions, run_pr
+from gate.pr.flow import run_pr
 from gate.pr.history_store import read
+from gate.pr.run import PrOptions
 from gate.pr.trend import history_store
 
 PIPE = """import sys
