@@ -143,10 +143,6 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self.secrets)
 
-    def with_secrets(self, *more: str | None) -> Redactor:
-        """A redactor that also knows ``more``."""
-        return Redactor([*self.secrets, *(s for s in more if s)])
-
     @cached_property
     def _compiled(self) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
         """(base64 fragments, one regex of the text and hex forms of every secret and of its reverse)."""
