@@ -1,5 +1,6 @@
-"""DESIGN §8 "Each side in its own world" (issue 20): each side is set up and evaluated in its own environment,
-built from its own commit; every rule "as in the base commit" reads git objects, never a path a PR can redirect."""
+"""gate.pr.sides and gate.pr.envs, DESIGN §8 "Each side in its own world": each side is set up and evaluated in its
+own environment, built from its own commit; every rule "as in the base commit" reads git objects, never a path a PR
+can redirect."""
 
 from __future__ import annotations
 
