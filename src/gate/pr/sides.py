@@ -51,7 +51,9 @@ def base_config(repo: Path, base_sha: str, worktree: Path, config_rel: Path, rep
         )
     config = load_config(worktree / config_rel, repeats=repeats)
     raw = yaml.safe_load((worktree / config_rel).read_text(encoding="utf-8")) or {}
-    pipeline = raw.get("pipeline") if isinstance(raw.get("pipeline"), dict) else {}
+    pipeline = raw.get("pipeline")
+    if not isinstance(pipeline, dict):
+        pipeline = {}
     root = worktree.resolve()
     for field, named in (("golden", raw.get("golden")), ("pipeline.predictions", pipeline.get("predictions"))):
         if not isinstance(named, str):

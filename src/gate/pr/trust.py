@@ -160,9 +160,9 @@ def github_token(
     token = environ.get("GITHUB_TOKEN") or None
     if not context.in_actions:
         return flag or token
-    for secret in sorted({flag, token} - {None}):
-        if gh.is_github_token(str(secret)):
-            emit(gh.add_mask(str(secret)))
+    for secret in sorted({s for s in (flag, token) if s is not None}):
+        if gh.is_github_token(secret):
+            emit(gh.add_mask(secret))
     if flag:
         emit(annotation("warning", FLAG_TOKEN_IGNORED, title="rag-gate: token on the command line ignored"))
     return token
