@@ -54,7 +54,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(HERE), str(ROOT / "tests")]  # perfdata, judge_speed; the tests' scratch repo and fake GitHub
+sys.path[:0] = [str(HERE), str(ROOT / "tests"), str(ROOT / "tests" / "pr")]  # perfdata, judge_speed; fake GitHub; the
+# tests' scratch repository (tests/pr/scratch_repo.py)
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
 RAG_GATE = str(Path(sys.executable).with_name("rag-gate"))
@@ -499,7 +500,7 @@ def judge_rows_at(url: str, c: int, rounds: int, runs: int, latency: float) -> l
 def cache_rows(work: Path) -> list[Row]:
     """Row 7: ``rag-gate pr`` on the tests' scratch repository with a fake GitHub: a push to main stores the base,
     then two pushes to the PR; the pipeline logs every case it answers (base: ``False``, head: ``True``)."""
-    import conftest_github as cg
+    import scratch_repo as cg
     from fake_github import FakeGithub
 
     log = work / "pipeline-calls.log"

@@ -1,11 +1,14 @@
-"""One function decides the exit code (gate.comparison.exit_code_for), and README's table says what it does."""
+"""One function decides the exit code (gate.comparison.exit_code_for), and its docstring's table and README's table
+say what it does."""
 
+import inspect
+import itertools
 import re
 from pathlib import Path
 
 import pytest
 
-from gate.comparison import exit_code_for
+from gate.comparison import FAIL_ON, exit_code_for
 from gate.errors import InputError
 from gate.trends import MetricTrend, TrendPolicy, TrendReport
 
@@ -66,3 +69,54 @@ def test_the_trend_adds_to_the_verdict(verdict, fail_on, status, block, code):
 def test_unknown_fail_on_is_bad_usage():
     with pytest.raises(InputError, match="--fail-on: must be one of fail, inconclusive, never, got 'sometimes'"):
         exit_code_for("pass", "sometimes")
+
+
+DOC_COLUMNS = {  # exit_code_for's docstring column header → (fail_on, strict) settings it stands for
+    "fail": [("fail", False)],
+    "fail + strict": [("fail", True)],
+    "inconclusive (± strict)": [("inconclusive", False), ("inconclusive", True)],
+    "never (± strict)": [("never", False), ("never", True)],
+}
+VERDICTS = {"pass": "pass", "inconclusive": "inconclusive", "fail": "fail", "error": "error", "None": None}
+TRENDS = {  # the docstring's "trend blocks" → every (trend status, trend_block) that means it; None: no trend read
+    "no": [None, ("ok", "warning"), ("warning", "critical"), ("critical", "never"), ("ok", "never")],
+    "yes": [("critical", "critical"), ("warning", "warning"), ("critical", "warning")],
+}
+
+
+def docstring_table() -> dict[tuple[str, str, str], int]:
+    """(verdict, trend blocks, column header) → the exit code exit_code_for's docstring gives."""
+    lines = inspect.getdoc(exit_code_for).splitlines()
+    rules = [i for i, line in enumerate(lines) if line.startswith("====")]
+    assert len(rules) == 3, "the docstring holds one table (a header rule, a header, a rule, rows, a closing rule)"
+    columns = re.split(r"\s{2,}", lines[rules[0] + 1].strip())
+    assert columns[:2] == ["verdict", "trend blocks"] and columns[2:] == list(DOC_COLUMNS)
+    table = {}
+    for line in lines[rules[1] + 1 : rules[2]]:
+        verdict, blocks, *cells = re.split(r"\s{2,}", line.strip())
+        for column, cell in zip(columns[2:], cells, strict=True):
+            table[verdict, blocks, column] = int(cell)
+    return table
+
+
+def test_the_docstring_table_is_what_the_function_does_for_every_input():
+    """Walk the whole table: every verdict × trend × fail-on × strict, each cell against exit_code_for."""
+    table = docstring_table()
+    assert {(v, b) for v, b, _ in table} == set(itertools.product(VERDICTS, TRENDS))  # every row, once
+    assert {(f, s) for c in DOC_COLUMNS for f, s in DOC_COLUMNS[c]} == set(itertools.product(FAIL_ON, (False, True)))
+    walked = 0
+    for (verdict, blocks, column), code in table.items():
+        for (fail_on, strict), setting in itertools.product(DOC_COLUMNS[column], TRENDS[blocks]):
+            kwargs = {} if setting is None else {"trend": trend(setting[0]), "trend_block": setting[1]}
+            got = exit_code_for(VERDICTS[verdict], fail_on, strict=strict, **kwargs)
+            assert got == code, (verdict, fail_on, strict, setting)
+            walked += 1
+    assert walked == 5 * 3 * 2 * (5 + 3)  # verdicts × fail-on × strict × trend settings
+
+
+def test_the_docstring_table_agrees_with_readme_when_no_trend_blocks():
+    doc, readme = docstring_table(), readme_table()
+    for (verdict, column), code in readme.items():
+        fail_on, strict = COLUMNS[column][0]
+        doc_column = next(c for c, settings in DOC_COLUMNS.items() if (fail_on, strict) in settings)
+        assert doc[verdict, "no", doc_column] == code, (verdict, column)

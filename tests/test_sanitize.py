@@ -274,14 +274,14 @@ def test_golden_problems_from_validate_are_one_line_each(tmp_path):
 def test_error_in_the_job_summary_and_annotation_is_escaped(tmp_path):
     """``rag-gate pr``'s error report: the job summary holds the message escaped, the annotation is one command."""
     from gate.pr import github as gh
-    from gate.pr.flow import _report_error
+    from gate.pr.report import report_error
     from gate.redact import Redactor
 
     summary = tmp_path / "summary.md"
     context = gh.github_context({"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
     emitted: list[str] = []
     error = InputError.listing([located("rag-gate.yml", 2, "golden", f"file not found: golden<img src=x>{PAYLOAD}")])
-    _report_error(error, context, emitted.append, Redactor())
+    report_error(error, context, emitted.append, Redactor())
     text = summary.read_text(encoding="utf-8")
     assert "rag-gate.yml:2: golden: file not found: golden&lt;img src=x&gt;lookup failed%0A" in text
     assert not hidden(text, allowed="\n" + WORD_JOINER) and "<img" not in text

@@ -147,10 +147,6 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self.secrets)
 
-    def with_secrets(self, *more: str | None) -> Redactor:
-        """A redactor that also knows ``more``."""
-        return Redactor([*self.secrets, *(s for s in more if s)])
-
     @cached_property
     def _compiled(self) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
         """(one regex of the base64 fragments, one of the text and hex forms of every secret and of its reverse)."""

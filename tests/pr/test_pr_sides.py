@@ -1,5 +1,6 @@
-"""DESIGN §8 "Each side in its own world" (issue 20): each side is set up and evaluated in its own environment,
-built from its own commit; every rule "as in the base commit" reads git objects, never a path a PR can redirect."""
+"""gate.pr.sides and gate.pr.envs, DESIGN §8 "Each side in its own world": each side is set up and evaluated in its
+own environment, built from its own commit; every rule "as in the base commit" reads git objects, never a path a PR
+can redirect."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import pytest
 import gate
 from gate.errors import InputError
 from gate.pr import envs
-from gate.pr.flow import PrOptions, run_pr
+from gate.pr.flow import run_pr
 from gate.pr.history_store import read
+from gate.pr.run import PrOptions
 from gate.pr.trend import history_store
 
 PIPE = """import sys

@@ -1,7 +1,7 @@
-"""The action keeps the history (issue 13): push mode appends to the history branch of a real remote (a bare
+"""gate.pr.trend, the history in the PR flow: push mode appends to the history branch of a real remote (a bare
 repository), a pull request — from a fork too — reads it read-only and gets a "Trend vs main" section.
 
-The pipeline is the tiny deterministic RAG of ``conftest_github``; ``feature`` breaks retrieval for half of the
+The pipeline is the tiny deterministic RAG of ``scratch_repo``; ``feature`` breaks retrieval for half of the
 cases, so against four main entries its hit rate drops by half: CRITICAL.
 """
 
@@ -13,12 +13,11 @@ import subprocess
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest_github import make_scratch_repo, pull_request_event
+from helpers import REPO
+from scratch_repo import make_scratch_repo, pull_request_event
 
 from gate.cli import main
 from gate.pr.history_store import DEFAULT_BRANCH, HistoryStore, append
-
-REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 
 
 def git(cwd, *args):
@@ -143,7 +142,7 @@ def test_push_appends_then_a_pull_request_reads_the_history_and_reports_the_tren
     assert "### Trend vs main" in (pr_dir / "summary.md").read_text()
     out = outputs(pr_dir)
     assert out["trend-status"] == "critical" and out["verdict"] == "fail"
-    assert set(out) <= set(yaml.safe_load((REPO_ROOT / "action.yml").read_text())["outputs"])
+    assert set(out) <= set(yaml.safe_load((REPO / "action.yml").read_text())["outputs"])
 
 
 def test_an_unreadable_history_is_a_warning_never_a_failure_of_the_check(world, tmp_path):

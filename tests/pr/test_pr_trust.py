@@ -1,5 +1,5 @@
-"""`rag-gate pr` against untrusted PR code: privileged events refused, secrets out of reach and out of every output,
-base results and the base cache out of the head's reach (issue 10 §1–3)."""
+"""gate.pr.trust and `rag-gate pr` against untrusted PR code: privileged events refused, secrets out of reach and out
+of every output, base results and the base cache out of the head's reach."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest_github import GITHUB_VARS, make_scratch_repo, pull_request_event
-from conftest_github import actions_env as shared_actions_env
 from fake_github import FakeGithub
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scratch_repo import GITHUB_VARS, make_scratch_repo, pull_request_event
+from scratch_repo import actions_env as shared_actions_env
 from test_redact import readable_form
 
 from gate.cli import main
@@ -24,7 +24,7 @@ from gate.config import load_config
 from gate.errors import InputError
 from gate.pr import cache
 from gate.pr import github as gh
-from gate.pr.flow import SAFE_EVENTS, cache_policy, is_trusted, refuse_unsafe_event
+from gate.pr.trust import SAFE_EVENTS, cache_policy, is_trusted, refuse_unsafe_event
 from gate.produce import run_side
 from gate.sandbox import Sandbox
 from gate.sides import compare_runs
@@ -144,7 +144,7 @@ def test_a_workflow_that_opts_in_runs_on_a_privileged_event(tmp_path, fake):
 
 
 def _broken_rag() -> str:
-    from conftest_github import N_FACTS, RAG_TEMPLATE
+    from scratch_repo import N_FACTS, RAG_TEMPLATE
 
     return RAG_TEMPLATE.format(broken=True, n=N_FACTS)
 

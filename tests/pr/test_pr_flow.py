@@ -6,24 +6,21 @@ import difflib
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest_github import GITHUB_VARS, N_FACTS, RAG_TEMPLATE, make_scratch_repo, pull_request_event
-from conftest_github import actions_env as shared_actions_env
 from fake_github import FakeGithub
+from helpers import REPO
+from scratch_repo import GITHUB_VARS, N_FACTS, RAG_TEMPLATE, make_scratch_repo, pull_request_event
+from scratch_repo import actions_env as shared_actions_env
 from test_junit import assert_valid_junit
 
 from gate.cli import main
-from gate.comparison import exit_code_for
-from gate.errors import InputError
 from gate.outputs.markdown import sticky_marker
-from gate.pr import cache, gitops
 from gate.pr import github as gh
+from gate.pr import gitops
 
-REPO = Path(__file__).resolve().parent.parent
 CACHE_KEY = "test-cache-signing-key-0123456789"
 
 
@@ -206,140 +203,11 @@ def test_a_junit_folder_that_cannot_be_made_is_refused_before_anything_runs(tmp_
     assert not (tmp_path / "out" / "report.json").exists() and not (tmp_path / "out" / "base").exists()
 
 
-@pytest.mark.parametrize(
-    ("verdict", "fail_on", "code"),
-    [
-        ("fail", "fail", 1),
-        ("inconclusive", "fail", 0),
-        ("pass", "fail", 0),
-        ("fail", "inconclusive", 1),
-        ("inconclusive", "inconclusive", 1),
-        ("pass", "inconclusive", 0),
-        ("fail", "never", 0),
-        ("inconclusive", "never", 0),
-        ("error", "fail", 3),
-        ("error", "never", 3),
-    ],
-)
-def test_exit_code_for_fail_on(verdict, fail_on, code):
-    assert exit_code_for(verdict, fail_on) == code
-
-
 def test_bad_flag_values_are_usage_errors(tmp_path, scratch):
     result = CliRunner().invoke(main, ["pr", "--repeats", "zero"])
     assert result.exit_code == 2 and "expected a whole number" in result.output
     result = CliRunner().invoke(main, ["pr", "--comment", "maybe"])
     assert result.exit_code == 2 and "expected on or off" in result.output
-
-
-# ------------------------------------------------------------------------------------------- gitops
-
-
-def test_merge_base_is_the_fork_point_not_the_base_tip(tmp_path):
-    repo = tmp_path / "repo"
-    shas = make_scratch_repo(repo)
-    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
-    (repo / "later.txt").write_text("main moved on\n")
-    subprocess.run(["git", "-C", str(repo), "add", "later.txt"], check=True)
-    subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "later"], check=True
-    )
-    tip = gitops.resolve_commit(repo, "main")
-    assert tip != shas["base"]
-    assert gitops.merge_base(repo, tip, shas["head"]) == shas["base"]
-
-
-def test_changed_files_counts_lines_binaries_and_uncommitted_edits(tmp_path):
-    repo = tmp_path / "repo"
-    shas = make_scratch_repo(repo)
-    (repo / "model.bin").write_bytes(bytes(range(256)))
-    (repo / "notes with space.md").write_text("one\ntwo\nthree\n")
-    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-    commit = ["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x"]
-    subprocess.run(commit, check=True)
-    (repo / "notes with space.md").write_text("one\n2\nthree\nfour\n")  # uncommitted: the head runs it
-    files = {f.path: (f.added, f.deleted) for f in gitops.changed_files(repo, shas["base"])}
-    assert files["model.bin"] == (None, None) and files["notes with space.md"] == (4, 0)
-    assert set(files) == {"model.bin", "notes with space.md", "rag.py"}
-    files = {f.path: (f.added, f.deleted) for f in gitops.changed_files(repo, "HEAD")}
-    assert files == {"notes with space.md": (2, 1)}  # "two" → "2", "four" added
-
-
-def test_worktree_checks_out_the_commit_and_is_removed_even_on_error(tmp_path):
-    repo = tmp_path / "repo"
-    shas = make_scratch_repo(repo)
-    with pytest.raises(RuntimeError), gitops.worktree(repo, shas["base"]) as tree:
-        assert "BROKEN = False" in (tree / "rag.py").read_text()
-        assert gitops.resolve_commit(tree, "HEAD") == shas["base"]
-        raise RuntimeError("boom")
-    assert not tree.exists()
-    listed = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout
-    assert len(listed.splitlines()) == 1
-
-
-def test_unknown_ref_in_a_shallow_clone_asks_for_fetch_depth_0(tmp_path):
-    repo = tmp_path / "repo"
-    make_scratch_repo(repo)
-    shallow = tmp_path / "shallow"
-    subprocess.run(
-        ["git", "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{repo}", str(shallow)], check=True
-    )
-    with pytest.raises(InputError, match="fetch-depth: 0"):
-        gitops.merge_base(shallow, "main", "HEAD")
-
-
-# -------------------------------------------------------------------------------------------- cache
-
-
-def key(**changes):
-    fields = dict(
-        base_sha="a" * 40,
-        golden_sha256="b" * 64,
-        config_sha256="c" * 64,
-        judge_id=cache.judge_id({"name": "lexical"}),
-        repeats=1,
-        gate_version="0.1.0",
-    )
-    return cache.CacheKey(**(fields | changes))
-
-
-def snapshot_of(tmp_path, **files):
-    run = tmp_path / "run"
-    run.mkdir(exist_ok=True)
-    for name, text in files.items():
-        (run / name.replace("__", ".")).write_text(text)
-    return cache.Snapshot.of(run)
-
-
-def test_cache_round_trip_and_every_key_field_matters(tmp_path):
-    snapshot = snapshot_of(tmp_path, manifest__json="{}", scores__jsonl="x\n")
-    stored = cache.store(tmp_path / "cache", key(), snapshot, b"k1")
-    assert cache.lookup(tmp_path / "cache", key(), b"k1") == snapshot
-    assert (stored / "scores.jsonl").read_text() == "x\n"
-    for change in (
-        {"base_sha": "d" * 40},
-        {"golden_sha256": "e" * 64},
-        {"config_sha256": "f" * 64},
-        {"judge_id": cache.judge_id({"name": "nli"})},
-        {"repeats": 3},
-        {"gate_version": "0.2.0"},
-    ):
-        assert cache.lookup(tmp_path / "cache", key(**change), b"k1") is None
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [key().digest()]
-
-
-def test_cache_refuses_incomplete_runs_and_tampered_keys(tmp_path):
-    with pytest.raises(ValueError, match="incomplete"):
-        cache.store(tmp_path / "cache", key(), snapshot_of(tmp_path, scores__jsonl="x\n"), b"k1")
-    stored = cache.store(tmp_path / "cache", key(), snapshot_of(tmp_path, manifest__json="{}"), b"k1")
-    (stored.parent / "key.json").write_text(json.dumps({"base_sha": "other"}))
-    assert cache.lookup(tmp_path / "cache", key(), b"k1") is None
-
-
-def test_judge_id_ignores_key_order():
-    assert cache.judge_id({"name": "llm", "model": "m"}) == cache.judge_id({"model": "m", "name": "llm"})
-    assert cache.judge_id({"name": "llm", "model": "m"}) != cache.judge_id({"name": "llm", "model": "n"})
-    assert len(cache.judge_id(None)) == 16
 
 
 def test_token_echoed_by_github_is_printed_and_written_nowhere(tmp_path, scratch):

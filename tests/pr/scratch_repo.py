@@ -4,7 +4,7 @@ The pipeline is a real, tiny, deterministic RAG function (``rag:answer``): 24 "c
 out-of-domain questions. On ``main`` it retrieves the right fact and refuses out-of-domain questions; the
 ``feature`` commit breaks retrieval for half of the cases and answers the out-of-domain ones.
 
-Also a script, for the container test: ``python tests/conftest_github.py DIR`` builds the repository in DIR.
+Also a script, for the container test: ``python tests/pr/scratch_repo.py DIR`` builds the repository in DIR.
 """
 
 from __future__ import annotations
