@@ -63,7 +63,7 @@ def shipped_schema(name: str) -> dict[str, Any]:
     """The JSON Schema shipped in ``gate/schemas`` (``config`` → ``config.schema.json``); do not modify it.
 
     Read without jsonschema (slow to import and to check a schema; ``benchmarks/perf.py``'s startup rows measure
-    every start): its validity is a test (``tests/test_jsonl.py``), not a cost of every start.
+    every start): its validity is a test (``tests/io/test_jsonl.py``), not a cost of every start.
     """
     text = resources.files("gate.schemas").joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
     return json.loads(text)

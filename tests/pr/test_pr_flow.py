@@ -12,9 +12,9 @@ import yaml
 from click.testing import CliRunner
 from fake_github import FakeGithub
 from helpers import REPO
+from junit_check import assert_valid_junit
 from scratch_repo import GITHUB_VARS, N_FACTS, RAG_TEMPLATE, make_scratch_repo, pull_request_event
 from scratch_repo import actions_env as shared_actions_env
-from test_junit import assert_valid_junit
 
 from gate.cli import main
 from gate.outputs.markdown import sticky_marker

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fake_github import FakeGithub
+from helpers import readable_form
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scratch_repo import GITHUB_VARS, make_scratch_repo, pull_request_event
 from scratch_repo import actions_env as shared_actions_env
-from test_redact import readable_form
 
 from gate.cli import main
 from gate.config import load_config

@@ -172,7 +172,7 @@ METRICS: dict[str, MetricSpec] = {
                    needs_k=True, stage="retrieval", fn=per_case(ndcg_at_k), many=ndcg_at_k_many),
         # 0.05, not 0.03: judged faithfulness also moves with answer style. On RAGTruth prompts, two models with
         # similar human hallucination rates (gpt-4-0613 9 %, gpt-3.5-turbo 7 %) differ by 0.047 in lexical
-        # faithfulness, while a 9 % vs 55 % pair differs by 0.087 (tests/test_gate_ragtruth.py).
+        # faithfulness, while a 9 % vs 55 % pair differs by 0.087 (tests/e2e/test_ragtruth.py).
         MetricSpec("faithfulness", "Faithfulness", "higher", "graded", 0.05,
                    "supported claims / claims (judge); NaN for refusals (wider margin: judged scores also move with "
                    "answer style)",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import EXAMPLE
 
 from gate.cli.main import main
 from gate.errors import InputError
@@ -520,7 +521,7 @@ def test_import_refuses_to_overwrite_its_source_and_corpus(tmp_path, corpus):
 def test_a_golden_set_exported_to_ragas_and_beir_imports_back_to_its_questions_and_ids(tmp_path):
     """The bundled SQuAD golden set, written as a ragas testset (contexts as text) and as a BEIR folder, imports back
     to the same questions (as written, spaces included) and the same expected document ids, in order."""
-    squad = Path(__file__).resolve().parent.parent / "examples" / "squad"
+    squad = EXAMPLE
     golden = [json.loads(line) for line in (squad / "golden.jsonl").read_text(encoding="utf-8").splitlines()]
     docs = {d["id"]: d for d in map(json.loads, (squad / "corpus.jsonl").read_text(encoding="utf-8").splitlines())}
     ragas = write_jsonl(

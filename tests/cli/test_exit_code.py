@@ -4,15 +4,15 @@ say what it does."""
 import inspect
 import itertools
 import re
-from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from gate.comparison import FAIL_ON, exit_code_for
 from gate.errors import InputError
 from gate.trends import MetricTrend, TrendPolicy, TrendReport
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = REPO / "README.md"
 COLUMNS = {  # README column header → (fail_on, strict) settings it stands for ("± strict": both)
     "`fail-on: fail` (default)": [("fail", False)],
     "`fail-on: fail` + strict": [("fail", True)],

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 RECIPES = REPO / "examples" / "frameworks"
 SQUAD = REPO / "examples" / "squad"
 SHARD = "1/5"

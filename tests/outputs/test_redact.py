@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import base64
-import codecs
 import string
 import urllib.parse
 
+from helpers import readable_form
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,24 +35,6 @@ def encodings(secret: str, prefix: str, suffix: str) -> dict[str, str]:
         "url every byte": "".join(f"%{b:02X}" for b in secret.encode()),
         "url plus": urllib.parse.quote_plus(secret),
     }
-
-
-def readable_form(secret: str, encoded: str) -> bool:
-    """Whether ``encoded`` still yields ``secret`` by the matching decoding (the oracle)."""
-    candidates = {encoded, encoded.replace(" ", ""), encoded[::-1], urllib.parse.unquote_plus(encoded)}
-    for text in list(candidates):
-        for alphabet in (base64.b64decode, base64.urlsafe_b64decode):
-            for start in range(4):
-                chunk = text[start:]
-                try:
-                    candidates.add(alphabet(chunk + "=" * (-len(chunk) % 4)).decode("utf-8", "replace"))
-                except ValueError:
-                    pass
-        try:
-            candidates.add(codecs.decode(text.replace("0x", "").replace(" ", ""), "hex").decode("utf-8", "replace"))
-        except ValueError:
-            pass
-    return any(secret in c or secret[::-1] in c for c in candidates)
 
 
 @settings(max_examples=150, deadline=None)
