@@ -18,8 +18,8 @@ from scratch_repo import actions_env as shared_actions_env
 
 from gate.cli import main
 from gate.outputs.markdown import sticky_marker
+from gate.pr import git
 from gate.pr import github as gh
-from gate.pr import gitops
 
 CACHE_KEY = "test-cache-signing-key-0123456789"
 
@@ -279,9 +279,9 @@ def test_uncommitted_changes_are_evaluated_and_said(tmp_path):
     """Locally the head side is the working tree: an uncommitted fix passes, and rag-gate says it is not HEAD."""
     repo = tmp_path / "repo"
     shas = make_scratch_repo(repo)
-    assert gitops.uncommitted(repo) == []
+    assert git.uncommitted(repo) == []
     (repo / "rag.py").write_text(RAG_TEMPLATE.format(broken=False, n=N_FACTS))  # undo the PR's break, uncommitted
-    assert gitops.uncommitted(repo) == ["rag.py"]
+    assert git.uncommitted(repo) == ["rag.py"]
     result = run_pr(tmp_path, (repo, shas, tmp_path / "cache"), dict.fromkeys(GITHUB_VARS), "--base-ref", "main")
     assert result.exit_code == 0, result.output
     assert "1 uncommitted change(s) (rag.py): the head side is evaluated as it is on disk, not as commit " in (

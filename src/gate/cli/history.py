@@ -73,7 +73,7 @@ def resolve_policy(
 
 def _git_default(*args: str) -> str | None:
     """Output of a git command in the current directory, or None outside a repository."""
-    from gate.pr.gitops import git
+    from gate.pr.git import git
 
     try:
         done = git(Path.cwd(), *args, check=False)

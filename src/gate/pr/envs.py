@@ -40,7 +40,7 @@ from gate import __version__
 from gate.errors import EvaluationError
 from gate.files import remove_tree
 from gate.pipeline import run_shell
-from gate.pr.gitops import git
+from gate.pr.git import git
 from gate.pr.trust import CachePolicy
 from gate.sandbox import Sandbox
 

@@ -31,7 +31,7 @@ from gate.files import contained_dir, prepare_output_file, remove_tree
 from gate.jsonl import write_text_atomic
 from gate.outputs import Output
 from gate.outputs.markdown import sticky_marker
-from gate.pr import envs, gitops, sides, trust
+from gate.pr import envs, git, sides, trust
 from gate.pr import github as gh
 from gate.pr.envs import Setup
 from gate.pr.report import Reporter, redact_exception, redacting, relative
@@ -106,7 +106,7 @@ def _prepare(options: PrOptions, environ: Mapping[str, str], report: Reporter, c
     workdir = (options.working_directory or Path.cwd()).resolve()
     cache_dir = workdir / options.cache_dir if options.cache_dir is not None else None
     config_path = (workdir / options.config).resolve()
-    repo = gitops.repo_root(workdir)
+    repo = git.repo_root(workdir)
     trust.warn_persisted_credentials(repo, context, report.emit)
     head = load_config(config_path, repeats=options.repeats)
     try:
@@ -130,10 +130,10 @@ def _base_commit(run: PrRun) -> tuple[str, str]:
     """The merge base to evaluate, and a label for it (the base branch name)."""
     options, context = run.options, run.context
     if options.base_ref:
-        return gitops.merge_base(run.repo, options.base_ref, "HEAD"), options.base_ref
+        return git.merge_base(run.repo, options.base_ref, "HEAD"), options.base_ref
     if context.pr_number is not None and context.base_sha:
         head = context.head_sha or "HEAD"
-        return gitops.merge_base(run.repo, context.base_sha, head), context.base_ref or context.base_sha
+        return git.merge_base(run.repo, context.base_sha, head), context.base_ref or context.base_sha
     raise InputError(
         "no base to compare with: pass --base-ref BRANCH (e.g. --base-ref main), or run on a pull_request event"
     )
@@ -150,8 +150,8 @@ def _compare(run: PrRun) -> PrResult:
     """Evaluate the merge base and the head, compare them, and report the comparison."""
     options, context, repo, out = run.options, run.context, run.repo, run.out
     base_sha, base_label = _base_commit(run)
-    head_sha = gitops.resolve_commit(repo, "HEAD")
-    dirty = gitops.uncommitted(repo)
+    head_sha = git.resolve_commit(repo, "HEAD")
+    dirty = git.uncommitted(repo)
     if dirty:
         shown = ", ".join(dirty[:3]) + (", …" if len(dirty) > 3 else "")
         log.warning(
@@ -162,7 +162,7 @@ def _compare(run: PrRun) -> PrResult:
             head_sha[:12],
         )
     head = run.head
-    with gitops.worktree(repo, base_sha) as tree:
+    with git.worktree(repo, base_sha) as tree:
         base = sides.base_config(repo, base_sha, tree, run.config_rel, options.repeats)
         head_golden = head.golden
         golden, diff, head_lines = sides.golden_contract(base, head, out)
@@ -193,7 +193,7 @@ def _compare(run: PrRun) -> PrResult:
         golden=golden,
         strict=options.strict,
         diff=diff or None,
-        files=gitops.changed_files(repo, base_sha),
+        files=git.changed_files(repo, base_sha),
         commits=f"{base_sha[:12]}..{head_sha[:12]}",
     )
     store = run.store
@@ -262,8 +262,8 @@ def _store_base(run: PrRun) -> PrResult:
             "pull_request, or on pushes to the default branch with cache-dir and cache-signing-key set, so that "
             "pull requests reuse the base results"
         )
-    sha = gitops.resolve_commit(run.repo, context.sha or "HEAD")
-    with gitops.worktree(run.repo, sha) as tree:
+    sha = git.resolve_commit(run.repo, context.sha or "HEAD")
+    with git.worktree(run.repo, sha) as tree:
         config = sides.base_config(run.repo, sha, tree, run.config_rel, options.repeats)
         sandbox = sides.make_sandbox(run.environ, (config,), run.secrets)
         snapshot, cached = sides.base_results(run, config, sha, context.ref or sha, sandbox, _setup(run, tree))

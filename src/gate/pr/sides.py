@@ -23,7 +23,7 @@ from gate.files import make_dirs, remove_tree
 from gate.golden import GoldenDiff, contract, diff_golden, file_sha256, load_golden
 from gate.jsonl import dumps, write_text_atomic
 from gate.outputs.annotations import annotation
-from gate.pr import cache, envs, gitops
+from gate.pr import cache, envs, git
 from gate.pr.run import NotGatedYet, PrRun
 from gate.produce import run_side
 from gate.sandbox import Sandbox
@@ -35,7 +35,7 @@ def base_config(repo: Path, base_sha: str, worktree: Path, config_rel: Path, rep
     """The base side's config from its worktree (with the base's own golden set), checked against git objects.
 
     The config and the files it names inside the repository (golden set, precomputed predictions) must be files
-    of the base commit, links followed only inside it (:func:`gate.pr.gitops.file_at`): a link committed in the
+    of the base commit, links followed only inside it (:func:`gate.pr.git.file_at`): a link committed in the
     base that leads out of it (e.g. into the PR's checkout) is refused (exit 2), so the policy and the golden set
     are the base commit's own.
 
@@ -43,7 +43,7 @@ def base_config(repo: Path, base_sha: str, worktree: Path, config_rel: Path, rep
         NotGatedYet: the base commit has no config (exit 0).
         InputError: the config names a file that is not the base commit's (exit 2).
     """
-    if gitops.file_at(repo, base_sha, config_rel.as_posix()) is None:
+    if git.file_at(repo, base_sha, config_rel.as_posix()) is None:
         raise NotGatedYet(
             f"{config_rel} is not in the base commit {base_sha[:12]}: this pull request adds rag-gate, so there is "
             "no base to compare with yet (the base's config is the policy); nothing was evaluated and the check "
@@ -62,7 +62,7 @@ def base_config(repo: Path, base_sha: str, worktree: Path, config_rel: Path, rep
         relative = os.path.relpath(lexical, root)
         if relative.startswith(".."):
             continue  # named outside the repository by the base config itself
-        if gitops.file_at(repo, base_sha, relative) is None:
+        if git.file_at(repo, base_sha, relative) is None:
             raise InputError(f"{config_rel}: {field}: {named} is not a file of the base commit")
     return config
 

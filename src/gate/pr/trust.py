@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gate.errors import InputError
 from gate.outputs.annotations import annotation
-from gate.pr import cache, gitops
+from gate.pr import cache, git
 from gate.pr import github as gh
 
 log = logging.getLogger("rag-gate")
@@ -170,7 +170,7 @@ def github_token(
 
 def warn_persisted_credentials(repo: Path, context: gh.GithubContext, emit: Callable[[str], None]) -> None:
     """Warn when ``.git/config`` holds credentials (``actions/checkout`` with ``persist-credentials: true``)."""
-    names = gitops.credential_settings(repo)
+    names = git.credential_settings(repo)
     if not names:
         return
     message = (
