@@ -1,4 +1,4 @@
-"""How close the LLM judges come to the ideal time against a 200 ms endpoint (issue 14).
+"""How close the LLM judges come to the ideal time against a 200 ms endpoint.
 
 Starts a local OpenAI-compatible stub (aiohttp, in its own process, every answer after ``--latency`` seconds:
 rubric grades, or ragas statement extraction / verdicts) and scores N answers through ``gate.scoring.score_all``

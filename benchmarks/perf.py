@@ -1,4 +1,4 @@
-"""Fast at every size (issue 14): one table of rag-gate's figures next to a reference's, measured in one run.
+"""Fast at every size: one table of rag-gate's figures next to a reference's, measured in one run.
 
 Every row is measured here, side by side with its reference, as the median of ``--runs`` interleaved runs (this is
 a shared machine: the ratios are the claim, not the seconds). Rows:
@@ -21,10 +21,10 @@ a shared machine: the ratios are the claim, not the seconds). Rows:
    ``ascore``.
 7. ``rag-gate pr`` with the base cache: a push to main stores the base, then two pushes to a PR (fake GitHub on
    127.0.0.1, the tests' scratch repository); base cases run each time are counted by the pipeline itself.
-8. Scoring on every core (issue 25), on ``perfdata.make_project``'s answers (default metrics, lexical judge):
+8. Scoring on every core, on ``perfdata.make_project``'s answers (default metrics, lexical judge):
    ``score_all`` with ``jobs=1`` against ``jobs=2`` (speed-up, scores compared), and the lexical judge alone,
    answers per second on one core.
-9. ``compare`` at N = 2,000, R = 3 against the scipy calls (row 1's measure at the size of issue 25).
+9. ``compare`` at N = 2,000, R = 3 against the scipy calls (row 1's measure at a smaller size).
 10. End to end at 100,000 cases: ``rag-gate run`` of both sides (``pipeline: predictions:``, so no pipeline time;
     default metrics, lexical judge) and ``rag-gate compare``: total wall time and the largest peak RSS of the
     three commands. One run (minutes on a shared machine): ``--only e2e`` and ``--e2e-cases`` to choose.
@@ -692,7 +692,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             rows += e2e_rows(2000 if quick else args.e2e_cases, work)
     elapsed = time.perf_counter() - started
     header = (
-        f"rag-gate performance (issues 14 and 25), {'--quick' if quick else 'full'} mode, median of {runs} interleaved "
+        f"rag-gate performance, {'--quick' if quick else 'full'} mode, median of {runs} interleaved "
         f"run(s) per row; {os.cpu_count()} CPUs shared with other jobs (load average {load_before:.1f} at the start, "
         f"{os.getloadavg()[0]:.1f} at the end); {elapsed / 60:.1f} min in all."
     )

@@ -1,4 +1,4 @@
-"""Which heavy libraries each command imports (issue 14): only those its work needs.
+"""Which heavy libraries each command imports: only those its work needs.
 
 ``--help`` and ``validate`` need none (not even jsonschema, which only explains a bad record); ``run`` needs
 scikit-learn only when the lexical judge judges an answer, and jinja2 never; ``compare`` of run directories whose
@@ -79,7 +79,7 @@ def test_help_and_validate_import_no_heavy_library(project):
 
 def test_run_without_judged_metrics_imports_no_heavy_library(project):
     assert imported(project, "run", "--config", "retrieval.yml", "--out", "runs/retrieval") == set()
-    # nor what a valid config, a progress bar not shown and a judge that grades nothing would need (issue 14: the
+    # nor what a valid config, a progress bar not shown and a judge that grades nothing would need (the
     # overhead of a run): jsonschema explains bad input only, tqdm draws the bar, snowballstemmer stems for the judge
     probe = PROBE.replace("heavy = ", "heavy = ('jsonschema', 'tqdm', 'snowballstemmer') + ")
     args = ["run", "--config", "retrieval.yml", "--out", "runs/retrieval-2", "--no-progress"]

@@ -1,4 +1,4 @@
-"""`rag-gate validate` on a config checks the config and every file it names (issue 11)."""
+"""`rag-gate validate` on a config checks the config and every file it names."""
 
 from __future__ import annotations
 

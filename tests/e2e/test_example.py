@@ -142,7 +142,7 @@ def test_readme_shows_the_comment_the_example_prints(example):
     report = load_report(tmp_path / "out" / "report" / "report.json")
     full = render_comment(report)
     excerpt = readme_excerpt(render_comment(report, max_items=2))
-    # what the issue asked of the example's comment (issue 11, "Done when")
+    # what a reviewer needs from the example's comment
     top = full[: full.index("<details><summary>Run details")]
     table = [line for line in top.splitlines() if line.startswith("| ") and "| metric |" not in line]
     assert table and all("❌" not in row and "✅" not in row for row in table if "not gated" in row)

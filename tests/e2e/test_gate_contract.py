@@ -1,4 +1,4 @@
-"""Issue 9: a PR the gate cannot slip past — breakage is a regression, a broken evaluation never passes, every
+"""A PR the gate cannot slip past — breakage is a regression, a broken evaluation never passes, every
 failed row counts, incomplete runs are refused, one identity decides reuse, metrics with nothing to measure are
 left out, and regressed cases say why (retrieval, generation, error)."""
 

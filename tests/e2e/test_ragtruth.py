@@ -1,4 +1,4 @@
-"""Gate-level check on real human labels (issue 12): RAGTruth answers of one model as base, another as head.
+"""Gate-level check on real human labels: RAGTruth answers of one model as base, another as head.
 
 With the **default** config (no ``gate:`` key: the share of hallucinated claims is the gated generation metric), a
 model with ~9 % human-labelled hallucinations (gpt-4-0613) against one with ~55 % (mistral-7B-instruct) must fail
@@ -82,7 +82,7 @@ def test_models_people_do_not_see_as_worse_do_not_fail(tmp_path, by_model, base_
 
 
 def test_faithful_answers_only_longer_do_not_fail(by_model):
-    """Per prompt, the shortest and the longest answer people judge faithful (issue 22: 97 → 167 words failed on the
+    """Per prompt, the shortest and the longest answer people judge faithful (97 → 167 words failed on the
     binary hallucination rate). The gated share of hallucinated claims does not fail; the binary rate rises."""
     result = length_only_pair([c for cases in by_model.values() for c in cases.values()])
     assert result.n >= 80 and result.words_head > 1.5 * result.words_base

@@ -1,4 +1,4 @@
-"""History and the trend alarm (issue 13): the reference values of the method, through the CLI.
+"""History and the trend alarm: the reference values of the method, through the CLI.
 
 Oracles: the method's worked example (weekly faithfulness, per-answer aggregation), hand computations written out
 below, ``statistics`` from the standard library and the normal tail via ``math.erfc``.

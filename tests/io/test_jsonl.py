@@ -224,7 +224,7 @@ def test_the_agreement_test_saw_valid_and_invalid_records():
     assert SEEN[True] > 10 and SEEN[False] > 10, SEEN  # 45 and 355 here alone; fewer valid ones in a full run
 
 
-# ------------------------------------------------------------------ the fast parser, writer and typed rows (issue 14)
+# ------------------------------------------------------------------ the fast parser, writer and typed rows
 @pytest.mark.parametrize(
     "text",
     [

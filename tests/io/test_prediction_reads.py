@@ -1,4 +1,4 @@
-"""Reading many predictions back from disk (issue 25): one read per list, and every row right however many.
+"""Reading many predictions back from disk: one read per list, and every row right however many.
 
 ``PredictionTable`` keeps the rows it read in a bounded cache (``CACHE``); a read used to hand back a placeholder
 (no answer, no latency) for a row that the same read had pushed out of the cache, so the report's per-case

@@ -1,4 +1,4 @@
-"""Every write is all or nothing, or names its path (issue 20, item 7).
+"""Every write is all or nothing, or names its path.
 
 An output that cannot be written is an environment problem: exit 3 with one line ``PATH: cannot write: REASON``,
 never "internal error". Three real causes are produced here, none of them mocked:

@@ -365,7 +365,7 @@ def test_unwritable_cache_does_not_fail_the_judgment(fake, make_judge, tmp_path)
     assert make_judge(cache_dir=blocker).judge(QUESTION, ANSWER, CHUNKS).score == 1.0
 
 
-# ---------------------------------------------------------------------- the final answer (issue 9 §5)
+# ---------------------------------------------------------------------- the final answer
 
 DRAFT = json.dumps(rubric(1, 1, reason="draft"))
 FINAL = json.dumps(rubric(3, 2, reason="final"))
@@ -425,7 +425,7 @@ def test_property_any_draft_before_the_final_json_is_ignored(draft, final, prose
     assert (parsed[0]["faithfulness"], parsed[0]["answer_relevance"], parsed[1]) == (*final, {"faithfulness": "f"})
 
 
-# -------------------------------------------------------- configuration failures stop the run (issue 9 §3)
+# -------------------------------------------------------- configuration failures stop the run
 
 
 @pytest.mark.parametrize(
@@ -475,7 +475,7 @@ def test_a_cut_json_body_is_a_failure_for_that_case_only(fake, make_judge):
     assert (usage.requests, usage.retries, usage.failures) == (4, 2, 1)
 
 
-# --------------------------------------------------------------- circuit breaker and deadline (issue 9 §3)
+# --------------------------------------------------------------- circuit breaker and deadline
 
 
 def test_circuit_opens_after_k_consecutive_failures_and_stops_calling(fake, make_judge):
@@ -538,7 +538,7 @@ def test_a_server_that_trickles_its_answer_is_cut_at_timeout_s(fake, make_judge)
     assert time.monotonic() - start < 10  # cut at 0.5 s, not after the ~15 s body (generous for a loaded machine)
 
 
-# ------------------------------------------------------------------- accounting (issue 12 item 5)
+# ------------------------------------------------------------------- accounting
 
 
 def test_usage_counts_requests_retries_failures_tokens_and_cost(fake, make_judge):
@@ -576,7 +576,7 @@ def test_cost_is_none_without_prices_and_lexical_makes_no_request(fake, make_jud
     assert NO_USAGE.requests == 0 and NO_USAGE.cost_usd == 0.0
 
 
-# ------------------------------------------------------------------------- identity (issue 9 §4)
+# ------------------------------------------------------------------------- identity
 
 SCORING = {"model": "judge-n", "base_url": "http://127.0.0.1:9/v1", "temperature": 0.3, "max_tokens": 300}
 NOT_SCORING = {

@@ -1,4 +1,4 @@
-"""Issue 12 §1: the five generation dimensions — faithfulness, answer relevance, correctness, completeness and
+"""The five generation dimensions — faithfulness, answer relevance, correctness, completeness and
 form — as metrics: their deterministic parts (no model), the rubric judge's one call that grades all five, how
 the two combine, the form rules of the config and of a case, and a gate that fails on a form regression."""
 

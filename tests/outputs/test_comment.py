@@ -1,4 +1,4 @@
-"""The comment a reviewer reads (issue 11): statuses only where the gate decides, columns that are the tested
+"""The comment a reviewer reads: statuses only where the gate decides, columns that are the tested
 statistic, labelled p-values, intervals in range, words by direction, collapsed old failures, what changed, and
 plain text for a terminal. Every comparison here is made by the real code from scored sides."""
 

@@ -1,4 +1,4 @@
-"""report.html (issue 24): `rag-gate compare` writes one self-contained page beside report.json with every case side
+"""report.html: `rag-gate compare` writes one self-contained page beside report.json with every case side
 by side; hostile text in answers, questions, chunks and errors stays text; the filters and the search work in a real
 browser (headless Chromium through Selenium, opened from file:// with the network off).
 

@@ -1,4 +1,4 @@
-"""One sanitizer for every line rag-gate prints (issue 20, item 6): gate.sanitize and the outputs that use it.
+"""One sanitizer for every line rag-gate prints: gate.sanitize and the outputs that use it.
 
 Three kinds of fault, each tested on the functions and through the real CLI:
 - untrusted text starting a GitHub workflow-command line (``::error``, ``::add-mask::``, legacy ``##[``) in

@@ -1,4 +1,4 @@
-"""Scoring on several processes (issue 25): the same bytes as on one, and a worker that dies is retried or reported.
+"""Scoring on several processes: the same bytes as on one, and a worker that dies is retried or reported.
 
 The bundled example (the SQuAD pair of predictions files) and a generated set are scored by ``rag-gate compare``
 with ``--jobs 1`` and ``--jobs 2``: every scores.jsonl and report.json must be byte-identical. A worker process is

@@ -1,4 +1,4 @@
-"""Pipeline wiring errors name the config line, the cwd and the sys.path searched (issue 11), with real workers."""
+"""Pipeline wiring errors name the config line, the cwd and the sys.path searched, with real workers."""
 
 from __future__ import annotations
 

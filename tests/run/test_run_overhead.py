@@ -1,4 +1,4 @@
-"""What ``rag-gate run`` does around the pipeline's calls (issue 14: overhead of a run with a slow pipeline).
+"""What ``rag-gate run`` does around the pipeline's calls: the overhead of a run with a slow pipeline.
 
 Scores are computed while the pipeline runs (:class:`gate.scoring.EarlyScores`) and must equal those computed
 afterwards from the file; JSON rows are written without a NaN-cleaning copy unless they hold a NaN; a valid config

@@ -1,4 +1,4 @@
-"""Issue 22: the interval beside a metric's p is the inversion of the same test (test–interval duality), checked
+"""The interval beside a metric's p is the inversion of the same test (test–interval duality), checked
 against scipy / statsmodels oracles for every kind; improvements never read as inconclusive; worse/tie/better counts.
 """
 
