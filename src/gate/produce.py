@@ -301,7 +301,8 @@ def _resume_or_archive(
 EARLY_SCORING_MS = 1.0
 """A prediction is scored as it arrives when its call took at least this × ``pipeline.concurrency`` ms: rag-gate
 then waits about that long per prediction, several times what scoring one takes with the judge-free metrics
-(benchmarks/perf.py, run overhead); a faster pipeline's predictions are scored together once it is done (cheaper per prediction)."""
+(benchmarks/perf.py, run overhead); a faster pipeline's predictions are scored together once it is done
+(cheaper per prediction)."""
 
 
 def _early_workers(config: Config, out_dir: Path, n_jobs: int, sandbox: Sandbox | None) -> WorkerPool | None:
@@ -411,8 +412,7 @@ def _produce(
 
 
 def _progress_bar(total: int, desc: str = "cases", unit: str = "case") -> Any:
-    """A progress bar of ``total`` cases on stderr (tqdm, imported only when a bar is shown:
-    its import time counts, see tests/cli/test_startup.py).
+    """A progress bar of ``total`` cases on stderr (tqdm, imported only when a bar is shown).
 
     Without tqdm's monitor thread: scoring forks its worker processes only from a process that runs no other thread.
     """
