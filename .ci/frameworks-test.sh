@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The framework recipes (examples/frameworks/: LangChain, LlamaIndex, Haystack) with the frameworks really installed:
 # a fresh venv with the built wheel and the test tools (`test-base`), plus each recipe's pinned requirements.txt;
-# `pip check` (the frameworks must not break rag-gate's own dependencies), then tests/test_frameworks.py: each recipe's
+# `pip check` (the frameworks must not break rag-gate's own dependencies), then tests/e2e/test_frameworks.py: each recipe's
 # rag-gate.yml on a shard of the bundled golden set (document ids kept through chunking, hit rate far above 0), and
 # the gate's framework-id check (chunk ids on both sides: verdict error, exit 3) with real retrievers.
 # The frameworks are not in the core test extra; without them those tests skip, so this script refuses to run them
@@ -30,6 +30,6 @@ du -sh "$scratch/venv" | sed 's/^/[frameworks-test] venv size: /'
 # Every framework must import here: a missing one would only make its tests skip.
 "$py" -W ignore -c 'import langchain_community.retrievers, langchain_text_splitters, rank_bm25, llama_index.retrievers.bm25, Stemmer, haystack'
 
-say "tests/test_frameworks.py"
-time "$py" -m pytest tests/test_frameworks.py -p no:cacheprovider -rs
+say "tests/e2e/test_frameworks.py"
+time "$py" -m pytest tests/e2e/test_frameworks.py -p no:cacheprovider -rs
 say "frameworks passed"

@@ -4,14 +4,14 @@ Homogeneous model (Miller 2024 §3): case i has a true quality x_i ~ Beta(a, b) 
 both sides unless a drop is planted. Binary metric: each repeat passes with probability x_i. Graded metric:
 each repeat scores x_i + N(0, judge_sd²) (unclipped, so a planted drop is exactly the true mean difference).
 
-Heterogeneous model (per-case calls, issue 12 item 6): easy, hard and flaky cases whose difficulty and noise
+Heterogeneous model (per-case calls): easy, hard and flaky cases whose difficulty and noise
 vary case by case — binary pass rates near 1 (easy), near 0 (hard) or anywhere in 0.2–0.8 (flaky); graded
 scores clipped to [0, 1] with a per-case noise SD (stable 0.005–0.05, flaky 0.1–0.35), some flaky cases
 failing outright in 20 % of runs (bimodal noise), optionally on a rubric grid of 0.25 (tied scores).
 
 Every simulated PR is analysed with the real ``analyze_metrics`` / ``analyze_cases``; every rate is printed
 with its 95 % Wilson interval. Run ``python benchmarks/calibration.py`` (about 15 minutes on a shared 2-core
-machine; ``--quick``: about 3). ``tests/test_stats_calibration.py`` runs a reduced version in CI.
+machine; ``--quick``: about 3). ``tests/stats/test_calibration.py`` runs a reduced version in CI.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from gate.config import load_config
-from gate.flow import compare_runs, run_side
+from gate.produce import run_side
+from gate.sides import compare_runs
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "squad"
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import perfdata  # noqa: E402
 
 from gate import outputs  # noqa: E402
-from gate.flow import compare_sides  # noqa: E402
+from gate.sides import compare_sides  # noqa: E402
 
 
 def _browser(profile: str):

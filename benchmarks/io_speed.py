@@ -10,7 +10,7 @@ Prints the measured figures (best of ``--runs``, CPU seconds of this process); a
 3. ``Comparison.to_json`` (report.json's text, msgspec's encoder) against ``json.dumps`` of ``to_dict`` (which
    is ``dataclasses.asdict`` with NaN cleaned), indented.
 
-The docstrings of ``parse_json``, ``scan_rows`` and ``to_json_text`` quote these figures.
+The docstrings of ``parse_json``, ``scan_rows`` and ``to_json_text`` cite this benchmark.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pathlib import Path
 from perfdata import make
 
 from gate.config import load_config
-from gate.flow import compare_runs
 from gate.jsonl import parse_json, scan_rows, validate
 from gate.runs import ScoreRow
+from gate.sides import compare_runs
 
 
 def best(work: Callable[[], object], runs: int) -> float:

@@ -1,4 +1,4 @@
-"""How close the LLM judges come to the ideal time against a 200 ms endpoint (issue 14).
+"""How close the LLM judges come to the ideal time against a 200 ms endpoint.
 
 Starts a local OpenAI-compatible stub (aiohttp, in its own process, every answer after ``--latency`` seconds:
 rubric grades, or ragas statement extraction / verdicts) and scores N answers through ``gate.scoring.score_all``
@@ -151,13 +151,13 @@ def timed(run: Callable[[], int], url: str) -> tuple[float, float, int, float]:
 
 def judge_run(backend: str, url: str, concurrency: int, n: int) -> Callable[[], int]:
     """Score n answers with a fresh judge through ``score_all`` (the path of ``rag-gate run``)."""
-    from gate.config import Evaluation
+    from gate.config import GatePolicy
     from gate.judges import get_judge
     from gate.scoring import score_all
 
     spec = {"name": backend, "model": "stub", "base_url": url, "cache_dir": False, "concurrency": concurrency}
     judge = get_judge(spec)
-    evaluation = Evaluation(metrics=("faithfulness",), gated=("faithfulness",), judge=spec,
+    evaluation = GatePolicy(metrics=("faithfulness",), gated=("faithfulness",), judge=spec,
                             judge_concurrency=concurrency)  # fmt: skip
     golden, table = cases(n)
 
@@ -166,7 +166,7 @@ def judge_run(backend: str, url: str, concurrency: int, n: int) -> Callable[[], 
         failed = [s.error for s in scores if s.error]
         if failed:
             sys.exit(f"{backend}: {len(failed)} judge failures, e.g. {failed[0]}")
-        return judge.usage()["requests"]
+        return judge.usage().requests
 
     return run
 

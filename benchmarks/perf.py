@@ -1,4 +1,4 @@
-"""Fast at every size (issue 14): one table of rag-gate's figures next to a reference's, measured in one run.
+"""Fast at every size: one table of rag-gate's figures next to a reference's, measured in one run.
 
 Every row is measured here, side by side with its reference, as the median of ``--runs`` interleaved runs (this is
 a shared machine: the ratios are the claim, not the seconds). Rows:
@@ -21,10 +21,10 @@ a shared machine: the ratios are the claim, not the seconds). Rows:
    ``ascore``.
 7. ``rag-gate pr`` with the base cache: a push to main stores the base, then two pushes to a PR (fake GitHub on
    127.0.0.1, the tests' scratch repository); base cases run each time are counted by the pipeline itself.
-8. Scoring on every core (issue 25), on ``perfdata.make_project``'s answers (default metrics, lexical judge):
+8. Scoring on every core, on ``perfdata.make_project``'s answers (default metrics, lexical judge):
    ``score_all`` with ``jobs=1`` against ``jobs=2`` (speed-up, scores compared), and the lexical judge alone,
    answers per second of CPU time on one core (from cold text caches).
-9. ``compare`` at N = 2,000, R = 3 against the scipy calls (row 1's measure at the size of issue 25).
+9. ``compare`` at N = 2,000, R = 3 against the scipy calls (row 1's measure at a smaller size).
 10. End to end at 100,000 cases: ``rag-gate run`` of both sides (``pipeline: predictions:``, so no pipeline time;
     default metrics, lexical judge) and ``rag-gate compare``: total wall time and the largest peak RSS of the
     three commands. One run (minutes on a shared machine): ``--only e2e`` and ``--e2e-cases`` to choose.
@@ -54,7 +54,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(HERE), str(ROOT / "tests")]  # perfdata, judge_speed; the tests' scratch repo and fake GitHub
+sys.path[:0] = [str(HERE), str(ROOT / "tests"), str(ROOT / "tests" / "pr")]  # perfdata, judge_speed; fake GitHub; the
+# tests' scratch repository (tests/pr/scratch_repo.py)
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
 RAG_GATE = str(Path(sys.executable).with_name("rag-gate"))
@@ -322,13 +323,13 @@ def retrieval_rows(n_queries: int, runs: int) -> list[Row]:
     """Row 2: the batched scoring path against pytrec_eval, values compared."""
     import pytrec_eval
 
-    from gate.config import Evaluation
+    from gate.config import GatePolicy
     from gate.scoring import score_all
 
     say(f"retrieval: building {n_queries:,} queries × 100 documents")
     golden, table, qrels, run = retrieval_data(n_queries)
     names = tuple(RETRIEVAL)
-    evaluation = Evaluation(metrics=names, gated=names)
+    evaluation = GatePolicy(metrics=names, gated=names)
     measures = {trec for trec, _ in RETRIEVAL.values()}
     results = {}
 
@@ -499,7 +500,7 @@ def judge_rows_at(url: str, c: int, rounds: int, runs: int, latency: float) -> l
 def cache_rows(work: Path) -> list[Row]:
     """Row 7: ``rag-gate pr`` on the tests' scratch repository with a fake GitHub: a push to main stores the base,
     then two pushes to the PR; the pipeline logs every case it answers (base: ``False``, head: ``True``)."""
-    import conftest_github as cg
+    import scratch_repo as cg
     from fake_github import FakeGithub
 
     log = work / "pipeline-calls.log"
@@ -567,11 +568,11 @@ def scoring_rows(n: int, runs: int, work: Path) -> list[Row]:
     import perfdata
 
     from gate.config import load_config
-    from gate.flow import make_judge
     from gate.golden import load_golden
     from gate.judges.text import facts
     from gate.language import identify
     from gate.predictions import load_predictions
+    from gate.produce import make_judge
     from gate.scoring import call_judge, score_all, score_lines
 
     config, _ = perfdata.make_project(work / "scoring", n)
@@ -700,7 +701,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             rows += e2e_rows(2000 if quick else args.e2e_cases, work)
     elapsed = time.perf_counter() - started
     header = (
-        f"rag-gate performance (issues 14 and 25), {'--quick' if quick else 'full'} mode, median of {runs} interleaved "
+        f"rag-gate performance, {'--quick' if quick else 'full'} mode, median of {runs} interleaved "
         f"run(s) per row; {os.cpu_count()} CPUs shared with other jobs (load average {load_before:.1f} at the start, "
         f"{os.getloadavg()[0]:.1f} at the end); {elapsed / 60:.1f} min in all."
     )

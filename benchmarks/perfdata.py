@@ -45,8 +45,8 @@ def _config(root: Path, repeats: int) -> Path:
 
 def _manifest(config_path: Path, golden: Path, n: int, repeats: int, counts: dict[str, int]) -> dict:
     from gate.config import load_config
-    from gate.flow import make_judge, run_identity
     from gate.golden import file_sha256
+    from gate.produce import make_judge, run_identity
     from gate.runs import MANIFEST_SCHEMA_VERSION
 
     config = load_config(config_path)

@@ -229,7 +229,7 @@ def squad_runs(squad_pair) -> tuple[Path, Path]:
     """Scored run directories (``rag-gate run`` of the predictions files): (base, head). Comparing them reuses
     their scores (no rescoring)."""
     from gate.config import load_config
-    from gate.flow import run_side
+    from gate.produce import run_side
 
     out = []
     for side in ("base", "head"):

@@ -1,8 +1,11 @@
 """Plain helpers the tests import (``from helpers import …``; pyproject puts tests/ on the path). Fixtures live in
 the conftest.py of the folder whose tests share them."""
 
+import base64
+import codecs
 import json
 import os
+import urllib.parse
 from importlib import resources
 from pathlib import Path
 
@@ -61,3 +64,21 @@ def scipy_rng(seed):
 
     name = "rng" if "rng" in inspect.signature(stats.permutation_test).parameters else "random_state"
     return {name: seed}
+
+
+def readable_form(secret: str, encoded: str) -> bool:
+    """Whether ``encoded`` still yields ``secret`` by the matching decoding (the oracle)."""
+    candidates = {encoded, encoded.replace(" ", ""), encoded[::-1], urllib.parse.unquote_plus(encoded)}
+    for text in list(candidates):
+        for alphabet in (base64.b64decode, base64.urlsafe_b64decode):
+            for start in range(4):
+                chunk = text[start:]
+                try:
+                    candidates.add(alphabet(chunk + "=" * (-len(chunk) % 4)).decode("utf-8", "replace"))
+                except ValueError:
+                    pass
+        try:
+            candidates.add(codecs.decode(text.replace("0x", "").replace(" ", ""), "hex").decode("utf-8", "replace"))
+        except ValueError:
+            pass
+    return any(secret in c or secret[::-1] in c for c in candidates)

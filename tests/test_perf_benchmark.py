@@ -1,4 +1,4 @@
-"""The helpers of benchmarks/perf.py (issue 14's table), at tiny sizes: the figures they measure, and the table."""
+"""The helpers of benchmarks/perf.py (its table), at tiny sizes: the figures they measure, and the table."""
 
 from __future__ import annotations
 

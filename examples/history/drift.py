@@ -1,7 +1,7 @@
 """Write a simulated main-branch history: 8 stable runs, then faithfulness drifts down 3 points per run.
 
 Each step is within faithfulness's per-PR margin (0.05), so every PR passes its own gate; the trend alarm
-(window 4, warning 5 %, critical 10 %) warns at run 10 and goes critical at run 16 (tests/test_history.py
+(window 4, warning 5 %, critical 10 %) warns at run 10 and goes critical at run 16 (tests/history/test_history.py
 computes these by hand).
 
     python examples/history/drift.py > examples/history/history.jsonl

@@ -41,7 +41,7 @@ from gate.comparison import (
     clip,
     metric_row,
 )
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.golden import GoldenDiff
 from gate.language import f1_unreadable
 from gate.metrics import resolve, score_case
@@ -168,7 +168,7 @@ def cluster_labels(cases: Sequence[GoldenCase], cluster_by: str | None) -> np.nd
     return np.array(labels, dtype=object)
 
 
-def _first_answer(valid: Sequence[Prediction], evaluation: Evaluation) -> Prediction | None:
+def _first_answer(valid: Sequence[Prediction], evaluation: GatePolicy) -> Prediction | None:
     """The first of a case's valid repeats that is not a refusal (what an out-of-domain failure answered)."""
     return next((p for p in valid if not detect_refusal(p, evaluation)), None)
 
@@ -201,14 +201,14 @@ def _dropped_docs(case: GoldenCase, base: Prediction | None, head: Prediction | 
     return tuple(doc for doc in case.expected_doc_ids if doc in in_base and doc not in in_head)
 
 
-def _refusal_rate(valid: Sequence[Prediction], evaluation: Evaluation) -> float:
+def _refusal_rate(valid: Sequence[Prediction], evaluation: GatePolicy) -> float:
     """Share of a case's valid repeats that refused (NaN when every repeat failed)."""
     flags = [detect_refusal(p, evaluation) for p in valid]
     return float(np.mean(flags)) if flags else math.nan
 
 
 def metric_inputs(
-    base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: Evaluation
+    base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: GatePolicy
 ) -> tuple[list[MetricInput], list[ErrorBudgetUse]]:
     """One :class:`~gate.stats.MetricInput` per configured metric, and each gated metric's evaluation failures.
 
@@ -406,7 +406,7 @@ def _case_lists(
     return lists
 
 
-def _ood_failures(base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[OodFailure]:
+def _ood_failures(base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: GatePolicy) -> list[OodFailure]:
     """Out-of-domain cases that head answered in most valid repeats, new ones first."""
     out = []
     ids = [case.id for case in cases if case.out_of_domain]
@@ -447,7 +447,7 @@ def _errors(sides: Sequence[Side], ids: set[str]) -> tuple[ErrorEntry, ...]:
     return tuple(out)
 
 
-def _unreadable(sides: Sequence[Side], cases: Sequence[GoldenCase], policy: Evaluation) -> list[str]:
+def _unreadable(sides: Sequence[Side], cases: Sequence[GoldenCase], policy: GatePolicy) -> list[str]:
     """Warnings for text a scorer could not read (never scored 0 or 1: not applicable), counted per side.
 
     Also counted: answers the judge read and found no checkable claim in (``unscored``), and answers whose chunks
@@ -623,7 +623,7 @@ def _golden_warnings(base: Side, head: Side, n_paired: int, only_one_side: int) 
     return []
 
 
-def golden_changes(head: Side, diff: GoldenDiff, policy: Evaluation) -> GoldenChanges:
+def golden_changes(head: Side, diff: GoldenDiff, policy: GatePolicy) -> GoldenChanges:
     """The report of a golden-set change: ids, changed fields, and head's scores under both definitions.
 
     Edited cases are gated with the base definition (the contract); the head's definition is reported: each
@@ -705,7 +705,7 @@ def changes(
 def compare(
     base: Side,
     head: Side,
-    policy: Evaluation,
+    policy: GatePolicy,
     *,
     diff: GoldenDiff | None = None,
     files: Sequence[ChangedFile] | None = None,

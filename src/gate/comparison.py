@@ -541,23 +541,41 @@ def exit_code_for(
 ) -> int:
     """The process exit code of a check: the one place that decides what blocks a merge (DESIGN §6, §8).
 
-    README "Exit codes" has the table. ``error`` (the evaluation could not be trusted) is 3, whatever the rest.
-    Otherwise 1 when the verdict blocks under ``fail_on`` or the trend alarm blocks, else 0:
+    ``rag-gate pr``, ``rag-gate compare`` (``fail_on="fail"``) and ``rag-gate history check`` (``verdict=None``) all
+    exit with what this returns; nothing else derives an exit code from a verdict. The whole rule is this table
+    ("trend blocks": ``trend`` is given and a gated metric reached ``trend_block``; ``± strict``: either value):
 
-    - ``fail_on="fail"`` (the default): ``fail`` blocks; ``inconclusive`` blocks only with ``strict``
-      (``--strict`` or ``strict: true``, which make the gate report an inconclusive metric as ``fail`` already);
-    - ``fail_on="inconclusive"``: ``fail`` and ``inconclusive`` block, with or without ``strict``;
-    - ``fail_on="never"``: no verdict blocks (not even with ``strict``); ``error`` is still 3;
-    - ``trend``: blocks (1) when a gated metric reached ``trend_block`` (``trend.block`` in the config, or
-      ``history check --fail-on``), whatever ``fail_on``; ``never`` never blocks.
+    ============  ============  ====  =============  =======================  ================
+    verdict       trend blocks  fail  fail + strict  inconclusive (± strict)  never (± strict)
+    ============  ============  ====  =============  =======================  ================
+    pass          no            0     0              0                        0
+    pass          yes           1     1              1                        1
+    inconclusive  no            0     1              1                        0
+    inconclusive  yes           1     1              1                        1
+    fail          no            1     1              1                        0
+    fail          yes           1     1              1                        1
+    error         no            3     3              3                        3
+    error         yes           3     3              3                        3
+    None          no            0     0              0                        0
+    None          yes           1     1              1                        1
+    ============  ============  ====  =============  =======================  ================
+
+    How the three "inconclusive blocks" knobs combine: strict mode is on when ``--strict`` is given *or* the
+    (base's) config says ``strict: true`` (:func:`gate.sides.compare_sides` ORs them; ``Comparison.strict`` records
+    the result). Strict mode acts first in the statistics, which report an inconclusive metric as ``fail``, so the
+    verdict is ``fail`` already; here it also makes an ``inconclusive`` verdict block. ``--fail-on inconclusive``
+    blocks ``inconclusive`` whether strict is on or not, so the two together block exactly what either one does.
+    ``--fail-on never`` wins over strict: no verdict blocks (a strict ``fail`` included), only ``error`` (3) and
+    the trend alarm. The trend alarm blocks whatever ``fail_on``; ``error`` is 3 whatever the rest.
 
     Args:
         verdict: ``pass`` | ``fail`` | ``inconclusive`` | ``error``, or None when nothing was compared (a push
             that records the history, ``history check``): only the trend decides then.
         fail_on: ``fail``, ``inconclusive`` or ``never`` (``--fail-on``).
-        strict: inconclusive counts as fail (``--strict``, ``strict:``).
+        strict: inconclusive counts as fail (``--strict`` or ``strict:``, as recorded in ``Comparison.strict``).
         trend: the head against the main-branch history, when one was read.
-        trend_block: the trend level that blocks (``never``, ``warning``, ``critical``).
+        trend_block: the trend level that blocks (``never``, ``warning``, ``critical``: ``trend.block`` in the
+            config, or ``history check --fail-on``); ``never`` never blocks.
 
     Returns:
         0, 1 or 3 (2 is reserved for bad input, raised as an error before any verdict).

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -20,11 +20,13 @@ import yaml
 
 from gate.errors import InputError, located
 from gate.judges import JUDGES, PAIRWISE
-from gate.metrics import DEFAULT_METRICS, DEFAULT_REFUSAL_PHRASES, resolve
+from gate.metrics import DEFAULT_METRICS, resolve
+from gate.metrics.refusal import DEFAULT_REFUSAL_PHRASES
 from gate.models import FormRules
 from gate.sandbox import check_passthrough
 from gate.trends import TrendBlock as TrendBlock  # re-exported: the config's ``trend:`` block
 from gate.trends import TrendPolicy
+from gate.yamlsafe import LOADER, KeyPath, Problems, check_yaml_size, key_lines, non_finite, non_json, yaml_error
 
 PRIMARY_FAMILIES: tuple[tuple[str, ...], ...] = (
     ("hit_rate@k",), ("mrr",), ("hallucinated_claim_rate", "hallucination_rate", "faithfulness"), ("answer_f1",),
@@ -69,7 +71,7 @@ def _key(name: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Evaluation:
+class GatePolicy:
     """How predictions are scored and compared: the part of the config that defines the gate's policy."""
 
     metrics: tuple[str, ...] = DEFAULT_METRICS
@@ -146,7 +148,7 @@ class Evaluation:
         return tuple(name for name in self.metrics if resolve(name).spec.paired)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Evaluation:
+    def from_dict(cls, data: Mapping[str, Any]) -> GatePolicy:
         """Inverse of :meth:`to_dict`; absent keys take the field defaults, keys that are no field are ignored."""
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
@@ -200,7 +202,7 @@ class Config:
     """The golden set, resolved against the config's directory."""
     pipeline: PipelineSpec
     """How this side's predictions are produced."""
-    evaluation: Evaluation = field(default_factory=Evaluation, metadata=_key(""))
+    evaluation: GatePolicy = field(default_factory=GatePolicy, metadata=_key(""))
     """Scoring and comparison settings (read from the top-level keys)."""
     repeats: int = 1
     """Runs per case (``--repeats`` overrides it)."""
@@ -253,41 +255,7 @@ def _default(cls: type, name: str) -> Any:
     return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
 
 
-# --- reading: bounded YAML, line numbers -------------------------------------------------------------------------
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-Path_ = tuple[Any, ...]
-
-
-class _Problems:
-    """Problems found in one config file, each with its key path and line; reported sorted by line."""
-
-    def __init__(self, path: Path, lines: Mapping[Path_, int] | None = None) -> None:
-        self.path, self.lines, self.items = path, lines or {}, []
-        self.duplicates: set[Path_] = set()
-        """Key paths given more than once (their values are not checked further)."""
-
-    def line(self, keys: Path_) -> int | None:
-        """Line of the node at ``keys``, or of its deepest parent that has one.
-
-        A list index is an int; a mapping key is looked up as text (YAML ``1:`` is the key ``"1"`` here).
-        """
-        while keys:
-            for variant in (tuple(k if isinstance(k, int) else str(k) for k in keys), tuple(map(str, keys))):
-                if variant in self.lines:
-                    return self.lines[variant]
-            keys = keys[:-1]
-        return None
-
-    def add(self, keys: Path_, message: str, line: int | None = None) -> None:
-        """Record a problem at ``keys`` (its line is looked up unless given)."""
-        self.items.append((line if line is not None else self.line(keys), ".".join(map(str, keys)) or None, message))
-
-    def raise_if_any(self) -> None:
-        """Raise one InputError listing every problem, one per line, in file order (no line last)."""
-        if self.items:
-            ordered = sorted(dict.fromkeys(self.items), key=lambda p: (p[0] is None, p[0] or 0))
-            raise InputError.listing([located(self.path, line, where, message) for line, where, message in ordered])
+# --- reading ----------------------------------------------------------------------------------------------------
 
 
 def _read_text(path: Path) -> str:
@@ -305,159 +273,6 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise InputError(located(path, line, None, f"not UTF-8 text ({exc.reason})")) from None
-
-
-def _yaml_error(path: Path, exc: yaml.YAMLError) -> InputError:
-    mark = getattr(exc, "problem_mark", None)
-    problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-    return InputError(located(path, mark.line + 1 if mark else None, None, f"invalid YAML: {problem}"))
-
-
-def check_yaml_size(text: str, path: Path, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> None:
-    """Reject nesting deeper than ``max_depth`` and more than ``max_nodes`` values after alias expansion.
-
-    Shared by every YAML rag-gate reads (the config; promptfoo test files, with their own limits).
-
-    Raises:
-        InputError: ``path:line:`` and which bound was crossed; invalid YAML.
-
-    Reads the YAML event stream (no recursion, nothing is built), counting for every anchor the number of
-    values it stands for, so an alias costs what it expands to.
-    """
-    open_counts: list[int] = [0]  # values in each open collection (index 0: the document)
-    open_anchors: list[str | None] = []
-    anchors: dict[str, int] = {}
-    try:
-        for event in yaml.parse(text, Loader=_LOADER):
-            line = event.start_mark.line + 1
-            if isinstance(event, yaml.CollectionStartEvent):
-                open_counts.append(1)
-                open_anchors.append(event.anchor)
-                if len(open_anchors) > max_depth:
-                    message = f"nested deeper than {max_depth} levels"
-                    raise InputError(located(path, line, None, message))
-            elif isinstance(event, yaml.CollectionEndEvent):
-                count, anchor = open_counts.pop(), open_anchors.pop()
-                open_counts[-1] += count
-                if anchor:
-                    anchors[anchor] = count
-            elif isinstance(event, yaml.ScalarEvent):
-                open_counts[-1] += 1
-                if event.anchor:
-                    anchors[event.anchor] = 1
-            elif isinstance(event, yaml.AliasEvent):
-                open_counts[-1] += anchors.get(event.anchor, 1)
-            if sum(open_counts) > max_nodes:
-                message = f"more than {max_nodes} values once YAML aliases are expanded (an alias bomb?)"
-                raise InputError(located(path, line, None, message))
-    except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc) from None
-
-
-def _index(node: yaml.Node, problems: _Problems, keys: Path_ = ()) -> Iterator[tuple[Path_, int]]:
-    """(key path, line) of every mapping key and list item under ``node``, in file order.
-
-    Duplicate keys become problems.
-    """
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            line, key = key_node.start_mark.line + 1, str(key_node.value)
-            if key in seen:  # YAML keeps the last value: its line is the one indexed
-                problems.add((*keys, key), f"duplicate key (first on line {seen[key]})", line)
-                problems.duplicates.add((*keys, key))
-            seen.setdefault(key, line)
-            yield (*keys, key), line
-            yield from _index(value_node, problems, (*keys, key))
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            yield (*keys, i), item.start_mark.line + 1
-            yield from _index(item, problems, (*keys, i))
-
-
-def _non_finite(data: Any, keys: Path_ = ()) -> Iterator[Path_]:
-    """Key paths of every NaN or infinite number in a loaded YAML document."""
-    if isinstance(data, float) and not math.isfinite(data):
-        yield keys
-    elif isinstance(data, Mapping):
-        for k, v in data.items():
-            yield from _non_finite(v, (*keys, k))
-    elif isinstance(data, list):
-        for i, v in enumerate(data):
-            yield from _non_finite(v, (*keys, i))
-
-
-_JSON_SCALARS = {f"tag:yaml.org,2002:{t}": t for t in ("str", "int", "float", "bool", "null")}
-_YAML_TYPES = {"timestamp": "a date or timestamp", "binary": "binary data (!!binary)", "set": "a set (!!set)",
-               "omap": "an ordered map (!!omap)", "pairs": "a list of pairs (!!pairs)",
-               "bool": "a boolean", "int": "an integer", "float": "a number", "null": "null"}  # fmt: skip
-_MERGE = "tag:yaml.org,2002:merge"
-
-
-def _yaml_type(node: yaml.Node) -> str:
-    """What YAML makes of a node, in words (``a date or timestamp`` for ``2024-01-01``)."""
-    name = node.tag.rsplit(":", 1)[-1]
-    return _YAML_TYPES.get(name, f"a {node.tag} value")
-
-
-def _key_value(node: yaml.Node) -> Any:
-    """The Python key PyYAML builds from a mapping key node (``on`` → True), as in the loaded data."""
-    try:
-        return _LOADER("").construct_object(node, deep=True)
-    except (yaml.YAMLError, TypeError):  # an unhashable key: the load itself refused it already
-        return str(getattr(node, "value", node))
-
-
-def _text_key(node: yaml.Node, written: str) -> bool:
-    """Whether a mapping key reaches a pipeline as the text written: a string, or a number written as JSON writes it.
-
-    ``1:`` is the key ``"1"``; ``0x10:`` would become ``"16"`` and ``on:`` ``true``, so those are refused.
-    """
-    if not isinstance(node, yaml.ScalarNode):
-        return False
-    if node.tag == "tag:yaml.org,2002:str":
-        return True
-    return node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and str(_key_value(node)) == written
-
-
-def _non_json(node: yaml.Node, keys: Path_ = (), data_keys: Path_ = ()) -> Iterator[tuple[Path_, Path_, int, str]]:
-    """Every key that is not text and every value that is not a JSON value, in a composed YAML document.
-
-    YAML 1.1 types unquoted scalars by itself: ``on:``/``yes:``/``no:`` keys are booleans, ``2024-01-01`` a date,
-    ``2024-01-01T10:00:00`` a timestamp, ``!!binary``/``!!set`` bytes and sets. A setting must be what a pipeline
-    can receive (JSON: text keys; text, number, boolean, null, list or mapping values), so these are refused with
-    their line rather than crash the run that serialises them (the config hash, the worker protocol, the
-    environment).
-
-    Yields:
-        ``(keys as written, keys as loaded, line, message)`` per offending node; nothing under it.
-    """
-    if isinstance(node, yaml.MappingNode):
-        if node.tag != "tag:yaml.org,2002:map":
-            instead = "a list" if node.tag.endswith(":set") else "a mapping"
-            yield keys, data_keys, node.start_mark.line + 1, f"{_yaml_type(node)} is not a setting value; use {instead}"
-            return
-        for key_node, value_node in node.value:
-            if key_node.tag == _MERGE:  # `<<: *anchor` merges a mapping: its keys are checked where they are written
-                continue
-            line, written = key_node.start_mark.line + 1, str(getattr(key_node, "value", "?"))
-            if not _text_key(key_node, written):
-                message = (
-                    f"the key `{written}` is read by YAML as {_yaml_type(key_node)}, not as text; "
-                    f'quote it ("{written}")'
-                )
-                yield (*keys, written), (*data_keys, _key_value(key_node)), line, message
-                continue
-            yield from _non_json(value_node, (*keys, written), (*data_keys, written))
-    elif isinstance(node, yaml.SequenceNode):
-        if node.tag != "tag:yaml.org,2002:seq":
-            yield keys, data_keys, node.start_mark.line + 1, f"{_yaml_type(node)} is not a setting value; use a list"
-            return
-        for i, item in enumerate(node.value):
-            yield from _non_json(item, (*keys, i), (*data_keys, i))
-    elif isinstance(node, yaml.ScalarNode) and node.tag not in _JSON_SCALARS:
-        message = f"`{node.value}` is read by YAML as {_yaml_type(node)}, which a setting cannot hold; quote it"
-        yield keys, data_keys, node.start_mark.line + 1, message
 
 
 # --- checking ------------------------------------------------------------------------------------------------------
@@ -481,11 +296,11 @@ def did_you_mean(word: Any, choices: Any) -> str:
 def _schema_problems(
     schema: Mapping[str, Any],
     instance: Any,
-    problems: _Problems,
-    prefix: Path_ = (),
-    skip: set[Path_] = frozenset(),
+    problems: Problems,
+    prefix: KeyPath = (),
+    skip: set[KeyPath] = frozenset(),
     noun: str = "key",
-) -> set[Path_]:
+) -> set[KeyPath]:
     """Add every JSON Schema error of ``instance`` to ``problems``; return the top-level keys that had one.
 
     Errors at a key path in ``skip`` are left out (already reported, e.g. a non-finite number).
@@ -495,7 +310,7 @@ def _schema_problems(
     """
     from gate.jsonl import accepts
 
-    if accepts(instance, schema):  # jsonschema (0.2 s to import) only explains what the compiled check refuses
+    if accepts(instance, schema):  # jsonschema (slow to import) only explains what the compiled check refuses
         return set()
     import jsonschema
 
@@ -503,9 +318,9 @@ def _schema_problems(
     errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
     mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
     errors = [e for e in errors if e.validator == "type" or tuple(e.absolute_path) not in mistyped]  # the type says it
-    bad: set[Path_] = set()
-    suggested: set[Path_] = set()
-    missing: list[tuple[Path_, str]] = []
+    bad: set[KeyPath] = set()
+    suggested: set[KeyPath] = set()
+    missing: list[tuple[KeyPath, str]] = []
     for error in errors:
         keys = (*prefix, *error.absolute_path)
         if keys in skip:
@@ -546,9 +361,9 @@ def _schema_problems(
     return bad
 
 
-def _check_metrics(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) -> tuple[str, ...]:
+def _check_metrics(data: Mapping[str, Any], bad: set[KeyPath], problems: Problems) -> tuple[str, ...]:
     """Check ``metrics``, ``gate`` and ``margins`` against the registry; return the metrics computed."""
-    metrics: tuple[str, ...] = _default(Evaluation, "metrics")
+    metrics: tuple[str, ...] = _default(GatePolicy, "metrics")
     pairwise = "pairwise" in data and ("pairwise",) not in bad
     if "metrics" in data and ("metrics",) not in bad:
         metrics = tuple(data["metrics"])
@@ -585,7 +400,7 @@ def _check_metrics(data: Mapping[str, Any], bad: set[Path_], problems: _Problems
     return metrics
 
 
-def _check_judge(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) -> None:
+def _check_judge(data: Mapping[str, Any], bad: set[KeyPath], problems: Problems) -> None:
     """Check the judge's name and options against its backend's declared options."""
     if "judge" not in data or ("judge",) in bad:
         return
@@ -603,7 +418,7 @@ def _check_judge(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) 
     _schema_problems(JUDGES[name].schema, spec, problems, ("judge",), noun=f"option of judge {name!r}")
 
 
-def _check_pairwise(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) -> None:
+def _check_pairwise(data: Mapping[str, Any], bad: set[KeyPath], problems: Problems) -> None:
     """Check the pairwise judge's options against its backend's declared options."""
     if "pairwise" not in data or ("pairwise",) in bad:
         return
@@ -613,7 +428,7 @@ def _check_pairwise(data: Mapping[str, Any], bad: set[Path_], problems: _Problem
     _schema_problems(PAIRWISE.schema, spec, problems, ("pairwise",), noun="option of the pairwise judge")
 
 
-def _check_files(data: Mapping[str, Any], root: Path, bad: set[Path_], problems: _Problems) -> None:
+def _check_files(data: Mapping[str, Any], root: Path, bad: set[KeyPath], problems: Problems) -> None:
     """The golden set, a precomputed predictions file and the pipeline's workdir must exist."""
     if ("golden",) not in bad and "golden" in data and not (root / data["golden"]).is_file():
         problems.add(("golden",), f"file not found: {(root / data['golden']).resolve()}")
@@ -626,7 +441,7 @@ def _check_files(data: Mapping[str, Any], root: Path, bad: set[Path_], problems:
         problems.add(("pipeline", "workdir"), f"directory not found: {(root / pipeline['workdir']).resolve()}")
 
 
-def _check_policies(data: Mapping[str, Any], bad: set[Path_], problems: _Problems) -> None:
+def _check_policies(data: Mapping[str, Any], bad: set[KeyPath], problems: Problems) -> None:
     """What the schema cannot say about the trend thresholds and the variables passed to the pipeline."""
     trend = data.get("trend", {}) if ("trend",) not in bad else {}
     limits = {key: trend.get(key, _default(TrendPolicy, key)) for key in ("warning", "critical")}
@@ -667,26 +482,26 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     """
     path = Path(path)
     text = _read_text(path)
-    check_yaml_size(text, path)
+    check_yaml_size(text, path, max_nodes=MAX_NODES, max_depth=MAX_DEPTH)
     try:
-        node = yaml.compose(text, Loader=_LOADER)
-        data = yaml.load(text, Loader=_LOADER)
+        node = yaml.compose(text, Loader=LOADER)
+        data = yaml.load(text, Loader=LOADER)
     except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc) from None
-    problems = _Problems(path)
-    problems.lines = dict(_index(node, problems)) if node is not None else {}
+        raise yaml_error(path, exc) from None
+    problems = Problems(path)
+    problems.lines = dict(key_lines(node, problems)) if node is not None else {}
     if not isinstance(data, dict):
         problems.add((), f"expected a mapping of settings, got {type(data).__name__}")
         problems.raise_if_any()
-    non_finite = set(_non_finite(data))
-    for keys in non_finite:
+    not_finite = set(non_finite(data))
+    for keys in not_finite:
         problems.add(keys, "must be a finite number")
-    yaml_typed: set[Path_] = set()
-    for keys, data_keys, line, message in _non_json(node) if node is not None else ():
+    yaml_typed: set[KeyPath] = set()
+    for keys, data_keys, line, message in non_json(node) if node is not None else ():
         problems.add(keys, message, line)
         yaml_typed.add(data_keys)
-    bad = _schema_problems(_schema(), data, problems, skip=non_finite | yaml_typed)
-    bad |= {keys[:1] for keys in non_finite | yaml_typed | problems.duplicates}
+    bad = _schema_problems(_schema(), data, problems, skip=not_finite | yaml_typed)
+    bad |= {keys[:1] for keys in not_finite | yaml_typed | problems.duplicates}
     _check_metrics(data, bad, problems)
     _check_judge(data, bad, problems)
     _check_pairwise(data, bad, problems)
@@ -711,7 +526,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
         "path": path.resolve(),
         "golden": (root / data["golden"]).resolve(),
         "pipeline": pipeline,
-        "evaluation": Evaluation(**_present(Evaluation, data)),
+        "evaluation": GatePolicy(**_present(GatePolicy, data)),
         "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
     }
     return Config(**settings)

@@ -62,8 +62,8 @@ def _json_type(value: Any) -> str:
 def shipped_schema(name: str) -> dict[str, Any]:
     """The JSON Schema shipped in ``gate/schemas`` (``config`` → ``config.schema.json``); do not modify it.
 
-    Read without jsonschema (about 0.2 s to import and check a schema): its validity is a test
-    (``tests/test_jsonl.py``), not a cost of every start.
+    Read without jsonschema (slow to import and to check a schema; ``benchmarks/perf.py``'s startup rows measure
+    every start): its validity is a test (``tests/io/test_jsonl.py``), not a cost of every start.
     """
     text = resources.files("gate.schemas").joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
@@ -72,7 +72,7 @@ def shipped_schema(name: str) -> dict[str, Any]:
 @cache
 def schema_validator(name: str) -> jsonschema.protocols.Validator:
     """The validator for a schema shipped in ``gate/schemas`` (``golden`` → ``golden.schema.json``)."""
-    import jsonschema  # about 0.1 s to import: only to explain a record the compiled check does not accept
+    import jsonschema  # slow to import (benchmarks/perf.py, startup): only to explain what the compiled check refuses
 
     schema = shipped_schema(name)
     cls = jsonschema.validators.validator_for(schema)
@@ -234,8 +234,8 @@ def parse_json(
 ) -> Any:
     """Parse one JSON document strictly: RFC 8259 numbers only, at most ``max_depth`` levels of nesting.
 
-    Parsed by msgspec (RFC 8259 strict, the same values; ``benchmarks/io_speed.py``: the 15,000 lines of a
-    5,000-case predictions.jsonl take 0.14–0.21 s of CPU against 0.22–0.29 s for ``json.loads``, checks included);
+    Parsed by msgspec (RFC 8259 strict, the same values; faster than ``json.loads``, checks included, as
+    ``benchmarks/io_speed.py`` measures on a 5,000-case predictions.jsonl);
     a document msgspec refuses is decided and explained by a strict ``json`` decoder (which also takes escaped lone
     surrogates and exponents beyond the float range, as before). The depth is only walked when the text holds more
     brackets than ``max_depth``.
@@ -362,9 +362,8 @@ def scan_rows(path: Path | str, row_type: type[RowT], schema: str) -> Iterator[t
     """:func:`scan_jsonl` of a file of one kind of row, each row parsed and validated in one step.
 
     msgspec decodes each line straight into ``row_type``, a ``msgspec.Struct`` that mirrors the shipped
-    ``schema`` and takes no row the schema refuses (tested): ``benchmarks/io_speed.py`` reads the 225,000 rows of a
-    5,000-case scores.jsonl in 0.65–0.83 s of CPU, typed rows included, against 0.85–0.89 s for :func:`parse_json`
-    then :func:`validate` into dicts.
+    ``schema`` and takes no row the schema refuses (tested); faster, typed rows included, than :func:`parse_json`
+    then :func:`validate` into dicts (``benchmarks/io_speed.py`` measures both on a 5,000-case scores.jsonl).
     A line it does not take (bad input, or what only the schema allows, e.g. ``1.0`` as an integer) goes through
     :func:`parse_json` and :func:`validate`, which decide and explain, and is then converted.
 
@@ -497,8 +496,8 @@ def to_json_text(value: Any, *, indent: bool = False) -> str:
     """JSON text of ``value``, compact or indented by 2 spaces; NaN and ±inf as null, non-ASCII kept.
 
     Dataclasses are written as objects (fields in order), tuples and sets as lists, numpy values as numbers.
-    Written by msgspec's encoder: ``benchmarks/io_speed.py`` writes the 8.8 MB report.json of a 5,000-case
-    comparison in 0.06–0.07 s of CPU against 1.30–1.56 s through ``dataclasses.asdict`` and ``json``. A value
+    Written by msgspec's encoder, many times faster than ``dataclasses.asdict`` and ``json`` (``benchmarks/io_speed.py``
+    measures both on the report.json of a 5,000-case comparison). A value
     holding a lone surrogate (from an escaped input such as ``"\\ud800"``, or a pipeline's string), which UTF-8
     cannot encode, is written by ``json`` with ``\\u`` escapes for everything non-ASCII: the same JSON value, and a
     file that can be written.

@@ -57,16 +57,6 @@ class JudgeUsage:
         "responses_without_usage",
     )
 
-    @classmethod
-    def from_dict(cls, usage: Mapping[str, Any]) -> JudgeUsage:
-        """From a judge's ``usage()`` dict (missing counters read as 0, cost and reason as None)."""
-        cost = usage.get("cost_usd")
-        return cls(
-            **{name: int(usage.get(name) or 0) for name in cls.COUNTERS},
-            cost_usd=None if cost is None else float(cost),
-            stopped=usage.get("stopped"),
-        )
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``judge_usage`` in manifest.json and report.json."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -255,7 +245,7 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     n_cases: int = 0
     """Cases in the run (its shard's, for a shard)."""
     evaluation: dict[str, Any] | None = None
-    """The evaluation policy the run was made with (:meth:`gate.config.Evaluation.to_dict`)."""
+    """The evaluation policy the run was made with (:meth:`gate.config.GatePolicy.to_dict`)."""
     status: Status = "complete"
     """running, complete or failed."""
     started: str | None = None

@@ -36,7 +36,7 @@ class ChunkRow(msgspec.Struct, forbid_unknown_fields=True):
 class PredictionRow(msgspec.Struct, forbid_unknown_fields=True):
     """One line of ``predictions.jsonl`` as msgspec decodes it: ``gate/schemas/prediction.schema.json`` as a type.
 
-    It takes no row the schema refuses (tests/test_jsonl.py checks both on generated rows), including the
+    It takes no row the schema refuses (tests/io/test_jsonl.py checks both on generated rows), including the
     schema's rule that a row without an ``error`` string has an ``answer``; a row the schema takes and it does not
     is converted after validation (:func:`gate.jsonl.scan_rows`).
     """

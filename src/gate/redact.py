@@ -8,7 +8,9 @@ passes through a :class:`Redactor`, which replaces each secret with ``***`` in a
 - URL (percent) encoding, any mix of literal characters and ``%XX`` escapes, either case;
 - hexadecimal (either case, optionally with ``0x`` / ``\\x`` prefixes or separators between bytes);
 - base64, standard and URL-safe alphabets, at each of the three byte alignments: the base64 of a longer text that
-  contains the secret holds one of these fragments too (the technique of the GitHub Actions runner's masker).
+  contains the secret holds one of these fragments too (the technique of the GitHub Actions runner's masker). The
+  whole base64 run that holds a fragment is masked: masking the fragment alone leaves characters around it from
+  which a repetitive secret can still be decoded.
 
 Secrets are values of at least :data:`MIN_SECRET_LENGTH` characters (shorter values would blank out ordinary text).
 
@@ -44,6 +46,8 @@ AUTHORIZATION = re.compile(
 """An ``Authorization`` header and its value, as a server or proxy may echo it in an error body: the value is
 masked whether or not it is a known secret."""
 _SEPARATOR = r"(?:[^\w%]|_){0,3}"
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
+"""A run of base64 characters (both alphabets, RFC 4648 §4 and §5) with its padding."""
 _HEX_SEPARATOR = r"[\s:,-]{0,2}"
 
 
@@ -143,21 +147,20 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self.secrets)
 
-    def with_secrets(self, *more: str | None) -> Redactor:
-        """A redactor that also knows ``more``."""
-        return Redactor([*self.secrets, *(s for s in more if s)])
-
     @cached_property
-    def _compiled(self) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
-        """(base64 fragments, one regex of the text and hex forms of every secret and of its reverse)."""
+    def _compiled(self) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+        """(one regex of the base64 fragments, one of the text and hex forms of every secret and of its reverse)."""
         fragments: set[str] = set()
         forms: list[str] = []
         for secret in self.secrets:
             for value in (secret, secret[::-1]):
                 fragments |= base64_fragments(value)
                 forms += _forms(value)
-        pattern = re.compile("|".join(forms)) if forms else None
-        return tuple(sorted(fragments, key=len, reverse=True)), pattern
+        if not forms:
+            return None, None
+        return re.compile("|".join(map(re.escape, sorted(fragments, key=len, reverse=True)))), re.compile(
+            "|".join(forms)
+        )
 
     def __call__(self, text: str) -> str:
         """``text`` with every secret, in any known encoding, and every echoed ``Authorization`` value masked."""
@@ -165,11 +168,10 @@ class Redactor:
             return text
         text = AUTHORIZATION.sub(lambda m: m.group(1) + (m.group(2) or "") + MASK, text)
         fragments, pattern = self._compiled
-        if pattern is None:
+        if fragments is None or pattern is None:
             return text
-        for fragment in fragments:
-            if fragment in text:
-                text = text.replace(fragment, MASK)
+        if fragments.search(text):
+            text = _BASE64_RUN.sub(lambda run: MASK if fragments.search(run[0]) else run[0], text)
         return pattern.sub(MASK, text)
 
     def redact(self, value: Any) -> Any:

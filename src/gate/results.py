@@ -154,7 +154,8 @@ class Decision:
     """The gate's verdict with the lines that explain it."""
 
     verdict: Verdict
-    """pass, fail, inconclusive or error."""
+    """pass, fail, inconclusive (fail in strict mode) or error (an error budget exceeded, or a gated metric that
+    cannot be scored on either side), as :func:`gate.stats.decision.gate_decision` decides it."""
     reasons: tuple[str, ...]
     """One line per failing, inconclusive or budget-breaking item, or one line for a pass."""
     warnings: tuple[str, ...]

@@ -291,7 +291,7 @@ def _note(detail: Any) -> Any:
 class ScoreRow(msgspec.Struct):
     """One line of ``scores.jsonl`` as msgspec decodes it: ``gate/schemas/score.schema.json`` as a type.
 
-    It takes no row the schema refuses (tests/test_jsonl.py checks both on generated rows); a row the schema
+    It takes no row the schema refuses (tests/io/test_jsonl.py checks both on generated rows); a row the schema
     takes and it does not is converted after validation (:func:`gate.jsonl.scan_rows`).
     """
 

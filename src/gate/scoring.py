@@ -18,7 +18,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.errors import EvaluationError
 from gate.jsonl import dumps
 from gate.judges.base import Judge, Judgment, graded_dimensions
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the pairwise judge needs the llm extra: imported when it is
 log = logging.getLogger("rag-gate")
 
 
-def detect_refusal(prediction: Prediction, evaluation: Evaluation) -> bool:
+def detect_refusal(prediction: Prediction, evaluation: GatePolicy) -> bool:
     """Whether a prediction is a refusal: :func:`gate.metrics.refusal.is_refusal` with the configured policy.
 
     The pipeline's explicit ``refused`` flag decides when ``evaluation.refusal_use_field`` trusts it; otherwise
@@ -45,7 +45,7 @@ def detect_refusal(prediction: Prediction, evaluation: Evaluation) -> bool:
     return is_refusal(prediction.answer, flag, evaluation.refusal_phrases)
 
 
-def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, evaluation: Evaluation) -> Judgment:
+def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, evaluation: GatePolicy) -> Judgment:
     """Judge one prediction.
 
     A judge that reads the case (``reads_case``: the rubric judge) also gets it and its form rules, and the answer
@@ -98,7 +98,7 @@ def score_one(
     case: GoldenCase,
     prediction: Prediction,
     metrics: Sequence[Metric],
-    evaluation: Evaluation,
+    evaluation: GatePolicy,
     judge: Judge | None,
     given: Mapping[str, float] | None = None,
 ) -> list[Score]:
@@ -169,7 +169,7 @@ def score_all(
     golden: Sequence[GoldenCase],
     table: Mapping[tuple[str, int], Prediction],
     repeats: int,
-    evaluation: Evaluation,
+    evaluation: GatePolicy,
     judge: Judge | None,
     on_scores: Callable[[list[Score]], None] | None = None,
     known: EarlyScores | None = None,
@@ -239,7 +239,7 @@ def score_all(
 def _score_pairs(
     pairs: Sequence[tuple[GoldenCase, Prediction]],
     metrics: Sequence[Metric],
-    evaluation: Evaluation,
+    evaluation: GatePolicy,
     judge: Judge | None,
     calls_judge: bool,
 ) -> Iterator[list[Score]]:
@@ -270,8 +270,9 @@ config's ``judge:`` mapping. The others stay in this process: LLM judges wait on
 that), and the nli judge's torch already spreads a batch over every core."""
 
 PARALLEL_MIN = {"judged": 400, "judge-free": 20_000}
-"""The fewest predictions worth starting worker processes for (``jobs`` not given): about 1 s to start them
-against about 5 ms per answer the lexical judge takes, or 0.1 ms the judge-free metrics take per prediction."""
+"""The fewest predictions worth starting worker processes for (``jobs`` not given): the workers' start-up against
+the time per answer of the lexical judge, or per prediction of the judge-free metrics (``benchmarks/perf.py``,
+section ``scoring``, measures the speed-up and the judge's answers per second)."""
 
 CHUNK = 64
 """Predictions per task sent to a worker process (at most; fewer when there are few predictions per worker)."""
@@ -291,7 +292,7 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def use_processes(jobs: int | None, n_todo: int, evaluation: Evaluation, judge: Judge | None) -> int:
+def use_processes(jobs: int | None, n_todo: int, evaluation: GatePolicy, judge: Judge | None) -> int:
     """How many worker processes score ``n_todo`` predictions: 1 (none: this process) or more.
 
     ``jobs`` given (``--jobs``, ``scoring.jobs``) is obeyed whenever the judge can run in a worker
@@ -311,7 +312,7 @@ _WORKER: dict[str, Any] = {}
 """A worker process's state: the metrics, the evaluation settings and the judge (built once per process)."""
 
 
-def _start_worker(evaluation: Evaluation, with_judge: bool) -> None:
+def _start_worker(evaluation: GatePolicy, with_judge: bool) -> None:
     """Initialise a worker process: resolve the metrics and build the judge from the config's ``judge:`` mapping."""
     from gate._worker import die_with_parent
     from gate.judges import get_judge
@@ -329,7 +330,7 @@ def _score_chunk(pairs: list[tuple[GoldenCase, Prediction]]) -> list[list[Score]
     return list(_score_pairs(pairs, metrics, evaluation, judge, calls_judge=False))
 
 
-def _pool(workers: int, evaluation: Evaluation, with_judge: bool) -> ProcessPoolExecutor:
+def _pool(workers: int, evaluation: GatePolicy, with_judge: bool) -> ProcessPoolExecutor:
     """``workers`` worker processes.
 
     Forked from this process when it runs no other thread (a fork copies only the calling thread, so a lock another
@@ -364,7 +365,7 @@ class NoWorkers(Exception):
 def score_parallel(
     pairs: Sequence[tuple[GoldenCase, Prediction]],
     reused: Sequence[list[Score] | None],
-    evaluation: Evaluation,
+    evaluation: GatePolicy,
     judge: Judge | None,
     workers: int,
     emit: Callable[[list[Score]], None],
@@ -468,7 +469,7 @@ class EarlyScores:
     """
 
     def __init__(
-        self, golden: Sequence[GoldenCase], evaluation: Evaluation, judge: Judge | None, min_latency_ms: float = 0.0
+        self, golden: Sequence[GoldenCase], evaluation: GatePolicy, judge: Judge | None, min_latency_ms: float = 0.0
     ):
         self._min_latency_ms = min_latency_ms
         self._cases = {case.id: case for case in golden}
@@ -519,12 +520,13 @@ def gc_frozen() -> Iterator[None]:
 
     For a block that allocates many short-lived objects next to a large long-lived heap: judge calls, next to the
     judges' libraries (ragas and langchain alone hold about 260,000 objects). Every full pass of the collector,
-    triggered by the calls' allocations, walks that heap: 0.15-0.4 s on 2 shared CPUs, during which no judge
-    request is sent (a tenth of a 4 s run at 32 requests in flight). ``gc.freeze`` moves the objects alive on
-    entering to the permanent generation, so the passes within the block walk only the objects created in it
-    (collected as usual); on leaving, ``gc.unfreeze`` returns the others to the oldest generation, where the
-    next full pass collects whatever of them became garbage: a collection is put off, nothing is kept. When
-    objects are frozen already on entering (by the embedding process), the block changes nothing.
+    triggered by the calls' allocations, walks that heap, and no judge request is sent meanwhile (a visible share of
+    a run at 32 requests in flight: ``benchmarks/judge_speed.py`` measures the judges against the ideal time).
+    ``gc.freeze`` moves the objects alive on entering to the permanent generation, so the passes within the block
+    walk only the objects created in it (collected as usual); on leaving, ``gc.unfreeze`` returns the others to the
+    oldest generation, where the next full pass collects whatever of them became garbage: a collection is put off,
+    nothing is kept. When objects are frozen already on entering (by the embedding process), the block changes
+    nothing.
     """
     if gc.get_freeze_count():
         yield
@@ -597,7 +599,7 @@ class PairwiseRun:
 def judge_pairs(
     pairs: Sequence[tuple[GoldenCase, Prediction | None, Prediction | None]],
     judge: PairwiseJudge,
-    evaluation: Evaluation,
+    evaluation: GatePolicy,
 ) -> list[PairJudgment | None]:
     """Judge base's answer against head's for every case, ``evaluation.judge_concurrency`` cases at a time.
 

@@ -1,6 +1,6 @@
 """The trend alarm's types (a contract): its policy, and a run against the main-branch history.
 
-A contract module: it imports the standard library only (import-linter checks it); :mod:`gate.history` computes
+A contract module: it imports the standard library only (import-linter checks it); :mod:`gate.history.trend` computes
 these, :mod:`gate.comparison` carries a :class:`TrendReport` in ``report.json``.
 """
 
@@ -71,7 +71,7 @@ class MetricTrend:
     beyond_noise: bool | None = None
     """Whether the worsening exceeds NOISE_Z × ``noise_sd``; None when the noise is unknown."""
     recent: tuple[tuple[str, float], ...] = ()
-    """Up to ``gate.history.CHART_POINTS`` last comparable entries with a value, ``(label, value)``, oldest
+    """Up to ``gate.history.trend.CHART_POINTS`` last comparable entries with a value, ``(label, value)``, oldest
     first (for charts)."""
     note: str = ""
     """Why the status is ``insufficient``."""

@@ -1,6 +1,6 @@
 """Write tests/oracles/ranx_squad_example.json: ranx's per-query retrieval metrics on a real TF-IDF run.
 
-ranx (Bassani, ECIR 2022) is the second oracle of tests/test_metrics_retrieval.py (pytrec_eval is the first).
+ranx (Bassani, ECIR 2022) is the second oracle of tests/metrics/test_retrieval.py (pytrec_eval is the first).
 Its metrics are numba-compiled: the first call on a fresh environment compiles for about a minute. So its values
 are computed once here and stored with their inputs (run and qrels); the default test suite checks our metrics
 against the stored values, and the ``slow`` test recomputes ranx live on the same run and checks that it still

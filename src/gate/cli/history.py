@@ -73,7 +73,7 @@ def resolve_policy(
 
 def _git_default(*args: str) -> str | None:
     """Output of a git command in the current directory, or None outside a repository."""
-    from gate.pr.gitops import git
+    from gate.pr.git import git
 
     try:
         done = git(Path.cwd(), *args, check=False)
@@ -114,7 +114,7 @@ def add(run_dir: Path, history_path: Path, sha: str | None, ref: str | None, tim
       rag-gate run --config rag-gate.yml --out runs/main
       rag-gate history add runs/main --history history.jsonl
     """  # noqa: D301
-    from gate.history import append_entry, entry_from_run
+    from gate.history.entries import append_entry, entry_from_run
     from gate.runs import read_manifest
 
     manifest = read_manifest(run_dir)
@@ -162,7 +162,8 @@ def check(
       rag-gate history check --history history.jsonl --run runs/head --format json
     """  # noqa: D301
     from gate.comparison import exit_code_for
-    from gate.history import HistoryEntry, entry_from_run, read_history, trend_report
+    from gate.history.entries import HistoryEntry, entry_from_run, read_history
+    from gate.history.trend import trend_report
     from gate.jsonl import clean_nan
     from gate.outputs.trend import to_text
 
@@ -204,7 +205,8 @@ def show(
       rag-gate history show --history history.jsonl --out history-report
     """  # noqa: D301
     from gate.files import make_dirs, write_text_atomic
-    from gate.history import read_history, trend_series
+    from gate.history.entries import read_history
+    from gate.history.trend import trend_series
     from gate.outputs.trend import chart_name, history_markdown, plot_metric
 
     policy, gated = resolve_policy(config_path, window, warning, critical)
@@ -253,8 +255,8 @@ def calibrate(
       for i in 1 2 3 4 5; do rag-gate run --config rag-gate.yml --out runs/aa$i; done
       rag-gate history calibrate runs/aa1 runs/aa2 runs/aa3 runs/aa4 runs/aa5
     """  # noqa: D301
-    from gate.history import calibrate as estimate
-    from gate.history import run_summary
+    from gate.history.calibrate import calibrate as estimate
+    from gate.history.entries import run_summary
     from gate.outputs.trend import fmt as num
 
     policy, _ = resolve_policy(config_path, window, warning, critical)

@@ -48,7 +48,7 @@ def label(run_dir: Path, count: int, out: Path, seed: int, head_dir: Path | None
     """
     from gate.files import prepare_output_file, write_text_atomic
     from gate.jsonl import dumps
-    from gate.labels import judged_answers, pair_rows, read_to_label, sample, sample_rows, to_label_row
+    from gate.labels.sampling import judged_answers, pair_rows, read_to_label, sample, sample_rows, to_label_row
     from gate.outputs.label_page import write_label_page
 
     if (head_dir is None) != (pairwise_file is None):
@@ -117,7 +117,8 @@ def judge_check(
     """
     import math
 
-    from gate import labels as lb
+    from gate.labels import agreement as lb
+    from gate.labels import rejudge, sampling
 
     if (head_dir is None) != (pairwise_file is None):
         raise InputError("--head and --pairwise go together (pairwise labels: --run is the base run)")
@@ -132,20 +133,20 @@ def judge_check(
         from gate.config import load_config
 
         config = load_config(config_path)
-    manifest, answers = lb.judged_answers(run_dir)
-    warnings = lb.stale(labels, None, manifest.get("golden_sha256"))
+    manifest, answers = sampling.judged_answers(run_dir)
+    warnings = lb.stale(labels, None, manifest.golden_sha256)
     keys = [label.key for label in labels]
     if pairwise and head_dir is not None and pairwise_file is not None:
         if config is not None:
-            _, head_answers = lb.judged_answers(head_dir)
-            judge, calls = lb.rejudge_pairs(answers, head_answers, keys, config.evaluation)
+            _, head_answers = sampling.judged_answers(head_dir)
+            judge, calls = rejudge.rejudge_pairs(answers, head_answers, keys, config.evaluation)
         else:
-            _, rows = lb.pair_rows(run_dir, head_dir, pairwise_file)
-            judge, calls = (rows[0]["judge"]["id"] if rows else "pairwise"), lb.pair_calls(rows)
+            _, rows = sampling.pair_rows(run_dir, head_dir, pairwise_file)
+            judge, calls = (rows[0]["judge"]["id"] if rows else "pairwise"), sampling.pair_calls(rows)
     elif config is not None:
-        judge, calls = lb.rejudge(answers, keys, config.evaluation)
+        judge, calls = rejudge.rejudge(answers, keys, config.evaluation)
     else:
-        judge, calls = (manifest.get("judge") or {}).get("id", "?"), lb.run_calls(answers)
+        judge, calls = (manifest.judge.id if manifest.judge else "?"), lb.run_calls(answers)
     result = lb.check(labels, calls, judge=judge, seed=seed, warnings=warnings)
     if fmt == "json":
         from gate.jsonl import pretty_json
@@ -164,7 +165,7 @@ def judge_check(
 
 def render_check(result: object) -> str:
     """The plain-text report of ``judge-check`` (untrusted text on one line each)."""
-    from gate.labels import VERDICTS, Check
+    from gate.labels.agreement import VERDICTS, Check
 
     assert isinstance(result, Check)
     a = result.agreement

@@ -1,8 +1,8 @@
 """The ``rag-gate`` command group and the engine commands (validate, run, compare, merge).
 
-Thin: each command parses options and calls ``gate.flow``; ``gate.cli.common.handle_errors`` maps errors to exit
-codes. Exit codes (DESIGN §6): 0 pass · 1 regression (the gate failed) · 2 bad input or usage · 3 the evaluation
-itself could not run.
+Thin: each command parses options and calls the engine (``gate.produce``, ``gate.sides``);
+``gate.cli.common.handle_errors`` maps errors to exit codes. Exit codes (DESIGN §6): 0 pass · 1 regression (the
+gate failed) · 2 bad input or usage · 3 the evaluation itself could not run.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from gate.errors import InputError
 from gate.sanitize import guard_std_streams, inert_json, one_line
 
 if TYPE_CHECKING:
-    from gate.config import Evaluation
+    from gate.config import GatePolicy
     from gate.models import GoldenCase
 
 
@@ -120,7 +120,7 @@ def _foreign(path: Path) -> None:
         raise InputError(f"{path}: {what}")
 
 
-def _too_few_cases(cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[str]:
+def _too_few_cases(cases: Sequence[GoldenCase], evaluation: GatePolicy) -> list[str]:
     """A warning when the golden set is too small for some gated metrics to ever fail (one line, or none).
 
     A metric over n cases, one of k gated metrics, can fail only when k·2^−n ≤ its α
@@ -238,7 +238,7 @@ def run(
 
     protect_process(os.environ)  # the pipeline cannot read this process's secrets from /proc
     config = load_config(config_path, repeats=repeats)  # before importing the engine: bad input fails fast
-    from gate.flow import run_side
+    from gate.produce import run_side
 
     show = sys.stderr.isatty() if progress is None else progress
     run_side(
@@ -327,7 +327,7 @@ def compare(
     from gate import outputs
     from gate.comparison import exit_code_for
     from gate.config import load_config
-    from gate.flow import compare_sides
+    from gate.sides import compare_sides
 
     config = load_config(config_path) if config_path else None
     if junit is not None:
@@ -341,7 +341,7 @@ def compare(
     outputs.write_html(comparison, out, compared.base, compared.head, compared.evaluation)  # every case
     if junit is not None:
         from gate.files import write_text_atomic
-        from gate.flow import golden_file_of
+        from gate.sides import golden_file_of
 
         options = outputs.RenderOptions(golden_file=golden_file_of(base, golden))
         write_text_atomic(junit, outputs.render(comparison, outputs.Output.JUNIT, options))
@@ -367,7 +367,7 @@ def merge(shards: tuple[Path, ...], out: Path) -> None:
       rag-gate run --config rag-gate.yml --shard 2/2 --out runs/s2
       rag-gate merge runs/s1 runs/s2 --out runs/head
     """
-    from gate.flow import merge_runs
+    from gate.produce import merge_runs
 
     merge_runs(list(shards), out)
     click.echo(f"wrote {out}", err=True)

@@ -152,7 +152,8 @@ def pr(
       rag-gate pr --base-ref main
       rag-gate pr --config rag-gate.yml --fail-on inconclusive --cache-dir .rag-gate-cache
     """  # noqa: D301 - click needs the real \b (backspace) character, a raw string would print "\b"
-    from gate.pr.flow import NotGatedYet, PrOptions, run_pr
+    from gate.pr.flow import run_pr
+    from gate.pr.run import NotGatedYet, PrOptions
     from gate.sandbox import protect_process
 
     protect_process(os.environ, [github_token])  # before any other process starts

@@ -259,7 +259,7 @@ def read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
 def text_list(value: Any, where: str, problems: list[str]) -> list[str]:
     """A list of strings from a source field: None → [], a string → [it], a list of strings → it.
 
-    A wrong type is a problem (``where: must be a list of strings``) and gives [].
+    A wrong type is a problem (``where: must be a string or a list of strings``) and gives [].
     """
     if value is None:
         return []
@@ -267,7 +267,7 @@ def text_list(value: Any, where: str, problems: list[str]) -> list[str]:
         return [value] if value.strip() else []
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return [v for v in value if v.strip()]
-    problems.append(f"{where}: must be a list of strings")
+    problems.append(f"{where}: must be a string or a list of strings")
     return []
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from gate.config import check_yaml_size
 from gate.errors import InputError, located
 from gate.importers.common import Draft, Notes, Options, id_list, jsonable, text_list
+from gate.yamlsafe import check_yaml_size
 
 QUESTION_VARS = ("question", "query", "input", "prompt")
 REFERENCE_TYPES = ("equals", "similar", "factuality", "context-recall", "levenshtein")

@@ -41,7 +41,7 @@ ENDPOINT_OPTIONS: dict[str, dict[str, Any]] = {
     "cache_dir": {"type": ["string", "boolean", "null"]},
 }
 """Options of the judges that call an OpenAI-compatible endpoint: the fields of
-:class:`gate.judges.llmclient.EndpointConfig` plus ``cache_dir`` (a path, or false for no cache)."""
+:class:`gate.judges.llm.config.EndpointConfig` plus ``cache_dir`` (a path, or false for no cache)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ JUDGES: dict[str, JudgeBackend] = {
         summary="offline, deterministic word-overlap judge (default)",
     ),
     "llm": JudgeBackend(
-        "gate.judges.llm:RubricJudge",
+        "gate.judges.llm.rubric:RubricJudge",
         {**ENDPOINT_OPTIONS, "generator_model": {"type": "string"}},
         required=("model",),
         extra="llm",
@@ -147,7 +147,7 @@ def _validated(backend: JudgeBackend, spec: Mapping[str, Any], label: str) -> No
 
     if accepts(dict(spec), backend.schema):
         return
-    import jsonschema  # about 0.1 s to import: only to explain options the compiled check does not accept
+    import jsonschema  # slow to import: only to explain options the compiled check does not accept
 
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(backend.schema).iter_errors(spec))
     if error is not None:

@@ -249,17 +249,7 @@ class Judge(Protocol):
         ...
 
 
-NO_USAGE: dict[str, Any] = {
-    "requests": 0,
-    "retries": 0,
-    "failures": 0,
-    "cache_hits": 0,
-    "input_tokens": 0,
-    "output_tokens": 0,
-    "responses_without_usage": 0,
-    "cost_usd": 0.0,
-    "stopped": None,
-}
+NO_USAGE = JudgeUsage(cost_usd=0.0)
 """The accounting of a judge that calls no API (lexical, nli): no request, no token, no cost."""
 
 
@@ -267,14 +257,12 @@ def judge_usage(judge: object) -> JudgeUsage:
     """A judge's accounting: requests, retries, failures, cache hits, tokens and cost.
 
     Returns:
-        ``judge.usage()`` as a :class:`~gate.manifest.JudgeUsage` when the judge has it (LLM-backed judges:
-        ``{"requests", "retries", "failures", "cache_hits", "input_tokens", "output_tokens",
-        "responses_without_usage", "cost_usd" (USD or None without prices), "stopped"}``); :data:`NO_USAGE` for
-        a judge that calls no API (lexical, nli).
+        ``judge.usage()`` when the judge has it (LLM-backed judges, see :class:`gate.judges.llm.usage.CallStats`);
+        :data:`NO_USAGE` for a judge that calls no API (lexical, nli).
 
     """
     usage = getattr(judge, "usage", None)
-    return JudgeUsage.from_dict(usage() if callable(usage) else NO_USAGE)
+    return usage() if callable(usage) else NO_USAGE
 
 
 def graded_dimensions(judge: object) -> frozenset[str]:

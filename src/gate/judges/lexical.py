@@ -42,7 +42,7 @@ class _Evidence:
 
     @functools.cached_property
     def uses(self) -> tuple[dict[str, list[tuple[frozenset[str], frozenset[str]]]], ...]:
-        """Verb → its sides in each sentence that uses it, in order: from ``relations()``, from ``relations(near=2)``."""
+        """Verb → its sides in each sentence that uses it, in order; from ``relations()`` and ``relations(near=2)``."""
         found: tuple[dict[str, list[tuple[frozenset[str], frozenset[str]]]], ...] = ({}, {})
         for f in self.facts:
             for side, relations in zip(found, f.roles, strict=True):
@@ -371,9 +371,7 @@ def _with_opposites(
     return stems | {w for w in words if opposite.get(w, frozenset()) & stems}
 
 
-def _states(
-    rest: frozenset[str], antonymous: list[tuple[str, frozenset[str]]], sentence: Facts, cover: float
-) -> bool:
+def _states(rest: frozenset[str], antonymous: list[tuple[str, frozenset[str]]], sentence: Facts, cover: float) -> bool:
     """True when ``sentence`` itself holds ≥ ``cover`` of ``rest``, leaving out words whose antonym it has.
 
     ``antonymous`` lists the words of ``rest`` that have antonyms, with them. At least two words must be compared:

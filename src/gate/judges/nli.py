@@ -263,14 +263,6 @@ class NLIJudge:
             "max_length": max_length,
             "window": window,
         }
-        self._describe = (
-            f"nli {VERSION} model_path={path} labels={columns} device={device} batch_size={batch_size} "
-            f"max_length={max_length} window={window}"
-        )
-
-    def describe(self) -> str:
-        """Return the settings on one line (model path, label order, batching)."""
-        return self._describe
 
     @property
     def identity(self) -> dict[str, Any]:

@@ -17,8 +17,13 @@ from typing import Any, Literal
 
 import jsonschema
 
-from gate.judges.llm import context_prompt, expectations_prompt, warn_if_self_judging
-from gate.judges.llmclient import ChatClient, EndpointConfig, JudgeCallError, extract_json, make_cache
+from gate.judges.llm.cache import make_cache
+from gate.judges.llm.client import ChatClient
+from gate.judges.llm.config import EndpointConfig
+from gate.judges.llm.parse import extract_json
+from gate.judges.llm.retry import JudgeCallError
+from gate.judges.llm.rubric import context_prompt, expectations_prompt, warn_if_self_judging
+from gate.manifest import JudgeUsage
 from gate.models import Chunk, FormRules, GoldenCase
 
 PROMPT_VERSION = "pairwise-v1"
@@ -172,11 +177,11 @@ class PairwiseJudge:
     """Pairwise judge over an OpenAI-compatible endpoint (``pairwise: {model: ...}``): two calls per case.
 
     Args:
-        **endpoint: the :class:`~gate.judges.llmclient.EndpointConfig` fields: ``model`` (required, pinned),
+        **endpoint: the :class:`~gate.judges.llm.config.EndpointConfig` fields: ``model`` (required, pinned),
             ``base_url``, ``api_key_env``, ``temperature``, ``max_tokens`` (256 here), ``timeout_s``,
             ``max_retries``, ``backoff_s``, ``max_wait_s``, ``concurrency``, ``deadline_s``,
             ``max_consecutive_failures``, ``cost_per_1k_input``, ``cost_per_1k_output``.
-        cache_dir: answer cache directory; None uses :func:`gate.judges.llmclient.default_cache_dir`,
+        cache_dir: answer cache directory; None uses :func:`gate.judges.llm.cache.default_cache_dir`,
             False turns the cache off.
         generator_model: the model that wrote the answers, if known; the same name as ``model`` warns.
         environ: where the API key is read (``os.environ`` when None).
@@ -209,12 +214,8 @@ class PairwiseJudge:
         """Everything that changes a verdict: name, versions, model, base_url, temperature and max_tokens."""
         return {"name": self.backend, "version": VERSION, "prompt_version": PROMPT_VERSION, **self.config.identity()}
 
-    def describe(self) -> str:
-        """The pinned settings on one line (never the key)."""
-        return f"pairwise {VERSION} {self.config.describe()}"
-
-    def usage(self) -> dict[str, Any]:
-        """This judge's accounting so far (see :class:`gate.judges.llmclient.CallStats`)."""
+    def usage(self) -> JudgeUsage:
+        """This judge's accounting so far (see :class:`gate.judges.llm.usage.CallStats`)."""
         return self.client.endpoint.usage()
 
     def close(self) -> None:

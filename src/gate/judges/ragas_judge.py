@@ -1,7 +1,7 @@
 """The ``ragas`` judge: ragas Faithfulness (statement extraction, then a verdict per statement).
 
 ragas 0.4 ``ragas.metrics.collections.Faithfulness`` runs through ``llm_factory`` and the judge's
-:class:`~gate.judges.llmclient.Endpoint`: one ``AsyncOpenAI`` client, one instructor-patched LLM and one metric
+:class:`~gate.judges.llm.endpoint.Endpoint`: one ``AsyncOpenAI`` client, one instructor-patched LLM and one metric
 object for the judge's whole life, on the endpoint's private event loop (two chat calls per answer). Every
 HTTP request goes through the endpoint's rules (bounded concurrency, per-request timeout, retries with backoff,
 circuit breaker, deadline, configuration errors stop the run, token accounting), and instructor reads only the
@@ -29,14 +29,11 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from gate.errors import GateError
 from gate.judges.base import ClaimVerdict, Judgment
-from gate.judges.llmclient import (
-    DiskCache,
-    Endpoint,
-    EndpointConfig,
-    JudgeCallError,
-    describe_error,
-    make_cache,
-)
+from gate.judges.llm.cache import DiskCache, make_cache
+from gate.judges.llm.config import EndpointConfig
+from gate.judges.llm.endpoint import Endpoint
+from gate.judges.llm.retry import JudgeCallError, describe_error
+from gate.manifest import JudgeUsage
 from gate.models import Chunk
 
 REASKS = 2
@@ -115,7 +112,7 @@ class RagasJudge:
     """ragas Faithfulness over an OpenAI-compatible endpoint (``judge: {name: ragas, model: ...}``).
 
     All options are keyword-only and validated here; they mean what they mean for
-    :class:`gate.judges.llm.RubricJudge` (``max_tokens`` defaults to 1024: ragas' JSON answers are longer).
+    :class:`gate.judges.llm.rubric.RubricJudge` (``max_tokens`` defaults to 1024: ragas' JSON answers are longer).
 
     Raises:
         ValueError: on an invalid option, a missing API key for OpenAI's endpoint, or when the ``[ragas]``
@@ -166,10 +163,6 @@ class RagasJudge:
         for prompt in (self._metric.statement_generator_prompt, self._metric.nli_statement_prompt):
             prompt.output_model = _SchemaOnce(prompt.output_model)  # this metric's prompts only
 
-    def describe(self) -> str:
-        """Return the pinned settings on one line: ``ragas ragas-0.4.3-faithfulness+final-json model=... ...``."""
-        return f"ragas {self.version} {self.config.describe()}"
-
     @property
     def identity(self) -> dict[str, Any]:
         """Everything that changes a score, JSON-ready.
@@ -182,8 +175,8 @@ class RagasJudge:
         """Release the judge's HTTP connections and event loop (optional: also done when it is collected)."""
         self.endpoint.close()
 
-    def usage(self) -> dict[str, Any]:
-        """This judge's accounting so far (see :class:`gate.judges.llmclient.CallStats`).
+    def usage(self) -> JudgeUsage:
+        """This judge's accounting so far (see :class:`gate.judges.llm.usage.CallStats`).
 
         Requests (re-asks included), retries, failures, cache hits, input / output tokens, estimated cost (USD
         or None) and ``stopped`` (why calls are refused: circuit open, deadline; or None).
@@ -218,14 +211,14 @@ class RagasJudge:
         try:
             value, verdicts = self.endpoint.run(self._score(question, answer, contexts, repeat))
         except JudgeCallError as exc:  # the endpoint's reasons (already counted by its breaker)
-            self.stats.add("failures")
+            self.stats.add(failures=1)
             return Judgment(error=f"{self.id}: {exc}")
         except GateError:
             raise
         except Exception as exc:  # noqa: BLE001 - an answer instructor or ragas cannot use fails this case only
             reason = describe_error(exc)
             self.endpoint.breaker.failure(reason)
-            self.stats.add("failures")
+            self.stats.add(failures=1)
             return Judgment(error=f"{self.id}: {reason}")
         self.endpoint.breaker.success()
         claims = tuple(
@@ -270,7 +263,7 @@ class RagasJudge:
                     except ValueError:  # pydantic's ValidationError is a ValueError: a stale entry
                         result = None
                     else:
-                        self.stats.add("cache_hits")
+                        self.stats.add(cache_hits=1)
             if result is None:
                 result = await agenerate(prompt, _prepared(response_model))
                 if cache is not None:

@@ -1,7 +1,8 @@
 """Lexical normalisation for the lexical judge: tokens, stop words, stems, numbers, dates, negation, entities.
 
 Everything here is a pure function of its input text. The only shared state is ``functools.lru_cache`` (thread
-safe) and one Snowball stemmer per thread, so the functions are safe to call from several threads.
+safe), values that a :class:`Facts` computes once from its own fields (``functools.cached_property``) and one
+Snowball stemmer per thread, so the functions are safe to call from several threads.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ DISCOURSE_WORDS = frozenset(
 """Words of an answer's framing ("according to the passage", "it offers") that carry no checkable fact."""
 
 STOP_WORDS = (frozenset(ENGLISH_STOP_WORDS) | ITALIAN_STOP_WORDS | DISCOURSE_WORDS) - NEGATION_CUES
+_ONLY_ITALIAN = ITALIAN_STOP_WORDS - ENGLISH_STOP_WORDS
+_ONLY_ENGLISH = ENGLISH_STOP_WORDS - ITALIAN_STOP_WORDS
 
 _MONTHS = {
     "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4, "apr": 4, "may": 5,
@@ -222,7 +225,7 @@ def _stemmer(lang: Lang) -> Any:
     if cache is None:
         cache = _local.stemmers = {}
     if lang not in cache:
-        import snowballstemmer  # its every language's stemmer (about 50 ms) when the judge first stems a word
+        import snowballstemmer  # its every language's stemmer (not at startup) when the judge first stems a word
 
         cache[lang] = snowballstemmer.stemmer("italian" if lang == "it" else "english")
     return cache[lang]
@@ -264,10 +267,6 @@ def detect_language(text: str) -> Lang:
     italian = sum(map(_ONLY_ITALIAN.__contains__, words))
     english = sum(map(_ONLY_ENGLISH.__contains__, words))
     return "it" if italian > english else "en"
-
-
-_ONLY_ITALIAN = ITALIAN_STOP_WORDS - ENGLISH_STOP_WORDS
-_ONLY_ENGLISH = ENGLISH_STOP_WORDS - ITALIAN_STOP_WORDS
 
 
 def _parse_number(raw: str, lang: Lang) -> tuple[float, float, bool] | None:

@@ -1,14 +1,20 @@
-"""Per-case answer metrics: SQuAD answer normalisation, token F1 and exact match."""
+"""Per-case answer metrics: SQuAD token F1 and exact match, and the generation dimensions' model-free parts.
+
+The model-free parts: correctness (reference token recall), completeness (required points made) and form (the
+deterministic form rules).
+"""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from gate.language import f1_unreadable
+from gate.metrics.context import ScoreContext
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -223,3 +229,85 @@ def strip_citations(answer: str, retrieved_ids: Iterable[str]) -> str:
     for doc_id in sorted({i for i in retrieved_ids if i}, key=len, reverse=True):
         out = re.sub(rf"(?<![\w-]){re.escape(doc_id)}(?![\w-])", "", out)
     return _EMPTY_CITATION.sub("", out) if out != answer else answer
+
+
+# ------------------------------------------------------------------------------------- per case (the registry's fn)
+
+
+def answer_per_case(fn: Callable[[str, tuple[str, ...]], float]) -> Callable[[ScoreContext], float]:
+    """Adapt a pure answer metric to a :class:`ScoreContext`: NaN on out-of-domain cases, 0 for an in-domain refusal."""
+
+    @functools.wraps(fn)
+    def per_case(ctx: ScoreContext) -> float:
+        if ctx.case.out_of_domain:
+            return math.nan
+        value = fn(ctx.prediction.answer, ctx.case.reference_answers)
+        return 0.0 if ctx.refused and not math.isnan(value) else value
+
+    return per_case
+
+
+def correctness(ctx: ScoreContext) -> float:
+    """Score correctness without a model: reference-answer token recall (:func:`token_recall`).
+
+    The case score is the best reference's recall. An LLM judge that grades correctness replaces it with its
+    1–3 grade against the references or the case's ``criteria`` (mapped to 0, 0.5, 1).
+
+    Returns:
+        A value in [0, 1]; 0 for a refusal of an answerable case that has reference answers or criteria; NaN
+        on out-of-domain cases and when the case has no reference answer (with ``criteria`` only, a judge is
+        needed).
+
+    Source: Adlakha et al., TACL 12 (2024), doi:10.1162/tacl_a_00667, §4 (token-level recall of the reference
+        answer tracks human correctness judgments of verbose answers better than F1 or exact match).
+
+    """
+    case = ctx.case
+    if case.out_of_domain or not (case.reference_answers or case.criteria):
+        return math.nan
+    if ctx.refused:
+        return 0.0
+    return token_recall(ctx.prediction.answer, case.reference_answers)
+
+
+def completeness(ctx: ScoreContext) -> float:
+    """Score completeness without a model: the share of the case's ``required_points`` made (:func:`points_covered`).
+
+    An LLM judge that grades completeness replaces it with its 1–3 grade against the required points, else the
+    reference answers or the ``criteria``.
+
+    Returns:
+        A value in [0, 1]; 0 for a refusal of an answerable case that has required points, reference answers or
+        criteria; NaN on out-of-domain cases and without required points (a judge can still grade against the
+        references or criteria).
+
+    Source: nugget recall with term-overlap matching, POURPRE (Lin & Demner-Fushman, Information Retrieval 9
+        (2006), doi:10.1007/s10791-006-9003-7).
+
+    """
+    case = ctx.case
+    if case.out_of_domain or not (case.required_points or case.reference_answers or case.criteria):
+        return math.nan
+    if ctx.refused:
+        return 0.0
+    return points_covered(ctx.prediction.answer, case.required_points)
+
+
+def form_score(ctx: ScoreContext) -> float:
+    """Score the deterministic form rules: the share met of the word limit and the citation requirement.
+
+    See :func:`form_rules_met`; the rules are the config's ``form:`` overridden by the case's ``form``. An LLM
+    judge that grades form also reads the free-text ``rules`` (language, tone); the metric is then the lower of its
+    grade and this share.
+
+    Returns:
+        0, 0.5 or 1; NaN on out-of-domain cases, for refusals, and when no deterministic rule is set.
+
+    Source: verifiable format instructions (Zhou et al. 2023, arXiv:2311.07911); citation presence as in ALCE
+        (Gao et al., EMNLP 2023, doi:10.18653/v1/2023.emnlp-main.398).
+
+    """
+    if ctx.case.out_of_domain or ctx.refused:
+        return math.nan
+    rules = ctx.form
+    return form_rules_met(ctx.prediction.answer, ctx.prediction.retrieved_ids, rules.max_words, bool(rules.cite))

@@ -1,15 +1,19 @@
 """Refusal detection: the one rule that scoring, comparison and the judges share (DESIGN §3, ``refusal``).
 
-A refusal ("I don't have that information") answers nothing: the refusal metrics count it, and the judges
-find no claims in it (its faithfulness is NaN, never 0 or 1).
+A refusal ("I don't have that information") answers nothing: the refusal metrics count it (:func:`refusal` on
+out-of-domain cases, :func:`false_refusal` on answerable ones), and the judges find no claims in it (its
+faithfulness is NaN, never 0 or 1).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 import unicodedata
 from collections.abc import Iterable
+
+from gate.metrics.context import ScoreContext
 
 DEFAULT_REFUSAL_PHRASES: tuple[str, ...] = (
     "i don't have that information",
@@ -111,3 +115,30 @@ def is_refusal(answer: str, refused_flag: bool | None = None, phrases: Iterable[
     if len(text.split()) <= MAX_REFUSAL_WORDS:
         return bool(pattern.search(text))
     return bool(pattern.search(_fold(_opening(answer))))
+
+
+def refusal(ctx: ScoreContext) -> float:
+    """Score refusal on an out-of-domain case: 1 when the system refused (the correct behaviour), else 0.
+
+    Returns:
+        0.0 or 1.0; NaN on in-domain cases.
+
+    Source: negative rejection rate in RGB (Chen et al., AAAI 2024, doi:10.1609/aaai.v38i16.29728); SQuAD 2.0
+        abstention on unanswerable questions (Rajpurkar, Jia & Liang, ACL 2018, doi:10.18653/v1/P18-2124).
+
+    """
+    return float(ctx.refused) if ctx.case.out_of_domain else math.nan
+
+
+def false_refusal(ctx: ScoreContext) -> float:
+    """Score a false refusal on an in-domain case: 1 when the system refused an answerable question (bad).
+
+    Returns:
+        0.0 or 1.0; NaN on out-of-domain cases.
+
+    Source: over-refusal / false refusal rate (Röttger et al., "XSTest", NAACL 2024,
+        doi:10.18653/v1/2024.naacl-long.301); SQuAD 2.0 answerable questions (Rajpurkar, Jia & Liang,
+        ACL 2018).
+
+    """
+    return math.nan if ctx.case.out_of_domain else float(ctx.refused)

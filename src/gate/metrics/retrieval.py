@@ -10,6 +10,9 @@ Conventions shared by every function here (they match trec_eval and ranx on runs
   document to one score), so this rule is ours.
 - No expected documents (an out-of-domain case) → NaN: the metric does not apply.
 - ``k`` must be an integer ≥ 1; when ``k`` exceeds ``len(retrieved_ids)`` the whole list is used.
+
+:func:`per_case` adapts each to the registry's per-case function; the ``*_many`` functions compute them for many
+queries at once.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from itertools import chain
 from typing import TypeVar
 
 import numpy as np
+
+from gate.metrics.context import ScoreContext
 
 Doc = TypeVar("Doc")
 
@@ -178,6 +183,28 @@ def ndcg_at_k(retrieved_ids: Sequence[str], expected_ids: Iterable[str], k: int)
     dcg = sum(1.0 / math.log2(rank + 1) for rank, rel in enumerate(_relevance(retrieved_ids[:k], expected), 1) if rel)
     idcg = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(expected), k) + 1))
     return dcg / idcg
+
+
+def per_case(fn: Callable[..., float], *, uses_k: bool = True) -> Callable[[ScoreContext], float]:
+    """Adapt a pure retrieval metric to a :class:`ScoreContext` (NaN on out-of-domain cases).
+
+    Args:
+        fn: One of the functions above, ``fn(retrieved_ids, expected_ids, k)`` (or without ``k``).
+        uses_k: Whether ``fn`` takes the cut-off (False for :func:`reciprocal_rank`).
+
+    Returns:
+        The per-case function, with ``fn``'s name and docstring.
+
+    """
+
+    @functools.wraps(fn)
+    def scored(ctx: ScoreContext) -> float:
+        if ctx.case.out_of_domain:
+            return math.nan
+        args = (ctx.prediction.retrieved_ids, ctx.case.expected_doc_ids)
+        return fn(*args, ctx.k) if uses_k else fn(*args)
+
+    return scored
 
 
 # ------------------------------------------------------------------------------------------- many queries at once

@@ -30,7 +30,7 @@ import numpy as np
 from markupsafe import Markup
 
 from gate.comparison import CaseEntry, Comparison, clip
-from gate.config import Evaluation
+from gate.config import GatePolicy
 from gate.files import make_dirs
 from gate.jsonl import write_text_atomic
 from gate.metrics import resolve
@@ -111,7 +111,7 @@ def case_rows(
     comparison: Comparison,
     base: Side,
     head: Side,
-    evaluation: Evaluation,
+    evaluation: GatePolicy,
     lines: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Every paired case of the comparison as the page shows it (head's golden order), JSON-ready.
@@ -300,7 +300,7 @@ def write_html(
     out_dir: Path,
     base: Side,
     head: Side,
-    evaluation: Evaluation,
+    evaluation: GatePolicy,
     *,
     details_url: str | None = None,
     config: str | None = None,

@@ -30,7 +30,7 @@ def embedded_json(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def render_label_page(rows: Sequence[dict[str, Any]]) -> str:
-    """The labelling page's HTML for ``rows`` (rows of :func:`gate.labels.to_label_row` or pair rows)."""
+    """The labelling page's HTML for ``rows`` (rows of :func:`gate.labels.sampling.to_label_row` or pair rows)."""
     template = resources.files("gate.outputs.templates").joinpath(TEMPLATE).read_text(encoding="utf-8")
     return template.replace("__ROWS__", embedded_json(rows))
 

@@ -1,6 +1,6 @@
 """Render trend reports: text, markdown with mermaid charts, the history page and PNG charts.
 
-Pure functions of :class:`gate.history.TrendReport`: plain text for ``history check``; the "Trend vs main" markdown
+Pure functions of :class:`gate.trends.TrendReport`: plain text for ``history check``; the "Trend vs main" markdown
 section with a mermaid ``xychart-beta`` for the PR comment and the job summary; the history page and PNG charts
 for ``history show`` (matplotlib, optional extra ``rag-gate[plot]``). Text from the history file (shas, refs,
 metric names) is reduced to safe characters before it reaches markdown or mermaid.
@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gate.files import writing
-from gate.history import CHART_POINTS, LEVEL, MetricTrend, TrendReport
+from gate.history.trend import CHART_POINTS
 from gate.outputs.escape import escape_markdown
+from gate.trends import LEVEL, MetricTrend, TrendReport
 
 STATUS_TEXT = {"ok": "ok", "warning": "WARNING", "critical": "CRITICAL", "insufficient": "no baseline"}
 STATUS_ICON = {"ok": "✅ ok", "warning": "⚠️ WARNING", "critical": "🔴 CRITICAL", "insufficient": "➖ no baseline"}

@@ -8,7 +8,7 @@
   need not re-run it. Each entry is signed with HMAC-SHA256 over its key and the digests of its files, with a key
   the pipeline never gets (:func:`signing_key`); an entry whose signature does not verify is ignored, with a
   warning, and recomputed.
-  Who may *write* entries is the PR flow's rule (trusted runs only), see ``gate.pr.flow``.
+  Who may *write* entries is the PR flow's rule (trusted runs only), see ``gate.pr.trust``.
 
 The cache directory is plain files (``<dir>/<key digest>/key.json``, ``signature``, ``run/...``), so users can
 persist it with ``actions/cache``.

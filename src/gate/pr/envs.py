@@ -21,6 +21,7 @@ Source: Python ``venv`` and ``site`` (``.pth`` files, ``site.addsitedir``); RFC 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -30,11 +31,18 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from collections.abc import Iterable
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 from gate import __version__
 from gate.errors import EvaluationError
-from gate.pr.gitops import git
+from gate.files import remove_tree
+from gate.pipeline import run_shell
+from gate.pr.git import git
+from gate.pr.trust import CachePolicy
+from gate.sandbox import Sandbox
 
 log = logging.getLogger("rag-gate")
 
@@ -215,3 +223,67 @@ def staging(cache_dir: Path | None, env_id: str) -> Path:
 def store(env: Path, env_id: str, signing: bytes) -> None:
     """Sign a built environment that lives at its cache place (:func:`staging`), so later runs reuse it."""
     (env.parent / SIGNATURE_FILE).write_text(_sign(signing, env_id, env) + "\n", encoding="ascii")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A side's setup: the command, where it runs (that side's checkout), and where temporary environments go."""
+
+    command: str
+    """The setup command's text."""
+    repo: Path
+    """The repository (for the commit's tree)."""
+    checkout: Path
+    """The directory the command runs in: ``working_directory`` inside that side's checkout."""
+    cleanup: ExitStack
+    """Removes the temporary environments made for this run."""
+
+
+def run_setup(command: str, workdir: Path, sandbox: Sandbox, passthrough: Iterable[str]) -> None:
+    """Run the user's setup command through the shell, in the sandbox (:func:`gate.pipeline.run_shell`).
+
+    It installs the pipeline's dependencies, so it runs the PR's code too: it gets the pipeline's environment and
+    user, its output is forwarded, redacted, and its process group is killed when it ends.
+
+    Raises:
+        EvaluationError: the command exited with an error (exit 3).
+    """
+    with sandbox.scratch() as tmpdir:
+        try:
+            code = run_shell(command, cwd=workdir, env=sandbox.environment(passthrough, tmpdir=tmpdir), sandbox=sandbox)
+        finally:
+            sandbox.sweep()
+    if code != 0:
+        raise EvaluationError(f"--setup-command exited with {code}: {sandbox.redactor(command)}")
+
+
+def side_sandbox(
+    setup: Setup, sandbox: Sandbox, passthrough: Iterable[str], policy: CachePolicy | None, env_id: str = ""
+) -> Sandbox:
+    """``sandbox`` with the pipeline's Python replaced by a side's own environment, set up by the side's command.
+
+    The base's (``env_id`` given) is taken from the verified cache when there, else built and, on trusted runs,
+    stored there for reuse; the head's (``env_id`` empty) is always new and temporary. In the image the environment
+    is built as the pipeline user and taken back (read-only to it) once set up, so no later code changes it.
+    """
+    if env_id and policy is not None and policy.readable:
+        assert policy.directory is not None and policy.signing_key is not None
+        reused = lookup(policy.directory, env_id, policy.signing_key)
+        if reused is not None:
+            log.info("base environment reused (%s)", env_id[:12])
+            return dataclasses.replace(sandbox, python=str(reused))
+    keep = bool(env_id) and policy is not None and policy.writable
+    env = staging(policy.directory if keep and policy is not None else None, env_id)
+    if not keep:
+        setup.cleanup.callback(remove_tree, env.parent)
+    python = create(sandbox.python, env)
+    if sandbox.user is not None:
+        hand_over(env, sandbox.user.uid, sandbox.user.gid)
+    side = dataclasses.replace(sandbox, python=str(python))
+    log.info("setting up the %s's environment: %s", "base" if env_id else "head", sandbox.redactor(setup.command))
+    run_setup(setup.command, setup.checkout, side, passthrough)
+    freeze(env)
+    if keep and policy is not None:
+        assert policy.signing_key is not None
+        store(env, env_id, policy.signing_key)
+    return side

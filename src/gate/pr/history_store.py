@@ -35,9 +35,9 @@ from typing import Any
 
 from gate.errors import EvaluationError, InputError
 from gate.files import make_parent, write_text_atomic
-from gate.history import History, append_entry, read_history
+from gate.history.entries import History, append_entry, read_history
 from gate.jsonl import dumps
-from gate.pr.gitops import file_at, git
+from gate.pr.git import file_at, git
 
 log = logging.getLogger("rag-gate")
 
@@ -71,7 +71,7 @@ def auth_env(token: str | None, server_url: str = "https://github.com") -> dict[
         server_url: ``GITHUB_SERVER_URL``.
 
     Returns:
-        Variables for :func:`gate.pr.gitops.git`'s ``env`` (empty without a token).
+        Variables for :func:`gate.pr.git.git`'s ``env`` (empty without a token).
     """
     if not token:
         return {}
@@ -291,7 +291,7 @@ def append(
 
     Args:
         store: where the history is.
-        record: the entry (see :func:`gate.history.make_record`).
+        record: the entry (see :func:`gate.history.entries.make_record`).
         message: commit message (default: names the commit).
         attempts: pushes tried before giving up.
         backoff_s: mean pause between attempts, grown linearly and jittered.

@@ -13,18 +13,20 @@ from pathlib import Path
 
 from gate.config import Config
 from gate.errors import GateError
-from gate.history import HistoryEntry, TrendReport, entry_from_run, trend_report
+from gate.history.entries import HistoryEntry, entry_from_run
+from gate.history.trend import trend_report
 from gate.jsonl import write_json
+from gate.pr import git
 from gate.pr import github as gh
-from gate.pr import gitops
 from gate.pr.history_store import DEFAULT_BRANCH, AppendResult, HistoryStore, append, auth_env, read
+from gate.trends import TrendReport
 
 OFF = "off"
 """``--history off``: neither read nor write a history."""
 HISTORY_COPY = "history.jsonl"
 """Copy of the history read, kept in the output directory."""
 TREND_FILE = "trend.json"
-"""The run's trend (:meth:`gate.history.TrendReport.to_dict`), in the output directory."""
+"""The run's trend (:meth:`gate.trends.TrendReport.to_dict`), in the output directory."""
 
 
 def history_store(
@@ -50,7 +52,7 @@ def history_store(
     if history:
         # as named: a link the PR commits at that path must not choose the file (history_store._base_file)
         return HistoryStore(repo, path=os.path.normpath(workdir / history), branch=None)
-    credentials = context.in_actions and token and not gitops.credential_settings(repo)
+    credentials = context.in_actions and token and not git.credential_settings(repo)
     env = auth_env(token, context.server_url) if credentials else {}
     return HistoryStore(repo, branch=branch or DEFAULT_BRANCH, env=env)
 

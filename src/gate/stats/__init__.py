@@ -1,4 +1,4 @@
-"""Paired, variance-aware statistics and the gate decision (DESIGN §4, STATISTICS.md, issue 4).
+"""Paired, variance-aware statistics and the gate decision (DESIGN §4, STATISTICS.md).
 
 Modules: ``significance`` (paired tests, multiplicity), ``discrete`` (exact per-case tests, discrete BH),
 ``selection`` (the table of which test runs where), ``intervals`` (SEs, CIs), ``power`` (MDE, variance split),

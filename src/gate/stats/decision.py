@@ -1,4 +1,4 @@
-"""Per-metric paired analysis and the three-outcome gate decision (STATISTICS.md §3, §6; issue 4)."""
+"""Per-metric paired analysis and the gate decision: pass, fail, inconclusive or error (STATISTICS.md §3, §6)."""
 
 from __future__ import annotations
 

@@ -191,9 +191,10 @@ def fisher_cases(
 def permutation_cases(base: np.ndarray, head: np.ndarray, *, tau: float) -> list[ExactCaseTest]:
     """:func:`permutation_case` for C cases with the same numbers of runs, vectorised over the cases.
 
-    The same computation, row by row, as :func:`permutation_case` (and the same results: ``tests/test_stats_discrete
-    .py`` compares them): the head sums of every split are enumerated for all cases at once; cases with at most two
-    distinct values go to :func:`fisher_cases`, cases beyond :data:`ENUMERATION_LIMIT` splits to the per-case test.
+    The same computation, row by row, as :func:`permutation_case` (and the same results:
+    ``tests/stats/test_discrete.py`` compares them): the head sums of every split are enumerated for all cases at
+    once; cases with at most two distinct values go to :func:`fisher_cases`, cases beyond
+    :data:`ENUMERATION_LIMIT` splits to the per-case test.
 
     Args:
         base: shape (C, n_base), each case's valid runs on base (oriented), finite.

@@ -1,0 +1,121 @@
+"""The rubric and pairwise judges' client: one chat completion per call, parsed and cached, through an endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from gate.judges.llm.cache import DiskCache
+from gate.judges.llm.config import EndpointConfig
+from gate.judges.llm.endpoint import Endpoint
+from gate.judges.llm.retry import JudgeCallError
+
+T = TypeVar("T")
+
+
+class ChatClient:
+    """The rubric judge's client: one chat completion per call, parsed, cached, with the endpoint's rules.
+
+    Args:
+        config: the endpoint and request settings.
+        cache: where answers are cached, or None for no cache.
+        environ: where the API key is read (``os.environ`` when None).
+
+    Raises:
+        ValueError: when the API key is required and missing.
+
+    """
+
+    def __init__(
+        self, config: EndpointConfig, cache: DiskCache | None = None, environ: Mapping[str, str] | None = None
+    ) -> None:
+        self.config = config
+        self.cache = cache
+        self.endpoint = Endpoint(config, environ)
+        self.stats = self.endpoint.stats
+
+    def request_body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        """Return the pinned request body for ``messages`` (model, temperature, max_tokens)."""
+        return {
+            "model": self.config.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+        }
+
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        judge: str,
+        prompt_version: str,
+        parse: Callable[[str], T],
+        repeat: int = 0,
+    ) -> T:
+        """Send one chat completion (or serve it from the cache) and parse its message content.
+
+        Only answers that ``parse`` accepts are cached, so a broken answer is asked again on the next run. The cache
+        key holds everything that can change the answer: the judge, its prompt version, the repeat, the whole request
+        body and the endpoint's identity (:meth:`EndpointConfig.identity`: ``base_url`` with model, temperature and
+        ``max_tokens``), so two servers serving a model of the same name never share answers.
+
+        Args:
+            messages: chat messages, ``[{"role": ..., "content": ...}]``.
+            judge: the judge's name, part of the cache key.
+            prompt_version: the judge's prompt version, part of the cache key.
+            parse: turns the message content into the judge's value; raises ValueError when unusable.
+            repeat: 0-based repeat index, part of the cache key (so repeats are sampled independently).
+
+        Raises:
+            JudgeCallError: after the retries are spent, on a truncated or empty answer, when ``parse`` raises
+                ValueError, or when the circuit is open or the deadline has passed.
+            JudgeConfigError: when the endpoint rejects the configuration (HTTP 401 / 403 / 404, unknown model).
+
+        """
+        body = self.request_body(messages)
+        cache, key, hit = self.cache, "", None
+        if cache is not None:  # the key hashes the whole prompt: not computed without a cache
+            key = DiskCache.key(
+                judge=judge, prompt_version=prompt_version, repeat=repeat, request=body, endpoint=self.config.identity()
+            )
+            hit = cache.get(key)
+        if isinstance(hit, str):
+            try:
+                value = parse(hit)
+            except ValueError:
+                pass
+            else:
+                self.stats.add(cache_hits=1)
+                return value
+        try:
+            text = self.endpoint.run(self._ask(body))
+            try:
+                value = parse(text)
+            except ValueError as exc:
+                reason = f"unusable answer: {exc}"
+                self.endpoint.breaker.failure(reason)
+                raise JudgeCallError(reason) from exc
+        except JudgeCallError:
+            self.stats.add(failures=1)
+            raise
+        self.endpoint.breaker.success()
+        if cache is not None:
+            cache.put(key, text)
+        return value
+
+    async def _ask(self, body: dict[str, Any]) -> str:
+        """The message content of one completion, reduced to its final answer by :meth:`Endpoint.create`."""
+        response = await self.endpoint.create(**body)
+        choices = getattr(response, "choices", None)
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        content = getattr(getattr(choice, "message", None), "content", None)
+        if choice is None:
+            reason = "the endpoint returned no choices"
+        elif getattr(choice, "finish_reason", None) == "length":
+            reason = f"truncated answer (finish_reason=length at max_tokens={self.config.max_tokens})"
+        elif isinstance(content, str) and content.strip():
+            return content
+        else:
+            reason = "empty answer from the judge model"
+        self.endpoint.breaker.failure(reason)
+        raise JudgeCallError(reason)

@@ -1,0 +1,202 @@
+"""The OpenAI-compatible endpoint shared by the LLM-backed judges (rubric ``llm``, ``pairwise`` and ``ragas``).
+
+:class:`Endpoint` owns one ``openai.AsyncOpenAI`` client and one connection pool
+(:class:`~gate.judges.llm.transport.Transport`, aiohttp, sized from ``concurrency``) on a private event loop (one
+daemon thread), shared by every thread of a judge: no client, connection or event loop is built per call. Each
+request goes through :meth:`Endpoint.create`, which
+
+- pins the model, temperature and ``max_tokens`` (the judge builds the body);
+- bounds the requests in flight (``concurrency``) and each request's total time (``timeout_s``: the client's
+  connect / read / write / pool timeouts, and a wall-clock bound on the whole request);
+- retries, stops on a configuration failure and gives up on a judge that is down or too slow by the rules of
+  :mod:`gate.judges.llm.retry` (backoff, :class:`~gate.judges.llm.retry.JudgeConfigError`, circuit breaker and
+  deadline);
+- counts requests, retries, failures, cache hits and the tokens of the API's ``usage``
+  (:class:`~gate.judges.llm.usage.CallStats`), priced per 1,000 tokens when prices are configured;
+- reduces the answer to its final JSON object (:func:`~gate.judges.llm.parse.keep_final_answer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
+
+from tenacity import AsyncRetrying
+
+from gate.errors import InputError
+from gate.judges.llm.config import EndpointConfig
+from gate.judges.llm.parse import keep_final_answer
+from gate.judges.llm.retry import (
+    Breaker,
+    JudgeCallError,
+    JudgeConfigError,
+    config_error,
+    describe_error,
+    is_retryable,
+    retry_policy,
+)
+from gate.judges.llm.transport import Transport, openai_http
+from gate.judges.llm.usage import CallStats
+from gate.manifest import JudgeUsage
+
+T = TypeVar("T")
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """The body of an endpoint's loop thread: run until stopped, then release the loop's resources."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
+def _shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, transport: Transport) -> None:
+    """Close an endpoint's HTTP transport on its loop, then stop the loop (a finalizer: holds no endpoint)."""
+    if loop.is_closed() or not thread.is_alive():
+        return
+
+    async def close() -> None:
+        try:
+            await transport.close()
+        finally:
+            loop.stop()
+
+    if threading.current_thread() is thread:  # collected on the loop's own thread: cannot wait for it
+        loop.create_task(close())
+        return
+    asyncio.run_coroutine_threadsafe(close(), loop)
+    thread.join(timeout=5)
+
+
+class Endpoint:
+    """One OpenAI-compatible endpoint for one judge: a shared async client on a private event loop.
+
+    Thread-safe: any number of threads may call :meth:`run` at once; the requests they start share one
+    connection pool, the concurrency bound, the retry rules, the circuit breaker and the deadline.
+
+    Args:
+        config: the endpoint and request settings.
+        environ: where the API key is read (``os.environ`` when None).
+
+    Raises:
+        ValueError: when the API key is required and missing.
+        InputError: the ``llm`` extra (openai with aiohttp) is not installed.
+
+    """
+
+    def __init__(self, config: EndpointConfig, environ: Mapping[str, str] | None = None) -> None:
+        try:
+            import aiohttp  # noqa: F401 (the transport's; checked here so that a missing extra is said up front)
+            import openai
+
+            openai_http()
+        except ImportError as exc:
+            raise InputError(f"an LLM judge needs the llm extra: pip install 'rag-gate[llm]' ({exc})") from None
+
+        self.config = config
+        self.stats = CallStats()
+        self.breaker = Breaker(config.max_consecutive_failures, config.deadline_s)
+        self.client = openai.AsyncOpenAI(
+            base_url=config.base_url,
+            api_key=config.api_key(os.environ if environ is None else environ),
+            timeout=config.timeout_s,  # connect, read, write and pool
+            max_retries=0,  # retried here, so that Retry-After is honoured but bounded
+        )
+        self.client.chat.completions.create = self.create  # instructor wraps this
+        self._transport = Transport(self.client, config)
+        self._retry_policy = retry_policy(config, lambda: self.stats.add(retries=1), self._seconds_left)
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._close: weakref.finalize | None = None
+        self._start_lock = threading.Lock()
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The private event loop, started in a daemon thread on first use.
+
+        Not at construction: no thread exists before the pipeline's worker processes are started.
+        """
+        with self._start_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=_run_loop, args=(loop,), name="rag-gate-judge", daemon=True)
+                thread.start()
+                self._close = weakref.finalize(self, _shutdown, loop, thread, self._transport)
+                self._loop = loop
+            return self._loop
+
+    def close(self) -> None:
+        """Close the HTTP client and stop the event loop (also done when the endpoint is collected or at exit)."""
+        with self._start_lock:
+            if self._close is not None:
+                self._close()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the endpoint's event loop and wait for its result (from any other thread)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._event_loop()).result()
+
+    def usage(self) -> JudgeUsage:
+        """The accounting so far (:meth:`CallStats.usage <gate.judges.llm.usage.CallStats.usage>`).
+
+        ``stopped`` says why calls are refused (circuit open, deadline passed), or is None.
+        """
+        return self.stats.usage(self.config, self.breaker.open_reason)
+
+    async def create(self, **body: Any) -> Any:
+        """Send one chat completion with the retry, timeout, breaker and deadline rules; return the response.
+
+        The message content is reduced to the final answer and, when it holds a JSON object, to the last one
+        (:func:`~gate.judges.llm.parse.keep_final_answer`), so that a parser downstream (instructor) reads the
+        final JSON and never a draft. Token usage is counted.
+
+        Raises:
+            JudgeConfigError: on HTTP 401 / 403 / 404 or an unknown model (also for every later call).
+            JudgeCallError: when retries are spent, on a non-retryable HTTP error, or when the circuit is open
+                or the deadline has passed.
+
+        """
+        try:
+            async for attempt in AsyncRetrying(**self._retry_policy):
+                with attempt:
+                    response = await self._attempt(body)
+        except (JudgeCallError, JudgeConfigError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the reasons were classified per attempt in _attempt
+            raise JudgeCallError(describe_error(exc)) from exc
+        self.stats.add_usage(getattr(response, "usage", None))
+        keep_final_answer(response)
+        return response
+
+    def _seconds_left(self) -> float:
+        try:
+            return self.breaker.check()
+        except JudgeCallError:
+            return 0.0
+
+    async def _attempt(self, body: dict[str, Any]) -> Any:
+        left = self.breaker.check()
+        async with self._slots:
+            left = self.breaker.check()  # the wait for a slot may have outlived the deadline
+            self.stats.add(requests=1)
+            try:
+                return await asyncio.wait_for(self._transport.post(body), min(self.config.timeout_s, left))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                fatal = config_error(exc, self.config)
+                if fatal is not None:
+                    self.breaker.stop(fatal)
+                    raise fatal from None
+                if not _is_rate_limit(exc):
+                    self.breaker.failure(describe_error(exc))
+                if not is_retryable(exc):
+                    raise JudgeCallError(describe_error(exc)) from exc
+                raise
+
+
+def _is_rate_limit(exc: BaseException) -> bool:
+    return getattr(exc, "status_code", None) == 429

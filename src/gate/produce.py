@@ -1,0 +1,553 @@
+"""Producing a run (``rag-gate run``, ``rag-gate merge``): one side's predictions and scores in a run directory.
+
+The pipeline's predictions (:mod:`gate.pipeline`) are appended as they arrive, scored (:mod:`gate.scoring`) and
+recorded with the run's identity in ``manifest.json``; an interrupted run resumes, another run's files are moved
+aside (:func:`run_side`); shards merge into one run (:func:`merge_runs`). Loading and comparing two sides is
+:mod:`gate.sides`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import os
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from gate import __version__
+from gate.config import Config, GatePolicy, PipelineSpec
+from gate.errors import EvaluationError, InputError
+from gate.files import archive_previous, atomic_writer, locked_directory, make_dirs, refuse_inputs_inside
+from gate.fingerprint import code_fingerprint
+from gate.golden import file_sha256, load_golden, shard
+from gate.jsonl import JsonlAppender, write_json
+from gate.judges import get_judge
+from gate.judges.base import Judge, judge_usage
+from gate.manifest import Counts, ErrorCount, Manifest
+from gate.models import GoldenCase, Prediction, Score
+from gate.pipeline import WorkerPool, run_command, run_python
+from gate.predictions import PredictionTable, align, load_predictions, scan_predictions
+from gate.runs import (
+    MANIFEST,
+    MANIFEST_SCHEMA_VERSION,
+    PREDICTIONS,
+    SCORES,
+    RunIdentity,
+    load_run_predictions,
+    read_manifest,
+    read_partial_predictions,
+    write_predictions,
+)
+from gate.sandbox import Sandbox
+from gate.scoring import EarlyScores, score_all, score_lines
+
+log = logging.getLogger("rag-gate")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def make_judge(evaluation: GatePolicy) -> Judge:
+    """The configured judge.
+
+    Raises:
+        InputError: for an unknown judge name or invalid judge options.
+
+    """
+    try:
+        return get_judge(evaluation.judge)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"judge: {exc}") from None
+
+
+def run_identity(
+    evaluation: GatePolicy,
+    judge: Judge,
+    golden_sha256: str,
+    config_sha256: str,
+    repeats: int,
+    shard_spec: tuple[int, int] | None = None,
+) -> RunIdentity:
+    """The identity of a run made (or scored) with these settings by this rag-gate (see :class:`RunIdentity`)."""
+    return RunIdentity(
+        golden_sha256=golden_sha256,
+        config_sha256=config_sha256,
+        repeats=repeats,
+        shard=shard_spec,
+        judge={"id": judge.id, "version": judge.version, "config": dict(evaluation.judge)},
+        scoring={
+            "refusal_phrases": list(evaluation.refusal_phrases),
+            "refusal_use_field": evaluation.refusal_use_field,
+            **({"form": evaluation.form.to_dict()} if evaluation.form.to_dict() else {}),
+        },
+        gate_version=__version__,
+    )
+
+
+def pipeline_section(config: Config) -> dict[str, Any]:
+    """The config's ``pipeline:`` settings that differ from the defaults, as written (paths relative to the config).
+
+    Recorded in the manifest, so that a comparison can show what changed between base and head.
+    """
+    spec, out = config.pipeline, {}
+    for f in dataclasses.fields(PipelineSpec):
+        value = getattr(spec, f.name)
+        if f.name == "origin" or value == getattr(PipelineSpec(), f.name):
+            continue
+        if isinstance(value, Path):
+            value = os.path.relpath(value, config.root)
+            if value == ".":
+                continue
+        out[f.name] = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
+def run_side(
+    config: Config,
+    out_dir: Path,
+    *,
+    repeats: int | None = None,
+    progress: bool = False,
+    git_sha: str | None = None,
+    git_ref: str | None = None,
+    shard_spec: tuple[int, int] | None = None,
+    sandbox: Sandbox | None = None,
+    require_answers: bool = True,
+    jobs: int | None = None,
+) -> Path:
+    """Run the golden set through one side's pipeline, score it, and write a run directory.
+
+    Resumes an interrupted run in ``out_dir`` made with the same golden set, config, repeats and shard: rows
+    already computed are kept, failed rows are retried.
+
+    Args:
+        config: the side's loaded config.
+        out_dir: the run directory (created if needed).
+        repeats: overrides the config's ``repeats``.
+        progress: show a progress bar on stderr.
+        git_sha: commit of the side, recorded in the manifest.
+        git_ref: ref of the side, recorded in the manifest.
+        shard_spec: ``(i, n)`` to run only the i-th of n shards of the golden set.
+        sandbox: where the pipeline runs (default: the allow-listed environment of this process).
+        require_answers: raise when every prediction failed (``rag-gate run``). The PR flow's head passes False: a
+            head that fails on every case the base answered is a regression, which the comparison reports. A
+            pipeline that cannot start at all (import error, missing function) is raised either way: nothing ran.
+        jobs: worker processes that score (``--jobs``); None: the config's ``scoring.jobs``, else every core.
+
+    Returns:
+        ``out_dir`` (its run is complete, also when every prediction failed).
+
+    Raises:
+        InputError: bad golden set, config or precomputed predictions.
+        EvaluationError: the pipeline cannot run at all (import error, command failure), or every prediction
+            failed and ``require_answers``; the run directory is written first.
+
+    """
+    out_dir = Path(out_dir)
+    inputs = {"config": config.path, "golden": config.golden, "pipeline.predictions": config.pipeline.predictions}
+    refuse_inputs_inside(out_dir, inputs, f"--out {out_dir}")
+    make_dirs(out_dir)
+    with locked_directory(out_dir, f"--out {out_dir}") as left:
+        if left is not None:
+            log.warning(
+                "%s: the run that held it (pid %s on host %s, started %s) ended without finishing (killed?)",
+                out_dir,
+                left.get("pid", "?"),
+                left.get("host", "?"),
+                left.get("started", "?"),
+            )
+        return _run_side_locked(
+            config, out_dir, repeats, progress, git_sha, git_ref, shard_spec, sandbox, require_answers, jobs
+        )
+
+
+def _run_side_locked(
+    config: Config,
+    out_dir: Path,
+    repeats: int | None,
+    progress: bool,
+    git_sha: str | None,
+    git_ref: str | None,
+    shard_spec: tuple[int, int] | None,
+    sandbox: Sandbox | None,
+    require_answers: bool,
+    scoring_jobs: int | None = None,
+) -> Path:
+    """:func:`run_side` once ``out_dir`` is locked by this process."""
+    golden = load_golden(config.golden)
+    if shard_spec is not None:
+        golden = shard(golden, *shard_spec)
+    n_repeats = repeats or config.repeats
+    pool = _early_workers(config, out_dir, len(golden) * n_repeats, sandbox)
+    try:
+        evaluation = config.evaluation
+        judge = make_judge(evaluation)
+        identity = run_identity(evaluation, judge, file_sha256(config.golden), config.sha256, n_repeats, shard_spec)
+        code = code_fingerprint(config.pipeline, exclude=[out_dir])
+        manifest = Manifest.from_dict(
+            {
+                "schema_version": MANIFEST_SCHEMA_VERSION,
+                **identity.to_dict(),
+                "code": code,
+                "git_sha": git_sha,
+                "git_ref": git_ref,
+                "config": str(config.path),
+                "golden": str(config.golden),
+                "pipeline": pipeline_section(config),
+                "n_cases": len(golden),
+                "evaluation": evaluation.to_dict(),
+                "status": "running",
+                "started": _now(),
+            }
+        )
+        kept, rewrite = _resume_or_archive(out_dir, identity, code)
+        # the manifest says "running" before any file changes, and is rewritten last with the final status
+        write_json(out_dir / MANIFEST, manifest.to_dict())
+        if rewrite:
+            write_predictions(out_dir / PREDICTIONS, kept)
+
+        done = {(p.id, p.repeat) for p in kept}
+        jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
+        # a slow python: pipeline's predictions are scored while it works on the next cases (see EarlyScores)
+        early = EarlyScores(golden, evaluation, judge, min_latency_ms=EARLY_SCORING_MS * config.pipeline.concurrency)
+        on_written = early.add if config.pipeline.python else None
+        _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox, on_written, pool)
+    finally:  # the workers are gone before the scores are written
+        if pool is not None:
+            pool.close()
+
+    # the predictions as written are the source of the scores (early ones are reused only for the same rows)
+    table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
+    workers = scoring_jobs if scoring_jobs is not None else config.scoring_jobs
+    counts = Counter[str]()  # the rows are written, not kept: 1.5 million of them at 100,000 cases
+
+    def count(rows: list[Score]) -> None:
+        counts["scores"] += len(rows)
+        counts["judge_failures"] += sum(s.error is not None and s.error.startswith("judge") for s in rows)
+
+    score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge, early, workers, progress, count)
+    n_errors = sum(p.error is not None for p in table.values())
+    manifest = msgspec.structs.replace(
+        manifest,
+        status="complete",  # finished; a run whose every prediction failed is complete too (see below)
+        finished=_now(),
+        counts=Counts(
+            predictions=len(table),
+            prediction_errors=n_errors,
+            scores=counts["scores"],
+            judge_failures=counts["judge_failures"],
+        ),
+        judge_usage=judge_usage(judge),
+        prediction_errors=tuple(
+            ErrorCount(message, count)
+            for message, count in Counter(p.error for p in table.values() if p.error is not None).most_common()
+        ),
+    )
+    write_json(out_dir / MANIFEST, manifest.to_dict())
+    if require_answers:
+        require_some_predictions(table, out_dir / PREDICTIONS)
+    return out_dir
+
+
+RUN_FILES = (PREDICTIONS, SCORES, MANIFEST)
+"""The files of a run directory; a previous run's are moved aside, numbered, never overwritten."""
+
+
+def _resume_or_archive(
+    out_dir: Path, identity: RunIdentity, code: dict[str, Any] | None = None
+) -> tuple[list[Prediction], bool]:
+    """What to keep from a previous run in ``out_dir``: (kept predictions, whether predictions.jsonl needs rewriting).
+
+    A run whose identity has the same prediction fields (golden set, config, repeats, shard) and, when ``code``
+    is given, the same code fingerprint (:func:`gate.fingerprint.code_fingerprint`; a manifest without one never
+    matches) is resumed: its predictions without ``error`` are kept. Anything else there (another run, a run of
+    edited pipeline code, files without a valid manifest) is moved aside as ``<name>.previous-<n>.<ext>`` with a
+    new number n, so that no previous run is ever lost, and the run starts afresh (said on stderr).
+    """
+    try:
+        previous = read_manifest(out_dir) if (out_dir / MANIFEST).exists() else None
+    except InputError as exc:
+        log.warning("%s: unreadable manifest (%s)", out_dir, exc)
+        previous = None
+    changed = [] if previous is None else identity.differences(previous.identity, RunIdentity.PREDICTION_FIELDS)
+    if previous is not None and code is not None and previous.code_sha256 != code["sha256"]:
+        changed.append("pipeline code (code fingerprint)")
+    if previous is not None and not changed:
+        kept, dirty = read_partial_predictions(out_dir / PREDICTIONS)
+        if kept:
+            log.warning("%s: resuming: %d prediction(s) kept, failed ones retried", out_dir, len(kept))
+        return kept, dirty or not (out_dir / PREDICTIONS).exists()
+    outputs = tuple(sorted(p.name for p in out_dir.glob("command-output-*.jsonl") if ".previous-" not in p.name))
+    moved = archive_previous(out_dir, RUN_FILES + outputs)
+    if moved:
+        log.warning(
+            "%s: holds %s; starting afresh (the previous files are kept as %s)",
+            out_dir,
+            f"a run with another {', '.join(changed)}" if changed else "files of another run",
+            ", ".join(p.name for p in moved),
+        )
+    return [], True
+
+
+EARLY_SCORING_MS = 1.0
+"""A prediction is scored as it arrives when its call took at least this × ``pipeline.concurrency`` ms: rag-gate
+then waits about that long per prediction, several times what scoring one takes with the judge-free metrics
+(benchmarks/perf.py, run overhead); a faster pipeline's predictions are scored together once it is done
+(cheaper per prediction)."""
+
+
+def _early_workers(config: Config, out_dir: Path, n_jobs: int, sandbox: Sandbox | None) -> WorkerPool | None:
+    """The ``python:`` pipeline's workers, spawned now when the run is a fresh one (else None: spawned later).
+
+    A fresh run (no manifest in ``out_dir``) calls the pipeline for every one of its ``n_jobs`` (case, repeat)
+    pairs, so its workers' interpreters can start (and import the pipeline) while rag-gate builds the judge,
+    hashes the inputs and writes the manifest. A run that may resume spawns them once the cases left are known.
+    """
+    spec = config.pipeline
+    if not spec.python or n_jobs == 0 or (out_dir / MANIFEST).exists():
+        return None
+    return WorkerPool(spec, sandbox, size=n_jobs)
+
+
+def require_some_predictions(table: Mapping[tuple[str, int], Prediction], where: Path) -> None:
+    """A side on which every prediction failed cannot be evaluated.
+
+    Raises:
+        EvaluationError: naming the count and the first error (exit code 3).
+    """
+    if isinstance(table, PredictionTable):
+        n_failed, first = table.n_errors, table.first_error()
+    else:
+        failed = [(p.id, p.repeat, p.error) for p in table.values() if p.error is not None]
+        n_failed, first = len(failed), failed[0] if failed else None
+    if first is not None and n_failed == len(table):
+        raise EvaluationError(
+            f"{where}: every prediction failed ({n_failed} of {len(table)}), e.g. case '{first[0]}': {first[2]}"
+        )
+
+
+def score_to(
+    path: Path,
+    golden: list[GoldenCase],
+    table: Mapping[tuple[str, int], Prediction],
+    repeats: int,
+    evaluation: GatePolicy,
+    judge: Judge,
+    known: EarlyScores | None = None,
+    jobs: int | None = None,
+    progress: bool = False,
+    on_rows: Callable[[list[Score]], None] | None = None,
+) -> list[Score]:
+    """Score every prediction into ``path``: rows go to a temporary file, renamed over ``path`` when complete.
+
+    ``jobs`` worker processes score (see :func:`gate.scoring.score_all`); ``progress`` shows a bar of the answers
+    scored (every case × repeat, failed ones included) on stderr. With ``on_rows``, each prediction's rows go to it
+    once written and are not kept (an empty list is returned); otherwise every row is returned.
+    """
+    total = len(golden) * repeats
+    with atomic_writer(path) as sink, _progress_bar(total, "scored", "answer") if progress else nullcontext() as bar:
+
+        def write(rows: list[Score]) -> None:
+            sink.write(known.lines(rows) if known is not None else score_lines(rows))
+            if bar is not None:
+                bar.update(1)
+            if on_rows is not None:
+                on_rows(rows)
+
+        keep = on_rows is None
+        return score_all(golden, table, repeats, evaluation, judge, on_scores=write, known=known, jobs=jobs, keep=keep)
+
+
+def _produce(
+    config: Config,
+    golden: list[GoldenCase],
+    jobs: list[tuple[GoldenCase, int]],
+    n_repeats: int,
+    predictions_path: Path,
+    progress: bool,
+    sandbox: Sandbox | None = None,
+    on_written: Callable[[Prediction], None] | None = None,
+    pool: WorkerPool | None = None,
+) -> None:
+    """Produce the missing predictions with the configured adapter, appending each one as it arrives.
+
+    ``on_written`` gets each prediction once it is on disk (to score it while the pipeline runs); ``pool`` holds
+    the ``python:`` adapter's workers when they were spawned beforehand (:func:`_early_workers`).
+    """
+    spec = config.pipeline
+    with JsonlAppender(predictions_path) as sink, _progress_bar(len(jobs)) if progress else nullcontext() as bar:
+
+        def write(prediction: Prediction) -> None:
+            sink.write(prediction.to_dict())
+            if bar is not None:
+                bar.update(1)
+            if on_written is not None:
+                on_written(prediction)
+
+        if not jobs:
+            return
+        if spec.python:
+            run_python(spec, jobs, write, sandbox=sandbox, pool=pool)
+            return
+        wanted = {(c.id, r) for c, r in jobs}
+        produced: Iterable[Prediction]
+        if spec.command:
+            produced = run_command(
+                spec, config.golden, sorted({r for _, r in jobs}), len(golden), predictions_path.parent, sandbox=sandbox
+            )
+        else:
+            produced = load_predictions(spec.predictions)
+        for prediction in produced:
+            if (prediction.id, prediction.repeat) in wanted:
+                write(prediction)
+
+
+def _progress_bar(total: int, desc: str = "cases", unit: str = "case") -> Any:
+    """A progress bar of ``total`` cases on stderr (tqdm, imported only when a bar is shown).
+
+    Without tqdm's monitor thread: scoring forks its worker processes only from a process that runs no other thread.
+    """
+    from tqdm import tqdm
+
+    tqdm.monitor_interval = 0
+    return tqdm(total=total, file=sys.stderr, desc=desc, unit=unit)
+
+
+def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
+    """Merge the run directories of ``rag-gate run --shard i/n`` (i = 1..n) into one run directory.
+
+    Raises:
+        InputError: when the shards disagree on golden set, config, repeats or shard count, or do not cover 1..n
+            exactly once, or one of them is incomplete, or they come from different commits or pipeline code, or
+            a shard holds rows of cases that are not its own (relabelled); or another process holds ``out_dir``.
+    """
+    manifests = [read_manifest(Path(d)) for d in shard_dirs]
+    first = manifests[0]
+    same = tuple(f for f in RunIdentity.PREDICTION_FIELDS + RunIdentity.SCORE_FIELDS if f != "shard")
+    for directory, manifest in zip(shard_dirs, manifests, strict=True):
+        if manifest.status != "complete":
+            raise InputError(f"{directory}: the run is not complete (status {manifest.status!r}); re-run it")
+        changed = manifest.identity.differences(first.identity, same)
+        if changed:
+            raise InputError(
+                f"{directory}: {', '.join(changed)} differ from {shard_dirs[0]}; shards must come from one config"
+            )
+    shards = sorted(m.shard or (1, 1) for m in manifests)
+    count = shards[0][1]
+    if shards != [(i, count) for i in range(1, count + 1)]:
+        raise InputError(f"shards {['/'.join(map(str, s)) for s in shards]} do not cover 1..{count} exactly once")
+    _check_shard_origin(shard_dirs, manifests)
+    _check_shard_rows(shard_dirs, manifests)
+    out_dir = Path(out_dir)
+    refuse_inputs_inside(
+        out_dir, {f"shard {i}": Path(d) / MANIFEST for i, d in enumerate(shard_dirs, 1)}, f"--out {out_dir}"
+    )
+    make_dirs(out_dir)
+    with locked_directory(out_dir, f"--out {out_dir}"):
+        return _write_merged(shard_dirs, manifests, out_dir)
+
+
+def _check_shard_origin(shard_dirs: list[Path], manifests: list[Manifest]) -> None:
+    """Shards of one run come from one commit (``--git-sha``) and one pipeline code (its fingerprint).
+
+    Raises:
+        InputError: two shards record different commits (one recording none counts as different), or different
+            code fingerprints (shards made before fingerprints were recorded are not compared on it).
+    """
+    shas = {str(d): m.git_sha for d, m in zip(shard_dirs, manifests, strict=True)}
+    if len(set(shas.values())) > 1:
+        listed = ", ".join(f"{d}: {sha or 'none recorded'}" for d, sha in shas.items())
+        raise InputError(f"the shards come from different commits ({listed}); shards must come from one commit")
+    codes = {str(d): m.code_sha256 for d, m in zip(shard_dirs, manifests, strict=True)}
+    if None not in codes.values() and len(set(codes.values())) > 1:
+        listed = ", ".join(f"{d}: {(sha or '')[:12]}" for d, sha in codes.items())
+        raise InputError(
+            f"the shards ran different pipeline code (code fingerprints {listed}); re-run them from one checkout"
+        )
+
+
+def _check_shard_rows(shard_dirs: list[Path], manifests: list[Manifest]) -> None:
+    """Each shard holds exactly the rows of its own cases; a shard relabelled as another is refused.
+
+    A relabelled shard: its manifest's ``shard`` edited, or a directory copied. With the golden set the shards
+    record (same sha256), shard i/n must hold every case of
+    :func:`gate.golden.shard` i/n at every repeat and nothing else; without it, the shards' cases must not
+    overlap and each must hold ``n_cases`` × ``repeats`` rows. Score rows must belong to the shard's cases.
+
+    Raises:
+        InputError: naming the shard and a case that should not be there (or is missing).
+    """
+    from gate.jsonl import scan_rows
+    from gate.runs import ScoreRow
+
+    first = manifests[0]
+    golden_path = Path(first.golden or "")
+    cases: list[GoldenCase] | None = None
+    if golden_path.is_file() and file_sha256(golden_path) == first.golden_sha256:
+        cases = load_golden(golden_path)
+    seen: dict[str, Path] = {}
+    for directory, manifest in zip(shard_dirs, manifests, strict=True):
+        index, count = manifest.shard or (1, 1)
+        repeats = manifest.repeats or 1
+        rows = scan_predictions(Path(directory) / PREDICTIONS)
+        keys = {(case_id, repeat) for case_id, repeat, _, _ in rows.rows}
+        label = f"{directory} (shard {index}/{count})"
+        if cases is not None:
+            expected = {(c.id, r) for c in shard(cases, index, count) for r in range(repeats)}
+            wrong = sorted(keys - expected) or sorted(expected - keys)
+            if wrong:
+                what = "holds case" if wrong[0] in keys else "lacks case"
+                raise InputError(
+                    f"{label}: {what} {wrong[0][0]!r} repeat {wrong[0][1]}, which shard {index}/{count} of "
+                    f"{golden_path} {'does not have' if what == 'holds case' else 'has'}; was the shard relabelled "
+                    "or edited? re-run it"
+                )
+        elif len(keys) != manifest.n_cases * repeats:
+            raise InputError(
+                f"{label}: {len(keys)} prediction rows, not n_cases × repeats = {manifest.n_cases} × {repeats}"
+            )
+        ids = {case_id for case_id, _ in keys}
+        for case_id in sorted(ids):
+            if case_id in seen:
+                raise InputError(
+                    f"{label}: case {case_id!r} is also in {seen[case_id]}; was a shard relabelled as another?"
+                )
+            seen[case_id] = Path(directory)
+        for line, _, row in scan_rows(Path(directory) / SCORES, ScoreRow, "score"):
+            if row.id not in ids:
+                raise InputError(f"{Path(directory) / SCORES}:{line}: id: case {row.id!r} is not in this shard")
+
+
+def _write_merged(shard_dirs: list[Path], manifests: list[Manifest], out_dir: Path) -> Path:
+    """Write the merged run directory (``out_dir`` is locked by this process)."""
+    first = manifests[0]
+    archive_previous(out_dir, RUN_FILES)
+    for name in (PREDICTIONS, SCORES):
+        with atomic_writer(out_dir / name) as sink:
+            for directory in shard_dirs:
+                with (Path(directory) / name).open(encoding="utf-8") as source:
+                    shutil.copyfileobj(source, sink)
+    usages = [m.judge_usage for m in manifests if m.judge_usage is not None]
+    counts = [m.counts for m in manifests if m.counts is not None]
+    merged = msgspec.structs.replace(
+        first,
+        shard=None,
+        n_cases=sum(m.n_cases for m in manifests),
+        counts=sum(counts[1:], start=counts[0]) if len(counts) == len(manifests) else None,
+        # None when a shard recorded no accounting (a run made before rag-gate kept it)
+        judge_usage=sum(usages[1:], start=usages[0]) if len(usages) == len(manifests) else None,
+        merged_from=tuple(str(d) for d in shard_dirs),
+        started=min(m.started or "" for m in manifests),
+        finished=max(m.finished or "" for m in manifests),
+    )
+    write_json(out_dir / MANIFEST, merged.to_dict())
+    return out_dir

@@ -1,0 +1,140 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from helpers import write_jsonl
+
+from gate import __version__
+from gate.cli import main
+from gate.config import load_config
+from gate.produce import run_side
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_version_and_help_for_every_command():
+    assert invoke("--version").output.strip() == f"rag-gate, version {__version__}"
+    for name, command in main.commands.items():
+        result = invoke(name, "--help")
+        assert result.exit_code == 0 and "Example" in result.output and "\\b" not in result.output, name
+        assert command.help, name
+
+
+def test_python_dash_m_gate_works():
+    done = subprocess.run([sys.executable, "-m", "gate", "--version"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and __version__ in done.stdout
+
+
+def test_validate_ok(tiny_golden):
+    result = invoke("validate", tiny_golden)
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"{tiny_golden}: 4 cases (1 out-of-domain) — OK"
+
+
+def test_validate_reports_every_problem_and_exits_2(tmp_path):
+    path = write_jsonl(tmp_path / "g.jsonl", [{"id": "a", "question": "x"}, {"id": "a", "question": "y"}, "{bad"])
+    result = invoke("validate", path)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"{path}:2: id: duplicate id 'a' (first on line 1)",
+        f"{path}:3: invalid JSON: Expecting property name enclosed in double quotes (column 2)",
+        f"rag-gate: error: {path}: 2 problem(s)",
+    ]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "config, code, message",
+    [
+        (
+            "golden: golden.jsonl\npipeline: {python: 'rag:answer'}\nrepeat: 2\n",
+            2,
+            "rag-gate.yml:3: repeat: unknown key",
+        ),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'missing_module:answer', retries: 0}\n",
+            2,
+            "rag-gate.yml:2): cannot import missing_module:answer: No module named 'missing_module' (searched from cwd",
+        ),
+        (
+            "golden: golden.jsonl\npipeline: {python: 'rag:answer'}\njudge: oracle\n",
+            2,
+            "judge: unknown judge 'oracle'",
+        ),
+    ],
+)
+def test_run_errors_are_one_line_with_exit_code(tmp_path, tiny_golden, config, code, message):
+    (tmp_path / "rag-gate.yml").write_text(config)
+    result = invoke("run", "--config", tmp_path / "rag-gate.yml", "--out", tmp_path / "out")
+    assert result.exit_code == code, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_compare_usage_errors_exit_2(tmp_path, tiny_golden):
+    assert invoke("compare", tmp_path / "nope", tmp_path / "nope2").exit_code == 2
+    (tmp_path / "empty").mkdir()
+    result = invoke("compare", tmp_path / "empty", tmp_path / "empty")
+    assert result.exit_code == 2 and "not a run directory (no manifest.json)" in result.stderr
+    preds = write_jsonl(tmp_path / "p.jsonl", [{"id": "q1", "answer": "x"}])
+    result = invoke("compare", preds, preds)
+    assert result.exit_code == 2 and "a predictions file needs --golden" in result.stderr
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "q1", "answer": 3}])
+    result = invoke("compare", "--golden", tiny_golden, bad, preds)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == f"rag-gate: error: {bad}:1: answer: must be a string, got int"
+
+
+def test_shard_option_is_validated(tmp_path, tiny_golden):
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer'}\n")
+    result = invoke("run", "--config", tmp_path / "rag-gate.yml", "--out", tmp_path / "o", "--shard", "x")
+    assert result.exit_code == 2 and "--shard x: expected i/n" in result.stderr
+
+
+def test_a_side_where_every_case_fails_exits_3(tmp_path, tiny_golden):
+    (tmp_path / "rag.py").write_text("def answer(case, **kw):\n    raise TypeError('bad option')\n")
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer', retries: 0}\n")
+    result = invoke("run", "--config", tmp_path / "rag-gate.yml", "--out", tmp_path / "out")
+    assert result.exit_code == 3
+    assert "every prediction failed (4 of 4), e.g. case 'q1': TypeError: bad option (rag.py:2)" in result.stderr
+    assert len((tmp_path / "out" / "predictions.jsonl").read_text().splitlines()) == 4  # error rows kept
+    good = write_jsonl(tmp_path / "good.jsonl", [{"id": f"q{i}", "answer": "x"} for i in range(1, 5)])
+    empty = write_jsonl(tmp_path / "empty.jsonl", [])
+    result = invoke("compare", "--golden", tiny_golden, empty, good, "--out", tmp_path / "r")
+    assert result.exit_code == 3 and "every prediction failed (4 of 4)" in result.stderr  # no base to compare with
+
+
+def test_a_head_that_fails_on_every_case_the_base_answered_is_a_regression(tmp_path, tiny_golden):
+    """Not a broken evaluation (exit 3) but the head's pipeline failing (exit 1), every case listed with its error."""
+    (tmp_path / "rag.py").write_text("def answer(case, **kw):\n    raise ImportError('no module named retriever')\n")
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer', retries: 0}\n")
+    write_jsonl(
+        tmp_path / "base.jsonl",
+        [{"id": f"q{i}", "answer": "x", "retrieved": [{"id": f"d{i}", "text": "x"}]} for i in range(1, 4)]
+        + [{"id": "q4", "answer": "I don't have that information.", "refused": True}],
+    )
+    config = load_config(tmp_path / "rag-gate.yml")
+    head = run_side(config, tmp_path / "head", require_answers=False)
+    assert json.loads((head / "manifest.json").read_text())["counts"]["prediction_errors"] == 4
+    result = invoke("compare", "--golden", tiny_golden, tmp_path / "base.jsonl", head, "--out", tmp_path / "r")
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert result.exit_code == 1 and report["verdict"] == "fail", result.output
+    assert report["reasons"][0] == "the pipeline fails on 4 case(s) the base answered (system errors)"
+    assert {c["id"]: c["cause"] for c in report["regressed_cases"]} == {f"q{i}": "error" for i in range(1, 5)}
+
+
+def test_public_api_is_exported_lazily():
+    import gate
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import gate, sys; print('numpy' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "False"
+    assert all(getattr(gate, name) is not None for name in gate.__all__)

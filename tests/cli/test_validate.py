@@ -1,0 +1,89 @@
+"""`rag-gate validate` on a config checks the config and every file it names."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+from helpers import write_jsonl
+
+from gate.cli import main
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_a_valid_config_and_its_files(tmp_path, tiny_golden):
+    write_jsonl(tmp_path / "preds.jsonl", [{"id": f"q{i}", "answer": "x"} for i in range(1, 5)])
+    path = tmp_path / "rag-gate.yml"
+    path.write_text("golden: golden.jsonl\npipeline: {predictions: preds.jsonl}\nmetrics: [mrr, refusal]\n")
+    result = invoke("validate", path)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == (
+        f"{path}: OK — golden set golden.jsonl: 4 cases (1 out-of-domain); pipeline {tmp_path / 'preds.jsonl'}; "
+        "2 metrics (2 gated); judge lexical; repeats 1"
+    )
+
+
+def test_every_problem_of_the_config_is_printed_in_file_order(tmp_path, tiny_golden):
+    path = tmp_path / "rag-gate.yml"
+    path.write_text("golden: golden.jsonl\npipline: {python: 'rag:answer'}\nrepeats: 1000000000\njudge: lexial\n")
+    result = invoke("validate", path)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"{path}:2: pipline: unknown key; did you mean `pipeline`?",
+        f"{path}:3: repeats: 1000000000 is greater than the maximum of 100 (the largest value rag-gate accepts)",
+        f"{path}:4: judge: unknown judge 'lexial' (known: lexical, llm, nli, ragas); did you mean `lexical`?",
+        f"rag-gate: error: {path}: 3 problem(s)",
+    ]
+
+
+def test_the_golden_set_and_predictions_a_config_names_are_validated(tmp_path):
+    golden = write_jsonl(tmp_path / "golden.jsonl", [{"id": "a", "question": "x"}, {"id": "a", "question": "y"}])
+    preds = write_jsonl(tmp_path / "preds.jsonl", [{"id": "a", "answer": "x"}, {"id": "zz", "answer": "y"}])
+    path = tmp_path / "rag-gate.yml"
+    path.write_text("golden: golden.jsonl\npipeline: {predictions: preds.jsonl}\n")
+    result = invoke("validate", path)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"{golden}:2: id: duplicate id 'a' (first on line 1)",
+        f"{preds}:2: id: 'zz' is not in the golden set",
+        f"rag-gate: error: {path}: 2 problem(s)",
+    ]
+
+
+def test_smallest_holm_p_is_the_exact_sign_test_times_the_family():
+    """Oracle: scipy's exact binomial test of n successes in n trials (every case worse) is 2^-n."""
+    from scipy.stats import binomtest
+
+    from gate.stats.power import smallest_holm_p
+
+    for n, k in ((4, 7), (5, 1), (8, 7), (1, 3)):
+        assert smallest_holm_p(n, k) == min(1.0, k * binomtest(n, n, 0.5, alternative="greater").pvalue)
+
+
+def _golden(tmp_path, n):
+    tmp_path.mkdir()
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "expected_doc_ids": [f"d{i}"]} for i in range(n)]
+    write_jsonl(tmp_path / "golden.jsonl", rows)
+    write_jsonl(
+        tmp_path / "base.jsonl",
+        [{"id": r["id"], "answer": "x", "retrieved": [{"id": f"d{i}"}]} for i, r in enumerate(rows)],
+    )
+    write_jsonl(tmp_path / "head.jsonl", [{"id": r["id"], "answer": "x", "retrieved": [{"id": "other"}]} for r in rows])
+    path = tmp_path / "rag-gate.yml"
+    path.write_text("golden: golden.jsonl\npipeline: {predictions: head.jsonl}\nmetrics: [hit_rate@5]\n")
+    return path
+
+
+def test_validate_warns_when_no_case_drop_could_fail_the_gate_and_compare_agrees(tmp_path):
+    """One gated metric at α = 0.05 needs n ≥ 5 cases (2^-5 = 0.031): with 4 every case can get worse and the gate
+    still cannot fail (validate says so); with 5 it fails."""
+    for n, warned, exit_code in ((4, True, 0), (5, False, 1)):
+        path = _golden(tmp_path / str(n), n)
+        result = invoke("validate", path)
+        assert result.exit_code == 0 and ("too few cases for 1 of 1 gated metrics" in result.stderr) == warned
+        if warned:
+            assert "hit_rate@5 (4 in-domain case(s), needs ≥ 5)" in result.stderr
+        args = ("--config", path, "--golden", path.parent / "golden.jsonl", path.parent / "base.jsonl")
+        compared = invoke("compare", *args, path.parent / "head.jsonl", "--out", path.parent / "r")
+        assert compared.exit_code == exit_code, compared.output

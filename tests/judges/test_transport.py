@@ -1,0 +1,155 @@
+"""The LLM judges' HTTP transport (``gate.judges.llm.transport.Transport``) against a local OpenAI-compatible server.
+
+The transport sends a chat completion itself (openai's ``client.post`` costs more CPU than the request); openai's
+own client is the oracle: the server must receive the same request from both, and every failure must surface as
+the exception openai raises for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+openai = pytest.importorskip("openai")
+
+from fake_openai import FakeOpenAI, Reply  # noqa: E402
+from openai.types.chat import ChatCompletion  # noqa: E402
+
+from gate.judges.llm.config import EndpointConfig  # noqa: E402
+from gate.judges.llm.endpoint import Endpoint  # noqa: E402
+
+BODY = {"model": "judge-m", "messages": [{"role": "user", "content": "Grade «this» answer."}], "temperature": 0.0,
+        "max_tokens": 64}  # fmt: skip
+HOP_HEADERS = {"host", "accept-encoding", "connection"}
+"""Headers each HTTP library sets its own way (transport details, not the request)."""
+
+
+def endpoint(fake: FakeOpenAI, **options) -> Endpoint:
+    config = EndpointConfig(**{"model": "judge-m", "base_url": fake.base_url, "timeout_s": 2.0, **options})
+    return Endpoint(config, environ={"OPENAI_API_KEY": "sk-test"})
+
+
+def via_openai(fake: FakeOpenAI, timeout_s: float = 2.0):
+    """POST ``BODY`` with openai's own async client (no retries); return the response or the exception."""
+
+    async def post():
+        client = openai.AsyncOpenAI(base_url=fake.base_url, api_key="sk-test", max_retries=0, timeout=timeout_s)
+        try:
+            return await client.post("/chat/completions", cast_to=ChatCompletion, body=BODY)
+        except Exception as exc:  # noqa: BLE001 - the exception is the result compared
+            return exc
+        finally:
+            await client.close()
+
+    return asyncio.run(post())
+
+
+def via_transport(fake: FakeOpenAI, **options):
+    """POST ``BODY`` through an endpoint's transport (no retries, no breaker); return the response or exception."""
+    ep = endpoint(fake, **options)
+
+    async def post():
+        try:
+            return await ep._transport.post(BODY)
+        except Exception as exc:  # noqa: BLE001 - the exception is the result compared
+            return exc
+
+    try:
+        return ep.run(post())
+    finally:
+        ep.close()
+
+
+def test_the_server_gets_the_request_openai_sends(fake):
+    fake.script(Reply.json({"ok": 1}), Reply.json({"ok": 1}))
+    ours, theirs = via_transport(fake), via_openai(fake)
+    assert ours.choices[0].message.content == theirs.choices[0].message.content == '{"ok": 1}'
+    mine, reference = fake.requests
+    assert mine.path == reference.path == "/v1/chat/completions"
+    assert mine.body == reference.body == BODY
+    assert mine.headers["authorization"] == "Bearer sk-test"
+    assert {k: v for k, v in mine.headers.items() if k not in HOP_HEADERS} == {
+        k: v for k, v in reference.headers.items() if k not in HOP_HEADERS
+    }
+
+
+def test_the_answer_is_the_completion_openai_returns(fake):
+    fake.script(Reply.json({"ok": 1}, usage={"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}))
+    fake.script(Reply.json({"ok": 1}, usage={"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}))
+    ours, theirs = via_transport(fake), via_openai(fake)
+    assert isinstance(ours, ChatCompletion)
+    assert ours.model_dump(exclude={"id", "created"}) == theirs.model_dump(exclude={"id", "created"})
+    assert ours.usage.prompt_tokens == 7 and ours.usage.completion_tokens == 3
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply.error(429, retry_after=3),
+        Reply.error(401, message="Incorrect API key provided"),
+        Reply.error(404, message="The model `judge-m` does not exist", code="model_not_found"),
+        Reply.error(400, message="bad request"),
+        Reply.error(500),
+        Reply.error(503),
+    ],
+    ids=lambda r: str(r.status),
+)
+def test_an_http_error_is_the_exception_openai_raises(fake, reply):
+    fake.script(reply, reply)
+    ours, theirs = via_transport(fake), via_openai(fake)
+    assert isinstance(theirs, openai.APIStatusError)
+    assert type(ours) is type(theirs)
+    assert (ours.status_code, str(ours), ours.body, getattr(ours, "code", None)) == (
+        theirs.status_code, str(theirs), theirs.body, getattr(theirs, "code", None)
+    )  # fmt: skip
+    assert ours.response.headers.get("retry-after") == theirs.response.headers.get("retry-after")
+
+
+def test_a_cut_body_is_the_json_error_openai_raises(fake):
+    fake.script(Reply.cut(), Reply.cut())
+    ours, theirs = via_transport(fake), via_openai(fake)
+    assert isinstance(theirs, json.JSONDecodeError)
+    assert type(ours) is type(theirs) and str(ours) == str(theirs)
+
+
+def test_a_silent_server_is_openai_s_timeout_error(fake):
+    fake.script(Reply.slow(30, Reply.json({})), Reply.slow(30, Reply.json({})))  # far beyond 0.3 s, even loaded
+    ours, theirs = via_transport(fake, timeout_s=0.3), via_openai(fake, timeout_s=0.3)
+    assert isinstance(theirs, openai.APITimeoutError)
+    assert type(ours) is type(theirs) and str(ours) == str(theirs) == "Request timed out."
+
+
+def test_a_closed_port_is_openai_s_connection_error():
+    with FakeOpenAI() as closed:
+        pass  # stopped: nothing listens on its port any more
+    ours, theirs = via_transport(closed), via_openai(closed)
+    assert isinstance(theirs, openai.APIConnectionError) and not isinstance(theirs, openai.APITimeoutError)
+    assert type(ours) is type(theirs) and str(ours) == str(theirs) == "Connection error."
+
+
+def test_the_connection_pool_holds_concurrency_connections(fake):
+    # 120 > aiohttp's default pool of 100 connections: a pool not sized from ``concurrency`` would queue 20
+    n = 120
+
+    def together(body: dict) -> Reply:  # every answer waits until all n requests have arrived (or 60 s)
+        deadline = time.monotonic() + 60
+        while len(fake.requests) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return Reply.slow(1.0, Reply.json({"ok": 1}))
+
+    fake.responder = together
+    ep = endpoint(fake, concurrency=n, timeout_s=120.0)
+
+    async def all_at_once():
+        return await asyncio.gather(*(ep.create(**BODY) for _ in range(n)))
+
+    try:
+        responses = ep.run(all_at_once())
+    finally:
+        ep.close()
+    assert len(responses) == n and all(r.choices[0].message.content == '{"ok": 1}' for r in responses)
+    assert fake.max_in_flight == n
+    assert ep.usage().requests == n and ep.usage().retries == 0

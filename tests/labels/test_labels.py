@@ -1,0 +1,335 @@
+"""Answers labelled by hand: sampling, the labels format, the agreement maths, ``rag-gate label`` / ``judge-check``."""
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from helpers import REPO
+from scipy import stats
+from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, confusion_matrix
+
+from gate.cli import main
+from gate.errors import InputError
+from gate.labels.agreement import BINARY_CLASSES, PAIR_CLASSES, agreement, check, load_labels, recorded_calls, stale
+from gate.labels.sampling import JudgedAnswer, sample
+from gate.models import GoldenCase, Prediction
+
+
+def _answers(n_in=30, n_ood=10, flagged_every=5):
+    out = []
+    for i in range(n_in + n_ood):
+        ood = i >= n_in
+        case = GoldenCase(id=f"c{i}", question=f"q{i}", out_of_domain=ood)
+        flagged = (i % flagged_every == 0) if i % 7 else None  # every 7th: no call
+        pred = Prediction(id=case.id, repeat=0, answer=f"answer {i}")
+        out.append(JudgedAnswer(case, pred, flagged, math.nan if flagged is None else (0.5 if flagged else 1.0)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ sampling
+
+
+def test_sample_is_seeded_stratified_and_never_repeats():
+    answers = _answers()
+    first = sample(answers, 12, seed=3)
+    assert [a.key for a in first] == [a.key for a in sample(answers, 12, seed=3)]
+    assert [a.key for a in first] != [a.key for a in sample(answers, 12, seed=4)]
+    strata = {(a.flagged, a.case.out_of_domain) for a in first}
+    assert strata == {(True, False), (False, False), (True, True), (False, True)}
+    assert all(a.flagged is not None for a in first)
+    assert len({a.key for a in first}) == 12
+    more = sample(answers, 100, seed=3, exclude=[a.key for a in first])
+    assert not {a.key for a in more} & {a.key for a in first}
+    assert len(first) + len(more) == sum(a.flagged is not None for a in answers)
+
+
+def test_sample_skips_repeats_with_the_same_answer():
+    case = GoldenCase(id="c", question="q")
+    answers = [JudgedAnswer(case, Prediction(id="c", repeat=r, answer="same"), False, 1.0) for r in range(3)]
+    answers.append(JudgedAnswer(case, Prediction(id="c", repeat=3, answer="other"), True, 0.0))
+    assert [a.key for a in sample(answers, 10, seed=0)] in ([("c", 0), ("c", 3)], [("c", 3), ("c", 0)])
+
+
+# ------------------------------------------------------------------------------------------------ the maths
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kappa_balanced_accuracy_and_matrix_match_scikit_learn(seed):
+    rng = np.random.default_rng(seed)
+    k = 2 if seed % 2 else 3
+    truth = rng.integers(0, k, 40)
+    calls = np.where(rng.random(40) < 0.7, truth, rng.integers(0, k, 40))
+    result = agreement(truth, calls, (BINARY_CLASSES if k == 2 else PAIR_CLASSES), seed=1, resamples=200)
+    assert result.kappa.value == pytest.approx(cohen_kappa_score(truth, calls))
+    assert result.balanced_accuracy.value == pytest.approx(balanced_accuracy_score(truth, calls))
+    assert np.array_equal(np.array(result.matrix), confusion_matrix(truth, calls, labels=list(range(k))))
+    assert result.balanced_accuracy.low <= result.balanced_accuracy.value <= result.balanced_accuracy.high
+
+
+def test_fixed_binary_inputs_give_the_known_counts_and_kappa():
+    # 10 unfaithful (positive) labels: judge flags 8; 10 faithful: judge flags 2
+    truth = [1] * 10 + [0] * 10
+    calls = [1] * 8 + [0] * 2 + [1] * 2 + [0] * 8
+    result = agreement(truth, calls, BINARY_CLASSES)
+    assert result.counts() == {"tp": 8, "fn": 2, "fp": 2, "tn": 8}
+    assert result.kappa.value == pytest.approx(0.6)
+    assert result.balanced_accuracy.value == pytest.approx(0.8)
+
+
+def test_intervals_match_scipy_bootstrap():
+    """The percentile bootstrap against scipy.stats.bootstrap (an independent implementation) on fixed inputs."""
+    rng = np.random.default_rng(7)
+    truth = rng.integers(0, 2, 60)
+    calls = np.where(rng.random(60) < 0.8, truth, 1 - truth)
+    ours = agreement(truth, calls, BINARY_CLASSES, seed=0, resamples=4000)
+    for stat, mine in ((cohen_kappa_score, ours.kappa), (balanced_accuracy_score, ours.balanced_accuracy)):
+        ref = stats.bootstrap(
+            (truth, calls), lambda t, c, stat=stat: stat(t, c), paired=True, vectorized=False, n_resamples=4000,
+            method="percentile", random_state=np.random.default_rng(1),
+        ).confidence_interval  # fmt: skip
+        assert mine.low == pytest.approx(ref.low, abs=0.03)
+        assert mine.high == pytest.approx(ref.high, abs=0.03)
+
+
+def test_verdicts_follow_the_documented_thresholds():
+    perfect = agreement([1] * 10 + [0] * 10, [1] * 10 + [0] * 10, BINARY_CLASSES)
+    assert (perfect.kappa.value, perfect.kappa.low, perfect.verdict) == (1.0, 1.0, "agrees")
+    few = agreement([1] * 5 + [0] * 5, [1] * 5 + [0] * 5, BINARY_CLASSES)
+    assert few.verdict == "too_few"  # 10 < 15 labels
+    one_class = agreement([0] * 20, [0] * 18 + [1] * 2, BINARY_CLASSES)
+    assert one_class.verdict == "too_few" and math.isnan(one_class.kappa.value) is False or True
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 2, 60)
+    coin = agreement(truth, rng.integers(0, 2, 60), BINARY_CLASSES)
+    assert coin.kappa.high < 0.6 and coin.verdict == "disagrees"
+
+
+# ------------------------------------------------------------------------------------------------ the labels format
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+ROW = {"id": "c1", "repeat": 0, "faithful": True, "correct": None, "note": "", "labeller": "ada",
+       "labelled_at": "2026-01-01T00:00:00Z"}  # fmt: skip
+
+
+def test_labels_schema_errors_name_file_line_and_field(tmp_path):
+    bad = _write(tmp_path / "l.jsonl", [ROW, {**ROW, "id": "c2", "faithful": "yes"}])
+    with pytest.raises(InputError, match=r"l\.jsonl:2: faithful: must be true or false"):
+        load_labels(bad)
+    missing = _write(tmp_path / "m.jsonl", [{k: v for k, v in ROW.items() if k != "faithful"}])
+    with pytest.raises(InputError, match=r"m\.jsonl:1: faithful: required field is missing"):
+        load_labels(missing)
+    unknown = _write(tmp_path / "u.jsonl", [{**ROW, "faithfull": True}])
+    with pytest.raises(InputError, match=r"u\.jsonl:1: faithfull: unknown field"):
+        load_labels(unknown)
+    dup = _write(tmp_path / "d.jsonl", [ROW, {**ROW, "id": "c2"}, {**ROW, "faithful": False}])
+    with pytest.raises(
+        InputError, match=r"d\.jsonl:3: id: duplicate label of answer 'c1' repeat 0 \(first at line 1\)"
+    ):
+        load_labels(dup)
+    mixed = _write(tmp_path / "x.jsonl", [ROW, {**{k: v for k, v in ROW.items() if k != "faithful"}, "id": "c2",
+                                                "better": "head"}])  # fmt: skip
+    with pytest.raises(InputError, match=r"x\.jsonl:2: better: mixes pairwise rows"):
+        load_labels(mixed)
+
+
+def test_labels_of_answers_not_in_the_run_are_reported_and_skipped(tmp_path):
+    labels = load_labels(
+        _write(tmp_path / "l.jsonl", [ROW, {**ROW, "id": "gone"}, {**ROW, "id": "c2", "answer_sha256": "x"}])
+    )
+    calls = {("c1", 0): ("faithful", (), "a"), ("c2", 0): ("unfaithful", (), "y")}
+    result = check(labels, calls, judge="lexical")
+    assert result.agreement.n == 1
+    assert result.skipped == (
+        "line 2: 'gone' repeat 0: not in the run",
+        "line 3: 'c2' repeat 0: the run's answer is not the one labelled",
+    )
+
+
+def test_stale_labels_warn_about_judge_and_golden(tmp_path):
+    labels = load_labels(_write(tmp_path / "l.jsonl", [{**ROW, "judge": "k1", "golden_sha256": "g1"}]))
+    assert stale(labels, "k1", "g1") == []
+    warnings = stale(labels, "k2", "g2")
+    assert len(warnings) == 2 and "another judge identity" in warnings[0] and "another golden set" in warnings[1]
+
+
+# ------------------------------------------------------------------------------------------------ the commands
+
+
+@pytest.fixture(scope="module")
+def squad_run(tmp_path_factory):
+    """A real run of the example's base config (lexical judge) on its first 40 cases plus its out-of-domain ones."""
+    root = tmp_path_factory.mktemp("squad")
+    shutil.copytree(REPO / "examples" / "squad", root / "squad")
+    golden = (root / "squad" / "golden.jsonl").read_text(encoding="utf-8").splitlines()
+    ood = [line for line in golden if '"out_of_domain": true' in line]
+    keep = [line for line in golden[:40] if line not in ood[:10]] + ood[:10]
+    (root / "squad" / "golden.jsonl").write_text("\n".join(keep) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["run", "--config", str(root / "squad" / "base.yml"), "--out", str(root / "run"), "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def test_label_command_appends_without_repeats_and_writes_the_page(squad_run, tmp_path):
+    out = tmp_path / "to-label.jsonl"
+    runner = CliRunner()
+    first = runner.invoke(main, ["label", str(squad_run / "run"), "--n", "8", "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 8 and all(r["faithful"] is None and r["chunks"] and r["judge"]["id"] == "lexical" for r in rows)
+    assert {r["stratum"].split(", ")[1] for r in rows} == {"in-domain", "out-of-domain"}
+    second = runner.invoke(main, ["label", str(squad_run / "run"), "--n", "5", "--out", str(out)])
+    assert second.exit_code == 0, second.output
+    more = [json.loads(line) for line in out.read_text().splitlines()]
+    assert more[:8] == rows and len({(r["id"], r["repeat"]) for r in more}) == 13
+    page = out.with_suffix(".html").read_text(encoding="utf-8")
+    assert page.count('"kind":"answer"') == 13 and "http" not in page.split("<script id")[1].split("</script>")[1]
+
+
+def _labels_from(rows, flip=()):
+    """Labels that agree with the judge's calls, except on the ids in ``flip``."""
+    out = []
+    for r in rows:
+        unfaithful = r["judge"]["flagged"] != (r["id"] in flip)
+        out.append({"id": r["id"], "repeat": r["repeat"], "faithful": not unfaithful, "correct": None, "note": "",
+                    "labeller": "t", "labelled_at": "2026-01-01T00:00:00Z", "judge": r["judge"]["key"],
+                    "judge_flagged": r["judge"]["flagged"], "golden_sha256": r["golden_sha256"],
+                    "answer_sha256": r["answer_sha256"]})  # fmt: skip
+    return out
+
+
+def test_judge_check_reports_agreement_and_min_kappa(squad_run, tmp_path):
+    out = tmp_path / "to-label.jsonl"
+    runner = CliRunner()
+    assert runner.invoke(main, ["label", str(squad_run / "run"), "--n", "20", "--out", str(out)]).exit_code == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    flip = {rows[0]["id"]}
+    labels = _write(tmp_path / "labels.jsonl", _labels_from(rows, flip))
+    done = runner.invoke(
+        main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--format", "json"]
+    )
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    truth = [0 if not r["faithful"] else 1 for r in _labels_from(rows, flip)]  # 1 = faithful here
+    calls = [0 if r["judge"]["flagged"] else 1 for r in rows]
+    assert report["n"] == 20
+    assert report["kappa"]["value"] == pytest.approx(cohen_kappa_score(truth, calls), abs=1e-6)
+    assert report["balanced_accuracy"]["value"] == pytest.approx(balanced_accuracy_score(truth, calls), abs=1e-6)
+    assert [d["id"] for d in report["disagreements"]] == [rows[0]["id"]]
+    text = runner.invoke(main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run")])
+    assert "confusion matrix (positive = unfaithful" in text.stdout and "disagreement(s):" in text.stdout
+    floor = runner.invoke(
+        main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--min-kappa", "0.99"]
+    )
+    assert floor.exit_code == 1 and "below --min-kappa" in floor.stderr
+
+
+def test_judge_check_of_labels_from_another_run_is_an_error_not_a_pass(squad_run, tmp_path):
+    """No labelled answer in the run (labels of another run): nothing was checked, so exit 2, never 0."""
+    out = tmp_path / "to-label.jsonl"
+    runner = CliRunner()
+    assert runner.invoke(main, ["label", str(squad_run / "run"), "--n", "5", "--out", str(out)]).exit_code == 0
+    rows = [
+        {**r, "id": f"elsewhere-{r['id']}"}
+        for r in _labels_from(json.loads(line) for line in out.read_text().splitlines())
+    ]
+    labels = _write(tmp_path / "labels.jsonl", rows)
+    done = runner.invoke(main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run")])
+    assert done.exit_code == 2, done.output
+    assert f"{labels}: no labelled answer is in {squad_run / 'run'}" in done.stderr
+
+
+def test_judge_check_rejudges_with_another_judge(squad_run, tmp_path):
+    """--config names a stricter lexical judge: its calls, not the run's, are compared with the labels."""
+    out = tmp_path / "to-label.jsonl"
+    runner = CliRunner()
+    assert runner.invoke(main, ["label", str(squad_run / "run"), "--n", "20", "--out", str(out)]).exit_code == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    labels = _write(tmp_path / "labels.jsonl", _labels_from(rows))
+    config = squad_run / "squad" / "strict.yml"
+    text = (
+        (squad_run / "squad" / "base.yml")
+        .read_text()
+        .replace("judge: {name: lexical}", "judge: {name: lexical, support: 1.0, cover: 1.0}")
+    )
+    config.write_text(text)
+    same = json.loads(
+        runner.invoke(
+            main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--format", "json"]
+        ).stdout
+    )
+    other = runner.invoke(
+        main,
+        [
+            "judge-check",
+            "--labels",
+            str(labels),
+            "--run",
+            str(squad_run / "run"),
+            "--config",
+            str(config),
+            "--format",
+            "json",
+        ],
+    )
+    assert other.exit_code == 0, other.output
+    other = json.loads(other.stdout)
+    assert same["accuracy"] == 1.0 and same["disagreements"] == []
+    from gate.config import load_config
+    from gate.judges import get_judge
+    from gate.labels.sampling import judged_answers
+    from gate.scoring import call_judge
+
+    evaluation = load_config(config).evaluation
+    judge = get_judge(evaluation.judge)
+    _, answers = judged_answers(squad_run / "run")
+    by_key = {a.key: a for a in answers}
+    expected = []
+    for r in rows:
+        value = call_judge(
+            judge, by_key[(r["id"], r["repeat"])].case, by_key[(r["id"], r["repeat"])].prediction, evaluation
+        ).faithfulness
+        if not math.isnan(value):
+            expected.append((int(r["judge"]["flagged"]), int(value < 1)))
+    assert other["n"] == len(expected)
+    kappa = cohen_kappa_score(*zip(*expected, strict=True))
+    assert other["kappa"]["value"] == (None if math.isnan(kappa) else pytest.approx(kappa, abs=1e-6))
+    assert other["judge"] == "lexical"
+    assert other["confusion_matrix"] == confusion_matrix(*zip(*expected, strict=True), labels=[0, 1]).tolist()
+
+
+def test_recorded_calls_read_the_judge_shown_when_labelling(tmp_path):
+    labels = load_labels(_write(tmp_path / "l.jsonl", [{**ROW, "judge_flagged": True}, {**ROW, "id": "c2"}]))
+    assert recorded_calls(labels) == {("c1", 0): ("unfaithful", (), None)}
+
+
+def test_compare_prints_agreement_in_run_details_and_warns_when_stale(squad_run, tmp_path):
+    out = tmp_path / "to-label.jsonl"
+    runner = CliRunner()
+    assert runner.invoke(main, ["label", str(squad_run / "run"), "--n", "20", "--out", str(out)]).exit_code == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    labels = _labels_from(rows)
+    labels[0]["judge"] = "another-judge-key"
+    _write(squad_run / "squad" / "labels.jsonl", labels)
+    config = squad_run / "squad" / "labelled.yml"
+    config.write_text((squad_run / "squad" / "base.yml").read_text() + "judge_labels: labels.jsonl\n")
+    done = runner.invoke(main, ["compare", str(squad_run / "run"), str(squad_run / "run"), "--config", str(config),
+                                "--out", str(tmp_path / "report"), "--format", "markdown"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    details = done.stdout.split("Run details")[1]
+    assert "Judge against your labels (`judge_labels:`): " in details
+    assert (
+        "20 labelled answer(s)" in details and "stale: 1 of 20 labels were made with another judge identity" in details
+    )
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["judge_labels"].startswith(("agrees", "too few", "disagrees"))
+    assert any(w.startswith("judge_labels: 1 of 20 labels") for w in report["warnings"])
