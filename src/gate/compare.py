@@ -173,9 +173,8 @@ def _first_answer(valid: Sequence[Prediction], evaluation: Evaluation) -> Predic
     return next((p for p in valid if not detect_refusal(p, evaluation)), None)
 
 
-def _bad_claims(side: Side, case_id: str) -> tuple[Claim, ...]:
-    """Unsupported and contradicted claims of the side's first judged answer, with their closest chunk."""
-    claims = side.scores.claims(case_id)
+def _bad_claims(claims: Sequence[dict] | None) -> tuple[Claim, ...]:
+    """Unsupported and contradicted claims of a side's first judged answer, with their closest chunk."""
     if claims is None:
         return ()
     return tuple(
@@ -350,17 +349,24 @@ def _first_error(side: Side, case_id: str) -> str | None:
 
 
 def _case_lists(
-    base: Side, head: Side, cases: Sequence[GoldenCase], per_case: dict[int, list[CaseResult]], k_docs: int
+    base: Side,
+    head: Side,
+    cases: Sequence[GoldenCase],
+    per_case: dict[int, list[CaseResult]],
+    k_docs: int,
+    *,
+    batch: int = 1024,
 ) -> dict[str, tuple[CaseEntry, ...]]:
-    """The regressed, suspected, improved and flaky lists (a regressed case is listed once, under regressed)."""
-    listed = sorted({cases[i].id for i, rs in per_case.items() if any(r.status in LISTED for r in rs)})
-    base_ok, head_ok = base.first_valid_many(listed), head.first_valid_many(listed)
-    head_valid = head.valid_many(listed)  # one read of the file for every listed case's latency
-    head.scores.prefetch_claims(listed)
+    """The regressed, suspected, improved and flaky lists (a regressed case is listed once, under regressed).
 
-    def entry(i: int, status: str) -> CaseEntry:
+    The answers and claims of ``batch`` listed cases are read at a time: at R = 1 most cases of a large golden set
+    flip one way or the other, and holding every listed case's predictions and claims at once would cost hundreds
+    of MB at 100,000 cases.
+    """
+
+    def entry(i: int, status: str, read: dict[str, dict]) -> CaseEntry:
         case = cases[i]
-        b_pred, h_pred = base_ok[case.id], head_ok[case.id]
+        b_pred, h_pred = read["base"][case.id], read["head"][case.id]
         results = [r for r in per_case.get(i, []) if r.status == status]
         dropped = _dropped_docs(case, b_pred, h_pred, k_docs)
         worse = status in ("regressed", "suspected")
@@ -386,10 +392,10 @@ def _case_lists(
             answer_head=clip(h_pred.answer if h_pred else None),
             identical_answer=b_pred is not None and h_pred is not None and b_pred.answer == h_pred.answer,
             error=clip(_first_error(head, case.id), MESSAGE_LIMIT),
-            claims=_bad_claims(head, case.id),
+            claims=_bad_claims(read["claims"][case.id]),
             dropped_docs=dropped,
             expected_doc_ids=case.expected_doc_ids,
-            latency_ms=_mean_latency(head_valid[case.id]),
+            latency_ms=_mean_latency(read["valid"][case.id]),
         )
 
     lists = {}
@@ -402,18 +408,44 @@ def _case_lists(
             order = sorted(chosen, key=lambda i: (-max(effects[i]), cases[i].id))
         else:
             order = sorted(chosen, key=lambda i: (min(effects[i]), cases[i].id))
-        lists[status] = tuple(entry(i, status) for i in order)
+        entries: list[CaseEntry] = []
+        for start in range(0, len(order), batch):
+            chunk = order[start : start + batch]
+            ids = [cases[i].id for i in chunk]
+            read = {
+                "base": base.first_valid_many(ids),
+                "head": head.first_valid_many(ids),
+                "valid": head.valid_many(ids),  # for the latency
+                "claims": head.scores.claims_many(ids),
+            }
+            entries += (entry(i, status, read) for i in chunk)
+        lists[status] = tuple(entries)
     return lists
 
 
-def _ood_failures(base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: Evaluation) -> list[OodFailure]:
-    """Out-of-domain cases that head answered in most valid repeats, new ones first."""
+def _ood_failures(
+    base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: Evaluation, *, batch: int = 1024
+) -> list[OodFailure]:
+    """Out-of-domain cases that head answered in most valid repeats, new ones first (read ``batch`` at a time)."""
     out = []
-    ids = [case.id for case in cases if case.out_of_domain]
-    base_valid, head_valid = base.valid_many(ids), head.valid_many(ids)  # each file read once
+    ood = [case for case in cases if case.out_of_domain]
+    for start in range(0, len(ood), batch):
+        chunk = ood[start : start + batch]
+        ids = [case.id for case in chunk]
+        base_valid, head_valid = base.valid_many(ids), head.valid_many(ids)  # a batch at a time
+        out += _ood_batch(chunk, base_valid, head_valid, evaluation)
+    return sorted(out, key=lambda f: (not f.new, f.id))
+
+
+def _ood_batch(
+    cases: Sequence[GoldenCase],
+    base_valid: dict[str, list[Prediction]],
+    head_valid: dict[str, list[Prediction]],
+    evaluation: Evaluation,
+) -> list[OodFailure]:
+    """The out-of-domain failures among ``cases`` (all out of domain), given both sides' valid predictions."""
+    out = []
     for case in cases:
-        if not case.out_of_domain:
-            continue
         head_rate = _refusal_rate(head_valid[case.id], evaluation)
         base_rate = _refusal_rate(base_valid[case.id], evaluation)
         if not math.isnan(head_rate) and head_rate < 0.5:
@@ -430,7 +462,7 @@ def _ood_failures(base: Side, head: Side, cases: Sequence[GoldenCase], evaluatio
                     latency_ms=_mean_latency(head_valid[case.id]),
                 )
             )
-    return sorted(out, key=lambda f: (not f.new, f.id))
+    return out
 
 
 def _errors(sides: Sequence[Side], ids: set[str]) -> tuple[ErrorEntry, ...]:
@@ -475,14 +507,22 @@ def _unreadable(sides: Sequence[Side], cases: Sequence[GoldenCase], policy: Eval
     return out
 
 
-def _mean_answer_words(side: Side, cases: Sequence[GoldenCase]) -> float | None:
-    """Mean words per answer over the in-domain ``cases``' valid predictions (every repeat); None without any."""
+def _mean_answer_words(side: Side, cases: Sequence[GoldenCase], *, batch: int = 2048) -> float | None:
+    """Mean words per answer over the in-domain ``cases``' valid predictions (every repeat); None without any.
+
+    Predictions are read ``batch`` at a time.
+    """
     ids = [c.id for c in cases if not c.out_of_domain]
     failed = side.table.error_mask(ids) if ids else np.zeros((0, side.repeats), dtype=bool)
     keys = [(case_id, r) for k, case_id in enumerate(ids) for r in range(side.repeats) if not failed[k, r]]
     if not keys:
         return None
-    return float(np.mean([len(p.answer.split()) for p in side.table.read(keys)]))
+    words = [
+        len(p.answer.split())
+        for start in range(0, len(keys), batch)
+        for p in side.table.read(keys[start : start + batch])
+    ]
+    return float(np.mean(words))
 
 
 def _side_info(side: Side, cases: Sequence[GoldenCase] = ()) -> SideInfo:
