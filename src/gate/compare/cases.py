@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -165,7 +166,7 @@ def case_lists(
     of MB at 100,000 cases.
     """
 
-    def entry(i: int, status: str, read: dict[str, dict]) -> CaseEntry:
+    def entry(i: int, status: str, read: dict[str, Any]) -> CaseEntry:
         case = cases[i]
         b_pred, h_pred = read["base"][case.id], read["head"][case.id]
         results = [r for r in per_case.get(i, []) if r.status == status]
