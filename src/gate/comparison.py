@@ -207,7 +207,7 @@ class CaseEntry:
     metrics: tuple[CaseMetric, ...]
     """The metrics that put the case in its list."""
     cause: Cause | None
-    """Regressed and suspected cases: why (see :func:`gate.compare.triage`); None in the other lists."""
+    """Regressed and suspected cases: why (see :func:`gate.compare.cases.triage`); None in the other lists."""
     answer_base: str | None
     """Base's first valid answer (clipped), None when every repeat failed."""
     answer_head: str | None

@@ -249,21 +249,31 @@ class ScoreTable:
         """
         return self._unread[np.asarray(rows, dtype=np.intp)].copy()
 
-    def prefetch_claims(self, case_ids: Iterable[str]) -> None:
-        """Read the claims of these cases from the scores file in one pass (:meth:`claims` then reads nothing).
+    def claims_many(self, case_ids: Sequence[str]) -> dict[str, list[dict[str, Any]] | None]:
+        """:meth:`claims` of many cases, reading the scores file once, in file order; nothing read is kept.
+
+        A report that shows the claims of 100,000 cases reads them a batch at a time: kept, every judged row's
+        ``detail`` would stay in memory for the rest of the comparison.
 
         Raises:
             InputError: the scores file changed since it was read.
         """
-        pending = sorted(
-            {case_id for case_id in case_ids if isinstance(self._claims.get(case_id), tuple)},
-            key=lambda case_id: self._claims[case_id][1],
-        )
-        if pending and self._path is not None:
-            for case_id, record in zip(
-                pending, read_jsonl_rows(self._path, [self._claims[c] for c in pending]), strict=True
-            ):
-                self._claims[case_id] = record.get("detail")
+        out: dict[str, list[dict[str, Any]] | None] = {}
+        pending = []
+        for case_id in dict.fromkeys(case_ids):
+            found = self._claims.get(case_id)
+            if isinstance(found, tuple):
+                pending.append(case_id)
+            else:
+                out[case_id] = None if found is None else found.get("claims")
+        if pending:
+            assert self._path is not None, "claims by offset come from a scores file"
+            pending.sort(key=lambda case_id: self._claims[case_id][1])
+            records = read_jsonl_rows(self._path, [self._claims[c] for c in pending])
+            for case_id, record in zip(pending, records, strict=True):
+                detail = record.get("detail")
+                out[case_id] = None if detail is None else detail.get("claims")
+        return {case_id: out[case_id] for case_id in case_ids}
 
     def claims(self, case_id: str) -> list[dict[str, Any]] | None:
         """The ``claims`` of the case's first row (file order) whose ``detail`` has claims, else None.

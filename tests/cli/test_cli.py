@@ -138,3 +138,29 @@ def test_public_api_is_exported_lazily():
     )
     assert done.stdout.strip() == "False"
     assert all(getattr(gate, name) is not None for name in gate.__all__)
+
+
+@pytest.mark.parametrize("nl", [False, True])
+def test_a_long_report_is_printed_in_pieces_of_whole_lines_unchanged(nl):
+    """``compare`` prints its report a piece at a time (issue 25: the guarded stdout copies each write; the JSON
+    of 100,000 cases is 65 MB): the pieces join to the text, with a workflow command split over none of them."""
+    import click
+
+    from gate.cli.main import _echo_in_pieces
+    from gate.sanitize import guard_std_streams
+
+    text = "".join(f'  {{"id": "q{i}", "answer": "::warning ##[error] {i}"}},\n' for i in range(50)) + "}"
+
+    @click.command()
+    def pieces():
+        guard_std_streams()  # as rag-gate's main does
+        _echo_in_pieces(text, nl=nl, size=40)
+
+    @click.command()
+    def whole():
+        guard_std_streams()
+        click.echo(text, nl=nl)
+
+    out = CliRunner().invoke(pieces).output
+    assert out == CliRunner().invoke(whole).output
+    assert out.count("\n") == 50 + nl and out.count("##\\[error]") == 50 and "##[" not in out

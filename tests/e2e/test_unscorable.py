@@ -17,7 +17,8 @@ from pathlib import Path
 from helpers import compare, write_jsonl
 
 from gate.compare import compare as compare_sides
-from gate.compare import metric_inputs, unmatched_ids
+from gate.compare.inputs import metric_inputs
+from gate.compare.notes import unmatched_ids
 from gate.config import GatePolicy
 from gate.judges import get_judge
 from gate.metrics import resolve

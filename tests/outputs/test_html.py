@@ -295,3 +295,27 @@ def test_html_escapes_the_config_name_and_run_link(report):
     assert "&lt;b&gt;x&lt;/b&gt;.yml" in page and "<b>x" not in page
     assert 'href="https://github.com/o/r/actions/runs/1"' in page
     assert "javascript" not in render_html(comparison, [], details_url="javascript:alert(1)")
+
+
+def test_report_html_streamed_a_batch_at_a_time_is_the_page_rendered_whole(squad_runs, tmp_path):
+    """The page is written a case at a time, answers and claims read in batches (issue 25: memory at 100k cases):
+    any batch size gives the same bytes, and the embedded JSON is the encoding of every case at once."""
+    from gate.flow import compare_sides
+
+    from gate.outputs.html import case_rows, html_parts, render_html, write_html
+
+    base, head = squad_runs
+    compared = compare_sides(base, head, tmp_path / "out")
+    args = (compared.comparison, compared.base, compared.head, compared.evaluation)
+    rows = list(case_rows(*args))
+    assert len(rows) == 140 and any("ch" in row for row in rows)  # claims were read from the scores files
+    assert [row for batch in (1, 7, 4096) for row in case_rows(*args, batch=batch)] == rows * 3
+    page = (write_html(*args[:1], tmp_path / "out", *args[1:])).read_text(encoding="utf-8")
+    assert page == render_html(compared.comparison, rows) == "".join(html_parts(compared.comparison, iter(rows)))
+    whole = {
+        "metrics": _data(page)["metrics"],
+        "statuses": _data(page)["statuses"],
+        "cases": rows,
+    }
+    assert f'id="rag-gate-data">{embed_json(whole)}</script>' in page
+    assert _data(page)["cases"] == json.loads(json.dumps(rows))

@@ -6,6 +6,7 @@ import re
 from importlib import resources
 
 import jsonschema
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -227,3 +228,30 @@ def test_no_mention_or_reference_survives_escaping(text):
     out = escape_markdown(text, limit=1000)
     assert not MENTION.search(out) and not REFERENCE.search(out)
     assert re.search(r"@[\w-]*[A-Za-z_]", out) is None  # no @ directly before a name with a letter
+
+
+def test_case_lists_do_not_depend_on_how_many_cases_are_read_at_a_time(squad_runs, tmp_path):
+    """The listed cases' answers and claims, and the out-of-domain cases' answers, are read in batches (issue 25:
+    memory at 100k cases); a batch of one case gives the lists of one batch for all."""
+    from gate.flow import compare_sides
+
+    from gate.compare import cases as case_lists
+    from gate.compare.inputs import metric_inputs
+
+    base, head = squad_runs
+    compared = compare_sides(base, head, tmp_path / "out")
+    sides, policy = (compared.base, compared.head), compared.evaluation
+    golden = compared.head.golden
+    inputs, _ = metric_inputs(*sides, golden, policy)
+    broke = np.zeros(len(golden), dtype=bool)
+    per_case = case_lists.case_results(inputs, broke)
+    whole = case_lists.case_lists(*sides, golden, per_case, 5, batch=len(golden))
+    listed = [e.id for entries in whole.values() for e in entries]
+    assert len(listed) > 20
+    claims = compared.head.scores.claims_many(listed)  # read from the file in one pass, nothing kept
+    assert any(claims[i] for i in listed) and claims == {i: compared.head.scores.claims(i) for i in listed}
+    assert case_lists.case_lists(*sides, golden, per_case, 5, batch=1) == whole
+    assert case_lists.case_lists(*sides, golden, per_case, 5, batch=3) == whole
+    ood = case_lists.ood_failures(*sides, golden, policy)
+    assert len(ood) == 12 and case_lists.ood_failures(*sides, golden, policy, batch=1) == ood
+    assert {e.id for e in compared.comparison.regressed_cases} == {e.id for e in whole["regressed"]}

@@ -18,9 +18,10 @@ import base64
 import hashlib
 import math
 import re
+import secrets
 import warnings
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,7 @@ from markupsafe import Markup
 
 from gate.comparison import CaseEntry, Comparison, clip
 from gate.config import GatePolicy
-from gate.files import make_dirs
-from gate.jsonl import write_text_atomic
+from gate.files import atomic_writer, make_dirs
 from gate.metrics import resolve
 from gate.outputs import cells
 from gate.outputs.charts import bars
@@ -74,10 +74,10 @@ def _number(value: Any) -> float | None:
     return round(value, 6) if math.isfinite(value) else None
 
 
-def _claims(side: Side, case_id: str) -> list[dict[str, Any]]:
-    """Every claim of the side's first judged answer: verdict, claim, attributed chunk, similarity, reason."""
+def _claims(claims: Sequence[Any] | None) -> list[dict[str, Any]]:
+    """Every claim of a side's first judged answer: verdict, claim, attributed chunk, similarity, reason."""
     out = []
-    for c in side.scores.claims(case_id) or ():
+    for c in claims or ():
         if not isinstance(c, dict):
             continue
         claim: dict[str, Any] = {"v": _text(c.get("verdict", ""), 40), "c": _text(c.get("claim", ""))}
@@ -97,14 +97,19 @@ def _claims(side: Side, case_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def _means(side: Side, ids: Sequence[str], metric: str) -> list[float | None]:
-    """Per-case means over the side's repeats of one metric, to 6 digits (None: not applicable, failed, not scored)."""
+def _means(side: Side, ids: Sequence[str], metric: str) -> np.ndarray:
+    """Per-case means over the side's repeats of one metric, to 6 digits (NaN: not applicable, failed, not scored)."""
     rows = np.array([side.index[case_id] for case_id in ids], dtype=np.intp)
     values, _ = side.scores.matrix(metric, rows)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a row of NaN (every repeat failed) is NaN
         means = np.round(np.nanmean(values, axis=1), 6) if values.size else np.full(len(ids), np.nan)
-    return [None if math.isnan(x) or math.isinf(x) else float(x) for x in np.asarray(means, dtype=float)]
+    return np.asarray(means, dtype=float)
+
+
+def _mean_cell(value: float) -> float | None:
+    """A per-case mean for the page: None for NaN (and ±inf)."""
+    return None if math.isnan(value) or math.isinf(value) else float(value)
 
 
 def case_rows(
@@ -113,8 +118,10 @@ def case_rows(
     head: Side,
     evaluation: GatePolicy,
     lines: Mapping[str, int] | None = None,
-) -> list[dict[str, Any]]:
-    """Every paired case of the comparison as the page shows it (head's golden order), JSON-ready.
+    *,
+    batch: int = 1024,
+) -> Iterator[dict[str, Any]]:
+    """Every paired case of the comparison as the page shows it (head's golden order), JSON-ready, one at a time.
 
     Each row holds the question, both sides' first valid answers and retrieved ids, the expected ids and those
     that fell out of head's top k, both sides' claims with their verdicts and chunks, the per-case mean of every
@@ -128,6 +135,8 @@ def case_rows(
         evaluation: the policy it was made under (its metrics' k decides "fell out of the top k").
         lines: case id → line in the golden file a reviewer edits (the PR's own; default: the line each case
             has in the sides' golden set).
+        batch: cases whose answers and claims are read from disk at a time (only these are held in memory: the
+            page of 100,000 cases is written as it is made).
     """
     base_ids = {case.id for case in base.golden}
     cases = [case for case in head.golden if case.id in base_ids]
@@ -148,54 +157,54 @@ def case_rows(
         errors[e.id].append([e.side, e.repeat, e.metric, _text(e.message, 500)])
         if "error" not in statuses[e.id]:
             statuses[e.id].append("error")
-    answers = {"base": base.first_valid_many(ids), "head": head.first_valid_many(ids)}
-    base.scores.prefetch_claims(ids)
-    head.scores.prefetch_claims(ids)
     names = [m.name for m in comparison.metrics]
     means = {label: [_means(side, ids, name) for name in names] for label, side in (("base", base), ("head", head))}
-    rows = []
-    for i, case in enumerate(cases):
-        b, h = answers["base"][case.id], answers["head"][case.id]
-        rb, rh = (p.retrieved_ids if p else [] for p in (b, h))
-        in_base, in_head = set(rb[:k]), set(rh[:k])
-        row: dict[str, Any] = {
-            "id": _text(case.id, 300),
-            "q": _text(case.question),
-            "line": case.line if lines is None else lines.get(case.id, 0),
-            "st": statuses.get(case.id, []),
-            "ab": _text(b.answer) if b else None,
-            "ah": _text(h.answer) if h else None,
-            "rb": [_text(x, 200) for x in rb[:MAX_RETRIEVED]],
-            "rh": [_text(x, 200) for x in rh[:MAX_RETRIEVED]],
-            "exp": [_text(x, 200) for x in case.expected_doc_ids],
-            # [metric index, base, head]: a case carries only the metrics that apply to it
-            "m": [
-                [j, b_mean[i], h_mean[i]]
-                for j, (b_mean, h_mean) in enumerate(zip(means["base"], means["head"], strict=True))
-                if b_mean[i] is not None or h_mean[i] is not None
-            ],
-        }
-        if len(rb) > MAX_RETRIEVED or len(rh) > MAX_RETRIEVED:
-            row["more"] = [max(0, len(rb) - MAX_RETRIEVED), max(0, len(rh) - MAX_RETRIEVED)]
-        if b is not None and h is not None:
-            row["drop"] = [_text(d, 200) for d in case.expected_doc_ids if d in in_base and d not in in_head]
-            row["same"] = b.answer == h.answer
-        if case.out_of_domain:
-            row["ood"] = True
-        if case.id in ood:
-            row["oodnew"] = ood[case.id].new
-        if case.id in listed:
-            entry = listed[case.id]
-            row["cause"] = entry.cause
-            row["why"] = [cells.case_change(m, labels.get(m.name, m.name)) for m in entry.metrics]
-        for key, side in (("cb", base), ("ch", head)):
-            claims = _claims(side, case.id)
-            if claims:
-                row[key] = claims
-        if case.id in errors:
-            row["err"] = errors[case.id]
-        rows.append(row)
-    return rows
+    for start in range(0, len(cases), batch):
+        chunk = ids[start : start + batch]
+        answers = {"base": base.first_valid_many(chunk), "head": head.first_valid_many(chunk)}
+        claims = {"cb": base.scores.claims_many(chunk), "ch": head.scores.claims_many(chunk)}
+        for i, case in enumerate(cases[start : start + batch], start=start):
+            b, h = answers["base"][case.id], answers["head"][case.id]
+            rb, rh = (p.retrieved_ids if p else [] for p in (b, h))
+            in_base, in_head = set(rb[:k]), set(rh[:k])
+            row: dict[str, Any] = {
+                "id": _text(case.id, 300),
+                "q": _text(case.question),
+                "line": case.line if lines is None else lines.get(case.id, 0),
+                "st": statuses.get(case.id, []),
+                "ab": _text(b.answer) if b else None,
+                "ah": _text(h.answer) if h else None,
+                "rb": [_text(x, 200) for x in rb[:MAX_RETRIEVED]],
+                "rh": [_text(x, 200) for x in rh[:MAX_RETRIEVED]],
+                "exp": [_text(x, 200) for x in case.expected_doc_ids],
+                # [metric index, base, head]: a case carries only the metrics that apply to it
+                "m": [
+                    [j, b_mean, h_mean]
+                    for j, (b_means, h_means) in enumerate(zip(means["base"], means["head"], strict=True))
+                    for b_mean, h_mean in [(_mean_cell(b_means[i]), _mean_cell(h_means[i]))]
+                    if b_mean is not None or h_mean is not None
+                ],
+            }
+            if len(rb) > MAX_RETRIEVED or len(rh) > MAX_RETRIEVED:
+                row["more"] = [max(0, len(rb) - MAX_RETRIEVED), max(0, len(rh) - MAX_RETRIEVED)]
+            if b is not None and h is not None:
+                row["drop"] = [_text(d, 200) for d in case.expected_doc_ids if d in in_base and d not in in_head]
+                row["same"] = b.answer == h.answer
+            if case.out_of_domain:
+                row["ood"] = True
+            if case.id in ood:
+                row["oodnew"] = ood[case.id].new
+            if case.id in listed:
+                entry = listed[case.id]
+                row["cause"] = entry.cause
+                row["why"] = [cells.case_change(m, labels.get(m.name, m.name)) for m in entry.metrics]
+            for key in ("cb", "ch"):
+                found = _claims(claims[key][case.id])
+                if found:
+                    row[key] = found
+            if case.id in errors:
+                row["err"] = errors[case.id]
+            yield row
 
 
 def embed_json(value: Any) -> Markup:
@@ -204,10 +213,17 @@ def embed_json(value: Any) -> Markup:
     ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e``, ``\\u0026`` (so ``</script>``, ``<!--`` and
     ``<script`` cannot occur), and U+2028/U+2029 are escaped; ``JSON.parse`` reads the same strings back.
     """
-    text = msgspec.json.encode(value).decode("utf-8")
+    return Markup(_inert(msgspec.json.encode(value).decode("utf-8")))
+
+
+def _inert(text: str) -> str:
+    """JSON text with the characters :func:`embed_json` escapes, escaped.
+
+    Each character is escaped alone, so the pieces of a text escape to the pieces of the escaped whole.
+    """
     for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028")):
         text = text.replace(raw, escaped)
-    return Markup(text.replace("\u2029", "\\u2029"))
+    return text.replace("\u2029", "\\u2029")
 
 
 def _environment() -> jinja2.Environment:
@@ -250,7 +266,7 @@ def _chart(comparison: Comparison) -> list[dict[str, Any]]:
 
 def render_html(
     comparison: Comparison,
-    cases: Sequence[dict[str, Any]],
+    cases: Iterable[dict[str, Any]],
     *,
     details_url: str | None = None,
     config: str | None = None,
@@ -266,6 +282,20 @@ def render_html(
     Returns:
         The HTML text; the same inputs give the same text.
     """
+    return "".join(html_parts(comparison, cases, details_url=details_url, config=config))
+
+
+def html_parts(
+    comparison: Comparison,
+    cases: Iterable[dict[str, Any]],
+    *,
+    details_url: str | None = None,
+    config: str | None = None,
+) -> Iterator[str]:
+    """:func:`render_html`'s text in pieces that join to it: the cases' JSON one case at a time.
+
+    A page of 100,000 cases is then never whole in memory, nor are its cases (``cases`` may be an iterator).
+    """
     env = _environment()
     script = env.get_template("report.js.j2").render()
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
@@ -274,16 +304,17 @@ def render_html(
             {"name": m.name, "label": m.label, "dir": m.direction, "gated": m.gated} for m in comparison.metrics
         ],
         "statuses": list(STATUSES),
-        "cases": list(cases),
+        "cases": [],
     }
-    return env.get_template("report.html.j2").render(
+    marker = f"rag-gate-cases-{secrets.token_hex(16)}"  # where the cases go: text no input can contain
+    page = env.get_template("report.html.j2").render(
         report=comparison,
         rows=[(m, cells.metric_cells(m)) for m in comparison.metrics],
         notes=cells.table_notes(comparison),
         chart=_chart(comparison),
         details_url=safe_url(details_url),
         config=config,
-        data=embed_json(data),
+        data=Markup(marker),
         script=Markup(script),
         script_hash=f"sha256-{digest}",
         usage=cells.usage_text,
@@ -293,6 +324,13 @@ def render_html(
             "errors": len(comparison.errors),
         },
     )
+    before, after = page.split(marker)
+    head = str(embed_json(data))
+    assert head.endswith("[]}"), head[-20:]
+    yield before + head[: -len("]}")]
+    for n, case in enumerate(cases):
+        yield ("," if n else "") + _inert(msgspec.json.encode(case).decode("utf-8"))
+    yield "]}" + after
 
 
 def write_html(
@@ -323,8 +361,8 @@ def write_html(
     """
     make_dirs(out_dir)
     path = out_dir / HTML_FILE
-    text = render_html(
-        comparison, case_rows(comparison, base, head, evaluation, lines), details_url=details_url, config=config
-    )
-    write_text_atomic(path, text)
+    cases = case_rows(comparison, base, head, evaluation, lines)
+    with atomic_writer(path) as handle:
+        for part in html_parts(comparison, cases, details_url=details_url, config=config):
+            handle.write(part)
     return path

@@ -1,0 +1,202 @@
+"""What a comparison reports beside its verdict: golden-set changes, what changed between the sides, and warnings.
+
+The warnings: retrieved ids that never match an expected id, text a scorer could not read, cases on one side only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import yaml
+
+from gate.compare.inputs import side_rows
+from gate.comparison import (
+    ChangedFile,
+    Changes,
+    DefinitionScore,
+    EditedCase,
+    GoldenChanges,
+    clip,
+)
+from gate.config import GatePolicy
+from gate.golden import GoldenDiff
+from gate.language import f1_unreadable
+from gate.metrics import resolve, score_case
+from gate.models import GoldenCase
+from gate.runs import Side
+from gate.scoring import detect_refusal
+from gate.stats import MetricInput
+
+
+def unreadable_warnings(sides: Sequence[Side], cases: Sequence[GoldenCase], policy: GatePolicy) -> list[str]:
+    """Warnings for text a scorer could not read (never scored 0 or 1: not applicable), counted per side.
+
+    Also counted: answers the judge read and found no checkable claim in (``unscored``), and answers whose chunks
+    include one without text (the judge was not called: a ``not_applicable`` note).
+
+    The judge says so in its judgment (e.g. an answer in a language the lexical judge does not read); answer F1 and
+    exact match cannot split text written without spaces (:func:`gate.language.f1_unreadable`), which leaves them
+    NaN: only answers with a NaN score and a reference to compare with are read again.
+    """
+    f1 = next((name for name in policy.metrics if resolve(name).spec.name in ("answer_f1", "exact_match")), None)
+    out = []
+    for side in sides:
+        reasons: Counter[str] = Counter({f"not judged: {n}": k for n, k in side.scores.not_applicable.items()})
+        reasons.update(side.scores.unscored)
+        if f1 is not None:
+            values, failed = side.scores.matrix(f1, side_rows(side, cases))
+            for i, r in zip(*np.nonzero(np.isnan(values) & ~failed), strict=True):
+                case = cases[i]
+                prediction = side.table.get((case.id, int(r)))
+                if case.out_of_domain or not case.reference_answers or prediction is None or prediction.error:
+                    continue
+                if note := f1_unreadable(prediction.answer, case.reference_answers):
+                    reasons[note] += 1
+        out += [f"{side.label}: {n} answer(s) {reason}" for reason, n in reasons.most_common(3)]
+    return out
+
+
+ID_ADVICE = (
+    "Chunk ids? Keep each chunk's document id: LangChain metadata, LlamaIndex node.ref_doc_id, "
+    "Haystack meta['source_id'] (README: Retrieved ids)"
+)
+"""The likely cause of retrieved ids that never match (LlamaIndex node UUIDs, Haystack content hashes, LangChain
+splitter chunks without ``Document.id``) and how to keep document ids through chunking (kept short: the comment cuts
+a line at 300 characters; the README has the details)."""
+
+
+def unmatched_ids(
+    base: Side, head: Side, cases: Sequence[GoldenCase], inputs: Sequence[MetricInput], *, batch: int = 2048
+) -> str | None:
+    """Why the retrieval metrics cannot be scored, when no retrieved id on either side ever matches an expected id.
+
+    Only when something is expected to match: an in-domain case with ``expected_doc_ids`` among ``cases`` and a
+    retrieval metric among ``inputs``. A match on one side only is a real difference (a regression or an
+    improvement), not this. A positive retrieval value on either side proves a match without reading predictions;
+    otherwise every valid prediction's whole retrieved list is read (``batch`` rows at a time).
+
+    Returns:
+        One line naming the cases, an example of expected and retrieved ids, the likely cause and the fix (ids are
+        clipped; the report escapes them), or None when some retrieved id matches or nothing is expected to.
+    """
+    retrieval = [inp for inp in inputs if resolve(inp.name).spec.stage == "retrieval"]
+    expecting = [c for c in cases if not c.out_of_domain and c.expected_doc_ids]
+    if not retrieval or not expecting:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if any(np.any(inp.base > 0) or np.any(inp.head > 0) for inp in retrieval):
+            return None
+    retrieved, answered, example = 0, 0, None
+    for side in (base, head):
+        failed = side.table.error_mask([c.id for c in expecting])
+        keys = [(c.id, r) for c, row in zip(expecting, failed, strict=True) for r in range(side.repeats) if not row[r]]
+        by_id = {c.id: c for c in expecting}
+        for start in range(0, len(keys), batch):
+            for prediction in side.table.read(keys[start : start + batch]):
+                answered += 1
+                expected = by_id[prediction.id].expected_doc_ids
+                ids = prediction.retrieved_ids
+                if not ids:
+                    continue
+                retrieved += 1
+                if not set(ids).isdisjoint(expected):
+                    return None
+                if example is None:
+                    example = (side.label, prediction.id, expected, ids)
+    if not answered:
+        return None  # every prediction failed: error_rate and the error budget speak for that
+    what = f"{len(expecting)} in-domain cases"
+    if example is None:
+        return (
+            f"retrieval cannot be scored: neither side retrieved a chunk for any of the {what}, so every retrieval "
+            "metric is 0 on both sides (return the chunks the generator read, with their document ids, or remove "
+            "the retrieval metrics from the config)"
+        )
+    label, case_id, expected, ids = example
+    return (
+        f"retrieval cannot be scored: no retrieved id on either side matches an expected id ({what}). {ID_ADVICE}. "
+        f"E.g. {label} {clip(case_id, 20)} expects {clip(expected[0], 20)}, got {clip(ids[0], 20)}"
+    )
+
+
+def golden_warnings(base: Side, head: Side, n_paired: int, only_one_side: int) -> list[str]:
+    """Warnings about the golden sets: base and head evaluated on different sets, or cases only on one side."""
+    shas = (base.manifest.golden_sha256, head.manifest.golden_sha256)
+    if shas[0] is not None and shas[1] is not None and shas[0] != shas[1]:
+        return [
+            f"base and head were evaluated on different golden sets ({shas[0][:12]} vs {shas[1][:12]}): "
+            f"{n_paired} case(s) paired by id, {only_one_side} only on one side; cases whose expected "
+            "documents or answers changed are compared against different references"
+        ]
+    if only_one_side:
+        return [f"{only_one_side} case(s) are only on one side and are not compared"]
+    return []
+
+
+def golden_changes(head: Side, diff: GoldenDiff, policy: GatePolicy) -> GoldenChanges:
+    """The report of a golden-set change: ids, changed fields, and head's scores under both definitions.
+
+    Edited cases are gated with the base definition (the contract); the head's definition is reported: each
+    metric that needs no judge is scored on head's answers against both definitions.
+    """
+    metrics = [m for m in (resolve(name) for name in policy.metrics) if not m.spec.judged and not m.spec.paired]
+    edited = []
+    for before, after in diff.edited:
+        old, new = before.to_dict(), after.to_dict()
+        answers = head.valid(after.id)
+        scores = []
+        for metric in metrics:
+            values = [
+                (score_case(metric, before, p, refused), score_case(metric, after, p, refused))
+                for p in answers
+                for refused in [detect_refusal(p, policy)]
+            ]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # no applicable value: NaN
+                under = np.nanmean(np.array(values, dtype=float), axis=0) if values else (math.nan, math.nan)
+            scores.append(DefinitionScore(metric.name, float(under[0]), float(under[1])))
+        changed = tuple(sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k)))
+        edited.append(EditedCase(after.id, changed, tuple(scores)))
+    return GoldenChanges(
+        policy=policy.golden_changes,
+        removed=tuple(c.id for c in diff.removed),
+        edited=tuple(edited),
+        added=tuple(c.id for c in diff.added),
+    )
+
+
+def pipeline_diff(base: dict | None, head: dict | None) -> tuple[str, ...]:
+    """Unified diff (base → head) of two ``pipeline:`` sections written as YAML; empty when equal or unknown."""
+    if base is None or head is None:
+        return ()
+
+    def lines(section: dict) -> list[str]:
+        return yaml.safe_dump({"pipeline": section}, sort_keys=False, allow_unicode=True).splitlines()
+
+    return tuple(difflib.unified_diff(lines(base), lines(head), "base", "head", lineterm="", n=10))
+
+
+def changes(
+    base: Side, head: Side, files: Sequence[ChangedFile] | None = None, commits: str | None = None
+) -> Changes | None:
+    """What changed between base and head: the ``pipeline:`` sections the manifests recorded, and ``files``.
+
+    Returns:
+        None when nothing is known (no section recorded on either side, no file list).
+    """
+    sections = (base.manifest.pipeline, head.manifest.pipeline)
+    known = None not in sections
+    if not known and files is None:
+        return None
+    return Changes(
+        pipeline_diff=pipeline_diff(*sections),
+        pipeline_known=known,
+        files=None if files is None else tuple(files),
+        commits=commits,
+    )
