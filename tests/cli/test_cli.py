@@ -142,7 +142,7 @@ def test_public_api_is_exported_lazily():
 
 @pytest.mark.parametrize("nl", [False, True])
 def test_a_long_report_is_printed_in_pieces_of_whole_lines_unchanged(nl):
-    """``compare`` prints its report a piece at a time (issue 25: the guarded stdout copies each write; the JSON
+    """``compare`` prints its report a piece at a time (the guarded stdout copies each write; the JSON
     of 100,000 cases is 65 MB): the pieces join to the text, with a workflow command split over none of them."""
     import click
 

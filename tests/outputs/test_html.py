@@ -298,11 +298,10 @@ def test_html_escapes_the_config_name_and_run_link(report):
 
 
 def test_report_html_streamed_a_batch_at_a_time_is_the_page_rendered_whole(squad_runs, tmp_path):
-    """The page is written a case at a time, answers and claims read in batches (issue 25: memory at 100k cases):
+    """The page is written a case at a time, answers and claims read in batches (memory at 100k cases):
     any batch size gives the same bytes, and the embedded JSON is the encoding of every case at once."""
-    from gate.flow import compare_sides
-
     from gate.outputs.html import case_rows, html_parts, render_html, write_html
+    from gate.sides import compare_sides
 
     base, head = squad_runs
     compared = compare_sides(base, head, tmp_path / "out")

@@ -231,12 +231,11 @@ def test_no_mention_or_reference_survives_escaping(text):
 
 
 def test_case_lists_do_not_depend_on_how_many_cases_are_read_at_a_time(squad_runs, tmp_path):
-    """The listed cases' answers and claims, and the out-of-domain cases' answers, are read in batches (issue 25:
-    memory at 100k cases); a batch of one case gives the lists of one batch for all."""
-    from gate.flow import compare_sides
-
+    """The listed cases' answers and claims, and the out-of-domain cases' answers, are read in batches (to
+    bound memory at 100k cases); a batch of one case gives the lists of one batch for all."""
     from gate.compare import cases as case_lists
     from gate.compare.inputs import metric_inputs
+    from gate.sides import compare_sides
 
     base, head = squad_runs
     compared = compare_sides(base, head, tmp_path / "out")
