@@ -93,14 +93,24 @@ def case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int, 
                 if result.status == "improved":
                     per_case.setdefault(result.index, []).append(result)
             continue
+        scores_failures = resolve(inp.name).spec.scores_failures
         for result in analyze_cases(inp):
-            if result.status == "suspected" and result.single_observation:
-                result = replace(result, status="regressed")
-            if broke[result.index] and resolve(inp.name).spec.scores_failures:
-                result = replace(result, status="regressed")
+            result = listed_as(result, broke=bool(broke[result.index]) and scores_failures)
             if result.status in LISTED:  # only listed cases are kept: 100,000 unchanged ones cost memory
                 per_case.setdefault(result.index, []).append(result)
     return per_case
+
+
+def listed_as(result: CaseResult, *, broke: bool) -> CaseResult:
+    """The statistical verdict of :func:`gate.stats.analyze_cases` as the report lists it.
+
+    Two ``suspected`` (or weaker) results are listed as ``regressed``: a drop beyond τ seen once per side (R = 1:
+    no per-case test exists, the evidence column says it is one observation), and a case the pipeline broke on a
+    metric that scores failures (``broke``: a crash is the system failing, not noise). Every other status is kept.
+    """
+    if (result.status == "suspected" and result.single_observation) or broke:
+        return replace(result, status="regressed")
+    return result
 
 
 def _best_rank(prediction: Prediction | None, expected: Sequence[str]) -> int | None:

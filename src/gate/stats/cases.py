@@ -121,7 +121,8 @@ def analyze_cases(inp: MetricInput, *, tau: float | None = None, q: float = 0.10
     (effect ≤ −τ, not significant or a single observation: with R = 1 a flip is reported, never proven),
     ``improved`` (effect ≥ τ), ``flaky`` (a side varies across repeats: mixed pass/fail or SD > τ/2),
     ``unchanged``. Cases without a valid score on a side are ``not_applicable``. Results are in case order;
-    sort by ``effect`` for display.
+    sort by ``effect`` for display. These are the statistical verdicts; the report lists a single-observation
+    drop and a crash as regressed (:func:`gate.compare.cases.listed_as`).
 
     Args:
         inp: the metric's scores (see :class:`MetricInput`).
