@@ -187,7 +187,8 @@ def score_all(
     Without judge calls the scoring is pure arithmetic that builds one :class:`Score` per metric and prediction
     (500,000 at 100,000 cases × 5 metrics) and no reference cycle: the cyclic garbage collector is paused
     meanwhile (:func:`gc_paused`), since each of its full passes would walk every live object for nothing. With
-    judge calls, the objects alive before them are kept out of the collector's passes instead (:func:`gc_frozen`).
+    judge calls, the objects alive before them are kept out of the collector's passes instead (:func:`gc_frozen`),
+    and so are those alive after each :data:`CHUNK` of predictions (the judge's caches: :func:`refreeze`).
 
     Args:
         golden: the cases, in file order.
@@ -218,7 +219,7 @@ def score_all(
         if keep:
             out.extend(scores)
 
-    with gc_frozen() if calls_judge else gc_paused():
+    with gc_frozen() if calls_judge else gc_paused() as frozen:
         pairs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
         reused = [known.get(p) for _, p in pairs] if known is not None else [None] * len(pairs)
         n_todo = sum(scores is None for scores in reused)
@@ -230,9 +231,13 @@ def score_all(
             except NoWorkers as exc:  # e.g. no /dev/shm for the queues' semaphores in a locked-down container
                 log.warning("scoring: no worker process can start here (%s); scoring in this process", exc)
         todo = [pair for pair, scores in zip(pairs, reused, strict=True) if scores is None]
-        computed = _score_pairs(todo, metrics, evaluation, judge, calls_judge)
-        for scores in reused:
+        # an offline, CPU-bound judge gains nothing from threads (they would take turns on the interpreter)
+        threads = calls_judge and evaluation.judge.get("name") not in PROCESS_JUDGES
+        computed = _score_pairs(todo, metrics, evaluation, judge, threads)
+        for i, scores in enumerate(reused, 1):
             emit(scores if scores is not None else next(computed))
+            if frozen and i % CHUNK == 0:  # as a worker does after each chunk (see _score_chunk)
+                refreeze(i // CHUNK)
     return out
 
 
@@ -342,11 +347,19 @@ def _score_chunk(pairs: list[tuple[GoldenCase, Prediction]]) -> list[list[Score]
     metrics, evaluation, judge = _WORKER["metrics"], _WORKER["evaluation"], _WORKER["judge"]
     rows = list(_score_pairs(pairs, metrics, evaluation, judge, calls_judge=False))
     _WORKER["chunks"] = _WORKER.get("chunks", 0) + 1
-    if _WORKER["chunks"] % COLLECT_EVERY == 0:
+    refreeze(_WORKER["chunks"])
+    return rows
+
+
+def refreeze(chunks: int) -> None:
+    """Freeze every object now alive (``gc.freeze``; see :func:`_score_chunk`).
+
+    Every :data:`COLLECT_EVERY` chunks (``chunks``: those scored so far) everything is unfrozen and collected first.
+    """
+    if chunks % COLLECT_EVERY == 0:
         gc.unfreeze()
         gc.collect()
     gc.freeze()
-    return rows
 
 
 def _pool(workers: int, evaluation: GatePolicy, with_judge: bool) -> ProcessPoolExecutor:
@@ -534,7 +547,7 @@ def score_lines(scores: Iterable[Score]) -> str:
 
 
 @contextmanager
-def gc_frozen() -> Iterator[None]:
+def gc_frozen() -> Iterator[bool]:
     """Keep the objects alive on entering out of the cyclic garbage collector's passes within the block.
 
     For a block that allocates many short-lived objects next to a large long-lived heap: judge calls, next to the
@@ -545,14 +558,14 @@ def gc_frozen() -> Iterator[None]:
     walk only the objects created in it (collected as usual); on leaving, ``gc.unfreeze`` returns the others to the
     oldest generation, where the next full pass collects whatever of them became garbage: a collection is put off,
     nothing is kept. When objects are frozen already on entering (by the embedding process), the block changes
-    nothing.
+    nothing (and the block gets False, else True: it may then freeze again, :func:`refreeze`, the exit unfreezes).
     """
     if gc.get_freeze_count():
-        yield
+        yield False
         return
     gc.freeze()
     try:
-        yield
+        yield True
     finally:
         gc.unfreeze()
 
