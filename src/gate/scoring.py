@@ -282,6 +282,12 @@ section ``scoring``, measures the speed-up and the judge's answers per second)."
 CHUNK = 64
 """Predictions per task sent to a worker process (at most; fewer when there are few predictions per worker)."""
 
+CLEAN_WORKERS_MIN = 10_000
+"""From this many predictions on, the workers are forked from a clean server process (``forkserver``), not from
+this one: a forked worker's resident memory counts every page of this process's heap (the predictions: about 4 KB
+each, 400 MB at 100,000) on top of the judge's caches; from the server it is the judge's alone. The server's start
+(about half a second) is not worth it below."""
+
 RESTARTS = 2
 """How many times the worker processes are started again after one died, before scoring stops (exit 3)."""
 
@@ -362,14 +368,14 @@ def refreeze(chunks: int) -> None:
     gc.freeze()
 
 
-def _pool(workers: int, evaluation: GatePolicy, with_judge: bool) -> ProcessPoolExecutor:
-    """``workers`` worker processes.
+def _pool(workers: int, evaluation: GatePolicy, with_judge: bool, n_pairs: int = 0) -> ProcessPoolExecutor:
+    """``workers`` worker processes to score ``n_pairs`` predictions.
 
     Forked from this process when it runs no other thread (a fork copies only the calling thread, so a lock another
-    thread holds would stay locked in the child): nothing to import or pickle but the chunks. Otherwise forked from
-    a clean server process on Linux (``forkserver``; it imports this module and the judge once), else spawned;
-    those import the main module anew, which must then be guarded by ``if __name__ == "__main__":`` (the
-    ``rag-gate`` command is).
+    thread holds would stay locked in the child) and holds fewer than :data:`CLEAN_WORKERS_MIN` predictions: nothing
+    to import or pickle but the chunks. Otherwise forked from a clean server process on Linux (``forkserver``; it
+    imports this module and the judge once), else spawned; those import the main module anew, which must then be
+    guarded by ``if __name__ == "__main__":`` (the ``rag-gate`` command is).
     """
     import multiprocessing
     import multiprocessing.context
@@ -377,7 +383,8 @@ def _pool(workers: int, evaluation: GatePolicy, with_judge: bool) -> ProcessPool
 
     methods = multiprocessing.get_all_start_methods()
     context: multiprocessing.context.BaseContext
-    if "fork" in methods and threading.active_count() == 1:
+    small = n_pairs < CLEAN_WORKERS_MIN or "forkserver" not in methods
+    if "fork" in methods and threading.active_count() == 1 and small:
         context = multiprocessing.get_context("fork")
     elif "forkserver" in methods:
         forkserver = multiprocessing.get_context("forkserver")
@@ -422,7 +429,7 @@ def score_parallel(
     pending: deque[tuple[int, list[int], Future[list[list[Score]]] | None]] = deque()
     restarts = 0
     try:
-        pool = _pool(workers, evaluation, judge is not None)
+        pool = _pool(workers, evaluation, judge is not None, len(pairs))
     except (OSError, ImportError, NotImplementedError) as exc:
         raise NoWorkers(str(exc)) from exc
 
@@ -454,7 +461,7 @@ def score_parallel(
                     ) from None
                 log.warning("scoring: a worker process died (cases %r to %r); starting new workers", first, last)
                 _stop(pool)
-                pool = _pool(workers, evaluation, judge is not None)
+                pool = _pool(workers, evaluation, judge is not None, len(pairs))
                 pending = deque(submit(s) for s, _, _ in pending)
                 continue
             pending.popleft()

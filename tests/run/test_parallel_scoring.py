@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -236,3 +237,25 @@ def test_a_worker_freezes_what_it_keeps_and_collects_frozen_cycles_every_so_many
         gc.unfreeze()
     same = [scoring.score_lines(r) for r in rows] == [scoring.score_lines(r) for r in serial]
     assert same  # the same rows as in one process, in order (as written: NaN equals NaN)
+
+
+def test_workers_from_a_clean_server_for_many_predictions_give_the_same_bytes(squad_pair, monkeypatch):
+    """From CLEAN_WORKERS_MIN predictions on, the workers are forked from a forkserver (their memory holds the
+    judge's caches, not this process's predictions), not from this process; the files are the same bytes."""
+    evaluation = GatePolicy()
+    big = scoring._pool(2, evaluation, True, scoring.CLEAN_WORKERS_MIN)
+    try:
+        assert big.submit(os.getppid).result() != os.getpid()  # the server's child, not this process's
+    finally:
+        big.shutdown()
+    if threading.active_count() == 1:  # else both come from the server (a fork copies one thread only)
+        small = scoring._pool(2, evaluation, True, scoring.CLEAN_WORKERS_MIN - 1)
+        try:
+            assert small.submit(os.getppid).result() == os.getpid()
+        finally:
+            small.shutdown()
+    serial, _ = compare(squad_pair.dir, "base.jsonl", "head.jsonl", "clean-1", "--format", "json", "--jobs", "1")
+    monkeypatch.setattr(scoring, "CLEAN_WORKERS_MIN", 1)
+    served, _ = compare(squad_pair.dir, "base.jsonl", "head.jsonl", "clean-2", "--format", "json", "--jobs", "2")
+    assert serial.exit_code == served.exit_code == 1, served.output
+    assert _outputs(squad_pair.dir, "clean-1") == _outputs(squad_pair.dir, "clean-2")
