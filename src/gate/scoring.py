@@ -388,7 +388,9 @@ def _pool(workers: int, evaluation: GatePolicy, with_judge: bool, n_pairs: int =
         context = multiprocessing.get_context("fork")
     elif "forkserver" in methods:
         forkserver = multiprocessing.get_context("forkserver")
-        forkserver.set_forkserver_preload(["gate.scoring"] + (["gate.judges.lexical"] if with_judge else []))
+        # the judge's first call imports scikit-learn (its stop words, gate.language): 1.3 s per worker, once here
+        judge_modules = ["gate.judges.lexical", "sklearn.feature_extraction.text"] if with_judge else []
+        forkserver.set_forkserver_preload(["gate.scoring", *judge_modules])
         context = forkserver
     else:  # pragma: no cover - macOS and Windows
         context = multiprocessing.get_context("spawn")
