@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from perf import Row, child, interleaved, markdown_table, read_case_means, reference_inputs
+from perf import Row, child, child_tree, interleaved, markdown_table, read_case_means, reference_inputs
 
 
 def test_child_reports_wall_time_peak_memory_and_exit_code():
@@ -21,6 +21,19 @@ def test_child_reports_wall_time_peak_memory_and_exit_code():
     del held
     with pytest.raises(SystemExit, match="exited 2"):
         child([sys.executable, "-c", "exit(2)"])
+
+
+def test_child_tree_counts_a_descendant_left_behind():
+    """A grandchild that outlives the child (as rag-gate's forkserver and its scoring workers do) is reaped by the
+    launcher: its CPU time and its peak memory are in the figures."""
+    grandchild = (
+        "import time; b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); t = time.process_time()\n"
+        "while time.process_time() - t < 0.5: pass"
+    )
+    code = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {grandchild!r}])"
+    wall, rss, exit_code, cpu = child_tree([sys.executable, "-c", code])
+    assert exit_code == 0 and wall < 5  # the child's own time: it does not wait for the grandchild
+    assert rss >= 300 * 2**20 and cpu >= 0.5
 
 
 def test_interleaved_alternates_and_takes_the_median():

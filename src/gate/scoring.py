@@ -187,7 +187,8 @@ def score_all(
     Without judge calls the scoring is pure arithmetic that builds one :class:`Score` per metric and prediction
     (500,000 at 100,000 cases × 5 metrics) and no reference cycle: the cyclic garbage collector is paused
     meanwhile (:func:`gc_paused`), since each of its full passes would walk every live object for nothing. With
-    judge calls, the objects alive before them are kept out of the collector's passes instead (:func:`gc_frozen`).
+    judge calls, the objects alive before them are kept out of the collector's passes instead (:func:`gc_frozen`),
+    and so are those alive after each :data:`CHUNK` of predictions (the judge's caches: :func:`refreeze`).
 
     Args:
         golden: the cases, in file order.
@@ -218,7 +219,7 @@ def score_all(
         if keep:
             out.extend(scores)
 
-    with gc_frozen() if calls_judge else gc_paused():
+    with gc_frozen() if calls_judge else gc_paused() as frozen:
         pairs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
         reused = [known.get(p) for _, p in pairs] if known is not None else [None] * len(pairs)
         n_todo = sum(scores is None for scores in reused)
@@ -230,9 +231,13 @@ def score_all(
             except NoWorkers as exc:  # e.g. no /dev/shm for the queues' semaphores in a locked-down container
                 log.warning("scoring: no worker process can start here (%s); scoring in this process", exc)
         todo = [pair for pair, scores in zip(pairs, reused, strict=True) if scores is None]
-        computed = _score_pairs(todo, metrics, evaluation, judge, calls_judge)
-        for scores in reused:
+        # an offline, CPU-bound judge gains nothing from threads (they would take turns on the interpreter)
+        threads = calls_judge and evaluation.judge.get("name") not in PROCESS_JUDGES
+        computed = _score_pairs(todo, metrics, evaluation, judge, threads)
+        for i, scores in enumerate(reused, 1):
             emit(scores if scores is not None else next(computed))
+            if frozen and i % CHUNK == 0:  # as a worker does after each chunk (see _score_chunk)
+                refreeze(i // CHUNK)
     return out
 
 
@@ -276,6 +281,12 @@ section ``scoring``, measures the speed-up and the judge's answers per second)."
 
 CHUNK = 64
 """Predictions per task sent to a worker process (at most; fewer when there are few predictions per worker)."""
+
+CLEAN_WORKERS_MIN = 10_000
+"""From this many predictions on, the workers are forked from a clean server process (``forkserver``), not from
+this one: a forked worker's resident memory counts every page of this process's heap (the predictions: about 4 KB
+each, 400 MB at 100,000) on top of the judge's caches; from the server it is the judge's alone. The server's start
+(about half a second) is not worth it below."""
 
 RESTARTS = 2
 """How many times the worker processes are started again after one died, before scoring stops (exit 3)."""
@@ -321,23 +332,50 @@ def _start_worker(evaluation: GatePolicy, with_judge: bool) -> None:
     _WORKER["metrics"] = [resolve(name) for name in evaluation.metrics]
     _WORKER["evaluation"] = evaluation
     _WORKER["judge"] = get_judge(evaluation.judge) if with_judge else None
+    _WORKER["chunks"] = 0
     gc.freeze()  # as gc_frozen: the collector's passes skip the libraries and the judge's tables
 
 
+COLLECT_EVERY = 256
+"""A worker's chunks between two full passes of the cyclic garbage collector over everything (see
+:func:`_score_chunk`)."""
+
+
 def _score_chunk(pairs: list[tuple[GoldenCase, Prediction]]) -> list[list[Score]]:
-    """Score a chunk of (case, prediction) in a worker process (see :func:`_start_worker`), in order."""
+    """Score a chunk of (case, prediction) in a worker process (see :func:`_start_worker`), in order.
+
+    The objects alive after a chunk (the judge's caches of parsed texts, which keep changing) are frozen out of the
+    cyclic garbage collector's passes (``gc.freeze``): its full passes, triggered as the caches' entries are
+    replaced, walked them all and found nothing (the judge makes no reference cycle), about an eighth of the
+    judge's CPU time. Reference counting still frees them; a cycle made within a chunk is collected as usual; one
+    left frozen is collected by a full pass every :data:`COLLECT_EVERY` chunks, so memory stays bounded.
+    """
     metrics, evaluation, judge = _WORKER["metrics"], _WORKER["evaluation"], _WORKER["judge"]
-    return list(_score_pairs(pairs, metrics, evaluation, judge, calls_judge=False))
+    rows = list(_score_pairs(pairs, metrics, evaluation, judge, calls_judge=False))
+    _WORKER["chunks"] = _WORKER.get("chunks", 0) + 1
+    refreeze(_WORKER["chunks"])
+    return rows
 
 
-def _pool(workers: int, evaluation: GatePolicy, with_judge: bool) -> ProcessPoolExecutor:
-    """``workers`` worker processes.
+def refreeze(chunks: int) -> None:
+    """Freeze every object now alive (``gc.freeze``; see :func:`_score_chunk`).
+
+    Every :data:`COLLECT_EVERY` chunks (``chunks``: those scored so far) everything is unfrozen and collected first.
+    """
+    if chunks % COLLECT_EVERY == 0:
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()
+
+
+def _pool(workers: int, evaluation: GatePolicy, with_judge: bool, n_pairs: int = 0) -> ProcessPoolExecutor:
+    """``workers`` worker processes to score ``n_pairs`` predictions.
 
     Forked from this process when it runs no other thread (a fork copies only the calling thread, so a lock another
-    thread holds would stay locked in the child): nothing to import or pickle but the chunks. Otherwise forked from
-    a clean server process on Linux (``forkserver``; it imports this module and the judge once), else spawned;
-    those import the main module anew, which must then be guarded by ``if __name__ == "__main__":`` (the
-    ``rag-gate`` command is).
+    thread holds would stay locked in the child) and holds fewer than :data:`CLEAN_WORKERS_MIN` predictions: nothing
+    to import or pickle but the chunks. Otherwise forked from a clean server process on Linux (``forkserver``; it
+    imports this module and the judge once), else spawned; those import the main module anew, which must then be
+    guarded by ``if __name__ == "__main__":`` (the ``rag-gate`` command is).
     """
     import multiprocessing
     import multiprocessing.context
@@ -345,11 +383,14 @@ def _pool(workers: int, evaluation: GatePolicy, with_judge: bool) -> ProcessPool
 
     methods = multiprocessing.get_all_start_methods()
     context: multiprocessing.context.BaseContext
-    if "fork" in methods and threading.active_count() == 1:
+    small = n_pairs < CLEAN_WORKERS_MIN or "forkserver" not in methods
+    if "fork" in methods and threading.active_count() == 1 and small:
         context = multiprocessing.get_context("fork")
     elif "forkserver" in methods:
         forkserver = multiprocessing.get_context("forkserver")
-        forkserver.set_forkserver_preload(["gate.scoring"] + (["gate.judges.lexical"] if with_judge else []))
+        # the judge's first call imports scikit-learn (its stop words, gate.language): 1.3 s per worker, once here
+        judge_modules = ["gate.judges.lexical", "sklearn.feature_extraction.text"] if with_judge else []
+        forkserver.set_forkserver_preload(["gate.scoring", *judge_modules])
         context = forkserver
     else:  # pragma: no cover - macOS and Windows
         context = multiprocessing.get_context("spawn")
@@ -390,7 +431,7 @@ def score_parallel(
     pending: deque[tuple[int, list[int], Future[list[list[Score]]] | None]] = deque()
     restarts = 0
     try:
-        pool = _pool(workers, evaluation, judge is not None)
+        pool = _pool(workers, evaluation, judge is not None, len(pairs))
     except (OSError, ImportError, NotImplementedError) as exc:
         raise NoWorkers(str(exc)) from exc
 
@@ -422,7 +463,7 @@ def score_parallel(
                     ) from None
                 log.warning("scoring: a worker process died (cases %r to %r); starting new workers", first, last)
                 _stop(pool)
-                pool = _pool(workers, evaluation, judge is not None)
+                pool = _pool(workers, evaluation, judge is not None, len(pairs))
                 pending = deque(submit(s) for s, _, _ in pending)
                 continue
             pending.popleft()
@@ -515,7 +556,7 @@ def score_lines(scores: Iterable[Score]) -> str:
 
 
 @contextmanager
-def gc_frozen() -> Iterator[None]:
+def gc_frozen() -> Iterator[bool]:
     """Keep the objects alive on entering out of the cyclic garbage collector's passes within the block.
 
     For a block that allocates many short-lived objects next to a large long-lived heap: judge calls, next to the
@@ -526,14 +567,14 @@ def gc_frozen() -> Iterator[None]:
     walk only the objects created in it (collected as usual); on leaving, ``gc.unfreeze`` returns the others to the
     oldest generation, where the next full pass collects whatever of them became garbage: a collection is put off,
     nothing is kept. When objects are frozen already on entering (by the embedding process), the block changes
-    nothing.
+    nothing (and the block gets False, else True: it may then freeze again, :func:`refreeze`, the exit unfreezes).
     """
     if gc.get_freeze_count():
-        yield
+        yield False
         return
     gc.freeze()
     try:
-        yield
+        yield True
     finally:
         gc.unfreeze()
 

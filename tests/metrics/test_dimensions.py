@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from helpers import compare, write_jsonl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gate.config import GatePolicy
 from gate.judges.lexical import LexicalJudge
 from gate.metrics import resolve, score_case
 from gate.metrics.generation import (
+    _EMPTY_CITATION,
     cites_retrieved,
     form_rules_met,
     points_covered,
@@ -70,6 +74,28 @@ def test_citations_are_not_claims_for_a_claim_level_judge():
     evaluation = GatePolicy(metrics=("faithfulness",))
     cited = _scores(CASE, "The Eiffel Tower is 330 metres tall [d1].", evaluation, LexicalJudge())
     assert cited["faithfulness"].value == 1.0
+
+
+_ID_ALPHABET = "ad1-[]()., :"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    answer=st.text(_ID_ALPHABET + "x ", max_size=30),
+    ids=st.lists(st.text(_ID_ALPHABET, max_size=4), max_size=4),
+)
+def test_citation_matching_equals_the_per_id_regex(answer, ids):
+    """The substring test that skips compiling a pattern per id changes no result (ids that splice included)."""
+
+    def pattern(doc_id):
+        return rf"(?<![\w-]){re.escape(doc_id)}(?![\w-])"
+
+    assert cites_retrieved(answer, ids) == any(d and re.search(pattern(d), answer) for d in ids)
+    out = answer
+    for doc_id in sorted({i for i in ids if i}, key=len, reverse=True):
+        out = re.sub(pattern(doc_id), "", out)
+    expected = _EMPTY_CITATION.sub("", out) if out != answer else answer
+    assert strip_citations(answer, ids) == expected
 
 
 def test_form_rules_met_is_the_share_of_rules_that_hold():

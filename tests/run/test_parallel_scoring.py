@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import perfdata
 import pytest
 from helpers import compare
 
+from gate import scoring
 from gate.config import GatePolicy
 from gate.scoring import PARALLEL_MIN, available_cores, use_processes
 
@@ -187,3 +189,73 @@ def test_scoring_workers_die_with_a_killed_rag_gate(project):
     for pid in alive:  # clean up before failing
         os.kill(pid, signal.SIGKILL)
     assert not alive
+
+
+def test_a_worker_freezes_what_it_keeps_and_collects_frozen_cycles_every_so_many_chunks(tmp_path, monkeypatch):
+    """A worker's chunks give the serial rows; the judge's caches are frozen after each chunk (the collector's full
+    passes no longer walk them) and a reference cycle left frozen is freed by the full pass every COLLECT_EVERY."""
+    import gc
+    import weakref
+
+    from gate.config import load_config
+    from gate.golden import load_golden
+    from gate.judges import get_judge
+    from gate.metrics import resolve
+    from gate.predictions import load_predictions
+
+    perfdata.make_project(tmp_path, 40)
+    settings = load_config(tmp_path / "base.yml")
+    evaluation = settings.evaluation
+    table = {(p.id, p.repeat): p for p in load_predictions(settings.pipeline.predictions)}
+    pairs = [(case, table[(case.id, 0)]) for case in load_golden(settings.golden)]
+    metrics = [resolve(name) for name in evaluation.metrics]
+    serial = list(scoring._score_pairs(pairs, metrics, evaluation, get_judge(evaluation.judge), calls_judge=False))
+    worker = {"metrics": metrics, "evaluation": evaluation, "judge": get_judge(evaluation.judge), "chunks": 0}
+    monkeypatch.setattr(scoring, "_WORKER", worker)
+    monkeypatch.setattr(scoring, "COLLECT_EVERY", 3)
+
+    class Node:
+        pass
+
+    assert gc.get_freeze_count() == 0
+    try:
+        cycle = Node()
+        cycle.self = cycle  # a cycle, garbage once dropped, frozen with the first chunk
+        alive = weakref.ref(cycle)
+        rows = scoring._score_chunk(pairs[:10])
+        del cycle
+        assert gc.get_freeze_count() > 0  # what the chunk left (the judge's caches) is out of the collector's passes
+        gc.collect()
+        assert alive() is not None  # frozen: a full pass does not see it
+        rows += scoring._score_chunk(pairs[10:20])
+        assert alive() is not None
+        rows += scoring._score_chunk(pairs[20:30])  # the third chunk: everything unfrozen and collected
+        assert alive() is None
+        rows += scoring._score_chunk(pairs[30:])
+        assert worker["chunks"] == 4
+    finally:
+        gc.unfreeze()
+    same = [scoring.score_lines(r) for r in rows] == [scoring.score_lines(r) for r in serial]
+    assert same  # the same rows as in one process, in order (as written: NaN equals NaN)
+
+
+def test_workers_from_a_clean_server_for_many_predictions_give_the_same_bytes(squad_pair, monkeypatch):
+    """From CLEAN_WORKERS_MIN predictions on, the workers are forked from a forkserver (their memory holds the
+    judge's caches, not this process's predictions), not from this process; the files are the same bytes."""
+    evaluation = GatePolicy()
+    big = scoring._pool(2, evaluation, True, scoring.CLEAN_WORKERS_MIN)
+    try:
+        assert big.submit(os.getppid).result() != os.getpid()  # the server's child, not this process's
+    finally:
+        big.shutdown()
+    if threading.active_count() == 1:  # else both come from the server (a fork copies one thread only)
+        small = scoring._pool(2, evaluation, True, scoring.CLEAN_WORKERS_MIN - 1)
+        try:
+            assert small.submit(os.getppid).result() == os.getpid()
+        finally:
+            small.shutdown()
+    serial, _ = compare(squad_pair.dir, "base.jsonl", "head.jsonl", "clean-1", "--format", "json", "--jobs", "1")
+    monkeypatch.setattr(scoring, "CLEAN_WORKERS_MIN", 1)
+    served, _ = compare(squad_pair.dir, "base.jsonl", "head.jsonl", "clean-2", "--format", "json", "--jobs", "2")
+    assert serial.exit_code == served.exit_code == 1, served.output
+    assert _outputs(squad_pair.dir, "clean-1") == _outputs(squad_pair.dir, "clean-2")

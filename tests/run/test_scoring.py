@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import threading
 import weakref
 
 import numpy as np
@@ -24,7 +25,7 @@ from gate.judges import get_judge
 from gate.metrics import resolve
 from gate.metrics import retrieval as retrieval_metrics
 from gate.models import CHUNK_ID, Chunk, GoldenCase, Prediction, Score
-from gate.scoring import gc_frozen, gc_paused, score_all, score_one
+from gate.scoring import CHUNK, gc_frozen, gc_paused, score_all, score_one
 
 RETRIEVAL = (
     "hit_rate@1", "hit_rate@10", "recall@3", "recall@10", "precision@1", "precision@10", "mrr", "ndcg@3", "ndcg@10",
@@ -142,6 +143,22 @@ def test_scoring_with_judge_calls_keeps_the_collector_running_on_new_objects(col
     )  # fmt: skip
     assert len(seen) == 20 and all(enabled and frozen for enabled, frozen in seen)
     assert gc.get_freeze_count() == 0
+
+
+def test_serial_scoring_with_the_lexical_judge_refreezes_each_chunk_on_one_thread(collector_enabled):
+    """In one process, the lexical judge (CPU-bound) is called from this thread, not from judge_concurrency threads
+    that would take turns; after every CHUNK predictions what is alive (the judge's caches) is frozen anew."""
+    golden, table = _edge_cases(3 * CHUNK, repeats=1)
+    evaluation = GatePolicy(metrics=("hit_rate@1", "faithfulness"), judge_concurrency=8)
+    seen = []
+    score_all(
+        golden, table, 1, evaluation, get_judge(evaluation.judge), jobs=1,
+        on_scores=lambda _: seen.append((threading.active_count(), gc.get_freeze_count())),
+    )  # fmt: skip
+    assert len(seen) == 3 * CHUNK and all(threads == 1 for threads, _ in seen)
+    # the count of frozen objects steps up right after each chunk (the previous chunk's survivors frozen too)
+    assert seen[CHUNK][1] > seen[CHUNK - 1][1] and seen[2 * CHUNK][1] > seen[2 * CHUNK - 1][1]
+    assert gc.get_freeze_count() == 0  # all unfrozen on leaving
 
 
 class _Node:

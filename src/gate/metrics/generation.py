@@ -173,7 +173,8 @@ def cites_retrieved(answer: str, retrieved_ids: Iterable[str]) -> bool:
     as written; an id that was not retrieved does not count (a fabricated citation).
     """
     for doc_id in retrieved_ids:
-        if doc_id and re.search(rf"(?<![\w-]){re.escape(doc_id)}(?![\w-])", answer):
+        # the substring test first: a pattern compiled per id (most ids never cited) would thrash re's cache
+        if doc_id and doc_id in answer and re.search(rf"(?<![\w-]){re.escape(doc_id)}(?![\w-])", answer):
             return True
     return False
 
@@ -227,7 +228,8 @@ def strip_citations(answer: str, retrieved_ids: Iterable[str]) -> str:
     """
     out = answer
     for doc_id in sorted({i for i in retrieved_ids if i}, key=len, reverse=True):
-        out = re.sub(rf"(?<![\w-]){re.escape(doc_id)}(?![\w-])", "", out)
+        if doc_id in out:  # else the pattern cannot match: not compiled (one per id would thrash re's cache)
+            out = re.sub(rf"(?<![\w-]){re.escape(doc_id)}(?![\w-])", "", out)
     return _EMPTY_CITATION.sub("", out) if out != answer else answer
 
 
