@@ -55,3 +55,16 @@ def test_the_contracts_load_without_the_engine():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+MAX_MODULE_LINES = 700
+"""A module longer than this does several jobs: split it along its seams (a package of modules with one job each)."""
+
+
+def test_no_module_is_longer_than_the_limit():
+    lengths = {
+        path.relative_to(REPO).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for path in (REPO / "src" / "gate").rglob("*.py")
+    }
+    assert len(lengths) > 50  # the package is there
+    assert {path: n for path, n in lengths.items() if n > MAX_MODULE_LINES} == {}
