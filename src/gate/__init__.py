@@ -6,6 +6,9 @@ The public API is imported lazily (``import gate`` stays cheap, so ``rag-gate --
 
     comparison = compare_runs("runs/base", "runs/head", "out")
     print(render(comparison, Output.COMMENT))
+
+Two loaded sides (:class:`gate.runs.Side`) are compared by ``gate.compare.compare``; no export shares the name of a
+subpackage (importing ``gate.compare`` would replace it with the package).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ _EXPORTS = {
     "run_side": "gate.produce",
     "compare_runs": "gate.sides",
     "merge_runs": "gate.produce",
-    "compare": "gate.compare",
     "Comparison": "gate.comparison",
     "load_report": "gate.comparison",
     "Output": "gate.outputs",

@@ -1,4 +1,6 @@
+import importlib
 import json
+import pkgutil
 import subprocess
 import sys
 
@@ -138,6 +140,13 @@ def test_public_api_is_exported_lazily():
     )
     assert done.stdout.strip() == "False"
     assert all(getattr(gate, name) is not None for name in gate.__all__)
+    # an export never shares a name with a module of the package: importing that module would replace it
+    modules = {info.name for info in pkgutil.iter_modules(gate.__path__)}
+    assert modules & set(gate.__all__) == set()
+    first = {name: getattr(gate, name) for name in gate.__all__}
+    for name in sorted(modules):
+        importlib.import_module(f"gate.{name}")
+    assert {name: getattr(gate, name) for name in gate.__all__} == first
 
 
 @pytest.mark.parametrize("nl", [False, True])

@@ -1,7 +1,7 @@
 """Write tests/oracles/lexical_squad_example.json: the lexical judge's full output on answers built from SQuAD.
 
 The lexical judge is optimised for speed under one rule: not a single verdict, reason, score or attributed sentence
-may change. tests/test_judge_lexical.py re-judges the stored answers and compares everything the judge returns
+may change. tests/judges/test_lexical.py re-judges the stored answers and compares everything the judge returns
 (every field of the Judgment, floats to the last bit) with what the judge gave when this file was written.
 
 The answers come from the bundled example's SQuAD 2.0 paragraphs (examples/squad, CC BY-SA 4.0), one or two

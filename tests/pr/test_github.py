@@ -1,4 +1,4 @@
-"""gate.github against a fake GitHub REST server on 127.0.0.1 (PyGithub for real, nothing mocked)."""
+"""gate.pr.github against a fake GitHub REST server on 127.0.0.1 (PyGithub for real, nothing mocked)."""
 
 from __future__ import annotations
 

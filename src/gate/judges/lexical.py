@@ -84,7 +84,7 @@ def tfidf_similarities(claims: Sequence[str], sentences: Sequence[str], lang: La
     :func:`gate.judges.text.analyzer` as analyzer, fitted on ``sentences`` only, and of the sparse product of the
     claims' rows with the sentences' rows, to the last bit: the same floating-point operations in the same order
     (the sentences' squared weights summed in the order their words were first met, the claims' and the products in
-    alphabetical order of the features; tests/test_judge_lexical.py compares the two). scikit-learn's checks cost
+    alphabetical order of the features; tests/judges/test_lexical.py compares the two). scikit-learn's checks cost
     about a millisecond per answer, more than the rest of the judge.
 
     Args:
