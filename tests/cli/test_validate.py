@@ -87,3 +87,14 @@ def test_validate_warns_when_no_case_drop_could_fail_the_gate_and_compare_agrees
         args = ("--config", path, "--golden", path.parent / "golden.jsonl", path.parent / "base.jsonl")
         compared = invoke("compare", *args, path.parent / "head.jsonl", "--out", path.parent / "r")
         assert compared.exit_code == exit_code, compared.output
+
+
+def test_the_golden_set_is_named_as_the_config_names_it(tmp_path):
+    (tmp_path / "eval").mkdir()
+    write_jsonl(tmp_path / "eval" / "golden.jsonl", [{"id": "q1", "question": "Q?", "expected_doc_ids": ["d1"]}])
+    write_jsonl(tmp_path / "preds.jsonl", [{"id": "q1", "answer": "x"}])
+    path = tmp_path / "rag-gate.yml"
+    path.write_text("golden: eval/golden.jsonl\npipeline: {predictions: preds.jsonl}\nmetrics: [mrr]\n")
+    result = invoke("validate", path)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"{path}: OK — golden set eval/golden.jsonl: 1 cases (0 out-of-domain)")

@@ -87,8 +87,11 @@ def _validate(path: Path) -> None:
     cases = load_golden(config.golden)
     evaluation = config.evaluation
     source = config.pipeline.python or config.pipeline.command or config.pipeline.predictions
+    golden = Path(config.golden)
+    if golden.is_relative_to(path.resolve().parent):  # as the config names it (eval/golden.jsonl), else in full
+        golden = golden.relative_to(path.resolve().parent)
     click.echo(
-        f"{path}: OK — golden set {config.golden.name}: {len(cases)} cases "
+        f"{path}: OK — golden set {golden}: {len(cases)} cases "
         f"({sum(c.out_of_domain for c in cases)} out-of-domain); pipeline {source}; "
         f"{len(evaluation.metrics)} metrics ({len(evaluation.gated)} gated); judge {evaluation.judge['name']}; "
         f"repeats {config.repeats}"
