@@ -121,7 +121,7 @@ def _wiring_error(target: str, reason: str, is_input: bool) -> dict[str, object]
     ``input`` is True when the config names a module or function that is not there (a configuration mistake);
     False when the module's own code failed while being imported (the pipeline failing).
     """
-    searched = f"(searched from cwd {os.getcwd()} on sys.path {sys.path})"
+    searched = f"(searched from cwd {os.getcwd()} on sys.path {list(dict.fromkeys(sys.path))})"  # each entry once
     return {"ok": False, "fatal": True, "input": is_input, "error": f"cannot import {target}: {reason} {searched}"}
 
 
