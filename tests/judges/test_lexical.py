@@ -484,7 +484,17 @@ def sklearn_similarities(claims: list[str], sentences: list[str]) -> np.ndarray:
 
 def test_tfidf_similarities_equal_sklearn_to_the_last_bit():
     """tfidf_similarities repeats scikit-learn's floating-point operations in its order: on the SQuAD answers of the
-    oracle, on one chunk and on three, the arrays are equal, not just close."""
+    oracle, on one chunk and on three, the arrays are equal, not just close. scikit-learn before 1.5 (rag-gate allows
+    1.4) orders a sum differently: there they agree within 16 units in the last place, and the judge's own values stay
+    those of the stored oracle (test_same_judgments_as_the_stored_oracle_on_squad_answers, run at both bounds)."""
+    import sklearn
+
+    def same(ours, theirs):
+        if tuple(int(x) for x in sklearn.__version__.split(".")[:2]) >= (1, 5):
+            return np.array_equal(ours, theirs)
+        np.testing.assert_array_max_ulp(ours, theirs, maxulp=16)  # raises beyond 16 units in the last place (5 seen)
+        return ours.shape == theirs.shape
+
     oracle = json.loads((REPO / "tests" / "oracles" / "lexical_squad_example.json").read_text(encoding="utf-8"))
     texts = {p["id"]: p["text"] for p in map(json.loads, (EXAMPLE / "corpus.jsonl").open(encoding="utf-8"))}
     compared = 0
@@ -493,12 +503,10 @@ def test_tfidf_similarities_equal_sklearn_to_the_last_bit():
         for ids in (case["chunk_ids"][:1], case["chunk_ids"]):
             sentences = [s for i in ids for s in split_sentences(texts[i])]
             ours = tfidf_similarities(claims, sentences)
-            assert np.array_equal(ours, sklearn_similarities(claims, sentences)), case["id"]
+            assert same(ours, sklearn_similarities(claims, sentences)), case["id"]
             compared += int(np.count_nonzero(ours))
     assert compared > 5_000
     # no content word in the sentences, none in a claim, no claim
     assert np.array_equal(tfidf_similarities(["Rome is old."], ["It is.", "Of the."]), np.zeros((1, 2)))
-    assert np.array_equal(
-        tfidf_similarities(["It is."], ["Rome is old."]), sklearn_similarities(["It is."], ["Rome is old."])
-    )
+    assert same(tfidf_similarities(["It is."], ["Rome is old."]), sklearn_similarities(["It is."], ["Rome is old."]))
     assert tfidf_similarities([], ["Rome is old."]).shape == (0, 1)
