@@ -151,14 +151,19 @@ def test_serial_scoring_with_the_lexical_judge_refreezes_each_chunk_on_one_threa
     golden, table = _edge_cases(3 * CHUNK, repeats=1)
     evaluation = GatePolicy(metrics=("hit_rate@1", "faithfulness"), judge_concurrency=8)
     seen = []
-    threads_before = threading.active_count()  # other tests in this worker may have left daemon threads
-    score_all(
-        golden, table, 1, evaluation, get_judge(evaluation.judge), jobs=1,
-        on_scores=lambda _: seen.append((threading.active_count(), gc.get_freeze_count())),
-    )  # fmt: skip
-    assert len(seen) == 3 * CHUNK and all(threads == threads_before for threads, _ in seen)
+    judge = get_judge(evaluation.judge)
+    judged_on = set()  # the threads the judge is called from (an observer around the real judge)
+    judge_answer = judge.judge
+
+    def observed(*args, **kwargs):
+        judged_on.add(threading.get_ident())
+        return judge_answer(*args, **kwargs)
+
+    object.__setattr__(judge, "judge", observed)  # the judge is a frozen dataclass
+    score_all(golden, table, 1, evaluation, judge, jobs=1, on_scores=lambda _: seen.append(gc.get_freeze_count()))
+    assert len(seen) == 3 * CHUNK and judged_on == {threading.get_ident()}
     # the count of frozen objects steps up right after each chunk (the previous chunk's survivors frozen too)
-    assert seen[CHUNK][1] > seen[CHUNK - 1][1] and seen[2 * CHUNK][1] > seen[2 * CHUNK - 1][1]
+    assert seen[CHUNK] > seen[CHUNK - 1] and seen[2 * CHUNK] > seen[2 * CHUNK - 1]
     assert gc.get_freeze_count() == 0  # all unfrozen on leaving
 
 
