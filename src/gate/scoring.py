@@ -284,9 +284,9 @@ CHUNK = 64
 
 CLEAN_WORKERS_MIN = 10_000
 """From this many predictions on, the workers are forked from a clean server process (``forkserver``), not from
-this one: a forked worker's resident memory counts every page of this process's heap (the predictions: about 4 KB
-each, 400 MB at 100,000) on top of the judge's caches; from the server it is the judge's alone. The server's start
-(about half a second) is not worth it below."""
+this one: a forked worker's resident memory counts every page of this process's heap (every prediction) on top of
+the judge's caches; from the server it is the judge's alone. Below, the server's start is not worth it
+(``benchmarks/perf.py``'s e2e row gives each step's peak RSS)."""
 
 RESTARTS = 2
 """How many times the worker processes are started again after one died, before scoring stops (exit 3)."""
@@ -388,7 +388,7 @@ def _pool(workers: int, evaluation: GatePolicy, with_judge: bool, n_pairs: int =
         context = multiprocessing.get_context("fork")
     elif "forkserver" in methods:
         forkserver = multiprocessing.get_context("forkserver")
-        # the judge's first call imports scikit-learn (its stop words, gate.language): 1.3 s per worker, once here
+        # the judge's first call imports scikit-learn (its stop words, gate.language): once here, not in each worker
         judge_modules = ["gate.judges.lexical", "sklearn.feature_extraction.text"] if with_judge else []
         forkserver.set_forkserver_preload(["gate.scoring", *judge_modules])
         context = forkserver

@@ -360,8 +360,9 @@ def compare(
 def _echo_in_pieces(text: str, *, nl: bool, size: int = 1 << 20) -> None:
     """Print ``text`` whole lines at a time, about ``size`` characters per write.
 
-    The guarded stdout copies each write a few times over (:class:`gate.sanitize.GuardedStream`); the JSON report
-    of 100,000 cases is about 65 MB. A write that ends a line leaves nothing pending, so the output is the same.
+    The guarded stdout copies each write a few times over (:class:`gate.sanitize.GuardedStream`), and the JSON report
+    grows with the cases (tens of MB at 100,000). A write that ends a line leaves nothing pending, so the output is
+    the same.
     """
     start = 0
     while start < len(text):

@@ -10,20 +10,16 @@ first: an answer wins only when it is preferred in both orders; a split (or a ti
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import jsonschema
 
-from gate.judges.llm.cache import make_cache
-from gate.judges.llm.client import ChatClient
-from gate.judges.llm.config import EndpointConfig
+from gate.judges.llm.client import EndpointJudge
 from gate.judges.llm.parse import extract_json
 from gate.judges.llm.retry import JudgeCallError
-from gate.judges.llm.rubric import context_prompt, expectations_prompt, warn_if_self_judging
-from gate.manifest import JudgeUsage
+from gate.judges.llm.rubric import context_prompt, expectations_prompt
 from gate.models import Chunk, FormRules, GoldenCase
 
 PROMPT_VERSION = "pairwise-v1"
@@ -173,7 +169,7 @@ class PairJudgment:
     """Why the judge could not decide (a failed call in either order)."""
 
 
-class PairwiseJudge:
+class PairwiseJudge(EndpointJudge):
     """Pairwise judge over an OpenAI-compatible endpoint (``pairwise: {model: ...}``): two calls per case.
 
     Args:
@@ -195,32 +191,10 @@ class PairwiseJudge:
 
     backend = "pairwise"
 
-    def __init__(
-        self,
-        *,
-        cache_dir: str | os.PathLike[str] | None | bool = None,
-        generator_model: str | None = None,
-        environ: Mapping[str, str] | None = None,
-        **endpoint: Any,
-    ) -> None:
-        self.config = EndpointConfig(**{"max_tokens": 256, **endpoint})
-        self.client = ChatClient(self.config, make_cache(cache_dir), environ)
-        self.id = f"pairwise:{self.config.model}@t{self.config.temperature:g}"
-        self.version = VERSION
-        warn_if_self_judging(self.config, generator_model, "pairwise judge")
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        """Everything that changes a verdict: name, versions, model, base_url, temperature and max_tokens."""
-        return {"name": self.backend, "version": VERSION, "prompt_version": PROMPT_VERSION, **self.config.identity()}
-
-    def usage(self) -> JudgeUsage:
-        """This judge's accounting so far (see :class:`gate.judges.llm.usage.CallStats`)."""
-        return self.client.endpoint.usage()
-
-    def close(self) -> None:
-        """Release the judge's HTTP connections and event loop."""
-        self.client.endpoint.close()
+    version = VERSION
+    prompt_version = PROMPT_VERSION
+    default_max_tokens = 256
+    role = "pairwise judge"
 
     def prefer(
         self,

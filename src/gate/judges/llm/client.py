@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from gate.judges.llm.cache import DiskCache
+from gate.judges.llm.cache import DiskCache, make_cache
 from gate.judges.llm.config import EndpointConfig
 from gate.judges.llm.endpoint import Endpoint
 from gate.judges.llm.retry import JudgeCallError
+from gate.manifest import JudgeUsage
 
 T = TypeVar("T")
 
@@ -119,3 +122,79 @@ class ChatClient:
             reason = "empty answer from the judge model"
         self.endpoint.breaker.failure(reason)
         raise JudgeCallError(reason)
+
+
+def warn_if_self_judging(config: EndpointConfig, generator_model: str | None, judge: str) -> str | None:
+    """Warn (``UserWarning``) when the judge's model is also the generator's, and return the message; else None.
+
+    LLM judges favour their own answers (self-preference bias: Panickssery et al. 2024, arXiv:2404.13076), so a
+    judge should not grade the model it is. Model names are compared without case or surrounding spaces.
+    """
+    if generator_model is None or generator_model.strip().lower() != config.model.strip().lower():
+        return None
+    message = (
+        f"the {judge} model {config.model!r} is also the generator: LLM judges favour their own answers; "
+        "use a different judge model"
+    )
+    warnings.warn(message, UserWarning, stacklevel=3)
+    return message
+
+
+class EndpointJudge:
+    """What every judge calling an OpenAI-compatible endpoint shares: settings, client, id, identity, usage, close.
+
+    Subclasses set :attr:`backend`, :attr:`version`, :attr:`prompt_version`, :attr:`default_max_tokens` and
+    :attr:`role` (how the self-judging warning names it).
+
+    Args:
+        cache_dir: the answer cache's folder (None: the default, False: no cache).
+        generator_model: the model that wrote the answers, if known; the same name as ``model`` warns.
+        environ: where the API key is read (``os.environ`` when None).
+        **endpoint: :class:`EndpointConfig`'s settings (model, base_url, temperature, max_tokens, ...).
+
+    Raises:
+        ValueError: on an invalid setting or a missing API key for OpenAI's endpoint.
+    """
+
+    backend: str
+    version: str
+    prompt_version: str
+    default_max_tokens: int
+    role: str
+
+    def __init__(
+        self,
+        *,
+        cache_dir: str | os.PathLike[str] | None | bool = None,
+        generator_model: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        **endpoint: Any,
+    ) -> None:
+        self.config = EndpointConfig(**{"max_tokens": self.default_max_tokens, **endpoint})
+        self.client = ChatClient(self.config, make_cache(cache_dir), environ)
+        self.id = f"{self.backend}:{self.config.model}@t{self.config.temperature:g}"
+        message = warn_if_self_judging(self.config, generator_model, self.role)
+        self.warnings: list[str] = [message] if message else []
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Everything that changes a grade, JSON-ready.
+
+        Name, version, prompt version, model, base_url, temperature and max_tokens.
+        """
+        return {
+            "name": self.backend, "version": self.version, "prompt_version": self.prompt_version,
+            **self.config.identity(),
+        }  # fmt: skip
+
+    def usage(self) -> JudgeUsage:
+        """This judge's accounting so far (see :class:`gate.judges.llm.usage.CallStats`).
+
+        Requests, retries, failures, cache hits, input / output tokens, estimated cost (USD or None) and
+        ``stopped`` (why calls are refused: circuit open, deadline; or None).
+        """
+        return self.client.endpoint.usage()
+
+    def close(self) -> None:
+        """Release the judge's HTTP connections and event loop (optional: also done when it is collected)."""
+        self.client.endpoint.close()

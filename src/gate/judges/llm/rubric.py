@@ -14,20 +14,15 @@ warns.
 from __future__ import annotations
 
 import math
-import os
-import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jsonschema
 
 from gate.judges.base import CLAIM_DIMENSIONS, DIMENSIONS, Judgment
-from gate.judges.llm.cache import make_cache
-from gate.judges.llm.client import ChatClient
-from gate.judges.llm.config import EndpointConfig
+from gate.judges.llm.client import EndpointJudge
 from gate.judges.llm.parse import extract_json
 from gate.judges.llm.retry import JudgeCallError
-from gate.manifest import JudgeUsage
 from gate.models import Chunk, FormRules, GoldenCase
 
 PROMPT_VERSION = "rubric-v2"
@@ -204,23 +199,7 @@ def to_unit(grade: int | None) -> float:
     return math.nan if grade is None else (grade - 1) / 2
 
 
-def warn_if_self_judging(config: EndpointConfig, generator_model: str | None, judge: str) -> str | None:
-    """Warn (``UserWarning``) when the judge's model is also the generator's, and return the message; else None.
-
-    LLM judges favour their own answers (self-preference bias: Panickssery et al. 2024, arXiv:2404.13076), so a
-    judge should not grade the model it is. Model names are compared without case or surrounding spaces.
-    """
-    if generator_model is None or generator_model.strip().lower() != config.model.strip().lower():
-        return None
-    message = (
-        f"the {judge} model {config.model!r} is also the generator: LLM judges favour their own answers; "
-        "use a different judge model"
-    )
-    warnings.warn(message, UserWarning, stacklevel=3)
-    return message
-
-
-class RubricJudge:
+class RubricJudge(EndpointJudge):
     """Rubric judge over an OpenAI-compatible endpoint (``judge: {name: llm, model: ...}``): all five dimensions.
 
     All options are keyword-only and validated here.
@@ -249,41 +228,10 @@ class RubricJudge:
     reads_case = True
     """``judge`` takes the golden case and its form rules (reference answers, criteria, required points)."""
 
-    def __init__(
-        self,
-        *,
-        cache_dir: str | os.PathLike[str] | None | bool = None,
-        generator_model: str | None = None,
-        environ: Mapping[str, str] | None = None,
-        **endpoint: Any,
-    ) -> None:
-        self.config = EndpointConfig(**{"max_tokens": 512, **endpoint})
-        self.client = ChatClient(self.config, make_cache(cache_dir), environ)
-        self.id = f"llm:{self.config.model}@t{self.config.temperature:g}"
-        self.version = VERSION
-        self.warnings: list[str] = []
-        if message := warn_if_self_judging(self.config, generator_model, "judge"):
-            self.warnings.append(message)
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        """Everything that changes a grade, JSON-ready.
-
-        Name, version, prompt version, model, base_url, temperature and max_tokens.
-        """
-        return {"name": self.backend, "version": VERSION, "prompt_version": PROMPT_VERSION, **self.config.identity()}
-
-    def close(self) -> None:
-        """Release the judge's HTTP connections and event loop (optional: also done when it is collected)."""
-        self.client.endpoint.close()
-
-    def usage(self) -> JudgeUsage:
-        """This judge's accounting so far (see :class:`gate.judges.llm.usage.CallStats`).
-
-        Requests, retries, failures, cache hits, input / output tokens, estimated cost (USD or None) and
-        ``stopped`` (why calls are refused: circuit open, deadline; or None).
-        """
-        return self.client.endpoint.usage()
+    version = VERSION
+    prompt_version = PROMPT_VERSION
+    default_max_tokens = 512
+    role = "judge"
 
     def judge(
         self,
