@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from judgeeval import (
     DEFAULT_THRESHOLD,
+    auroc_difference,
     JudgeQuality,
     LabeledCase,
     agreement_summary,
@@ -42,6 +43,7 @@ from judgeeval import (
     load_faithbench,
     load_ragtruth,
     load_rgb_counterfactual,
+    probe_pairs,
     quality,
     split_by_source,
     word_novelty,
@@ -62,6 +64,12 @@ def hallucinated(judgment: Judgment) -> float:
     return 0.0 if value != value else value
 
 
+def ungrounded(judgment: Judgment) -> float:
+    """The gated metric, as a hallucination score: 1 − grounded_answer_rate (1 for an answer without claims)."""
+    value = judgment.grounded_answer_rate
+    return 1.0 if value != value else 1.0 - value
+
+
 def hallucinated_share(judgment: Judgment) -> float:
     """The gated graded metric: the share of hallucinated claims (0 for an answer without claims)."""
     value = judgment.hallucinated_claim_rate
@@ -76,6 +84,11 @@ def length_report(cases: list[LabeledCase]) -> None:
         print(f"  {half}: {r.n} prompts, {r.words_base:.0f} → {r.words_head:.0f} words, gate {r.verdict}")
         for name, (base, head, delta, p, status) in r.rows.items():
             print(f"    {name:24} {base:.3f} → {head:.3f}  Δ {delta:+.3f}  p {p:.3g}  {status}")
+    print("\nProbes on the first 120 answers people judge faithful (default config):")
+    for probe in probe_pairs(cases):
+        print(f"  {probe.name}: {probe.changed} of {probe.n} changed, gate {probe.verdict}")
+        for name, (base, head, delta, p, status) in probe.rows.items():
+            print(f"    {name:24} {base:.3f} → {head:.3f}  Δ {delta:+.3f}  p {p:.3g}  {status}")
 
 
 def detection_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, boot: int) -> dict[str, Judgment]:
@@ -89,6 +102,7 @@ def detection_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, b
         "judge: 1 - faithfulness": lambda c: 1.0 - judged[c.id].faithfulness if judged[c.id].claims else 0.0,
         "judge: hallucination_rate": lambda c: hallucinated(judged[c.id]),
         "judge: hallucinated_claim_rate": lambda c: hallucinated_share(judged[c.id]),
+        "GATED: 1 - grounded_answer_rate": lambda c: ungrounded(judged[c.id]),
     }
     skipped = sum(j.not_applicable is not None for j in judged.values())
     print(
@@ -110,6 +124,17 @@ def detection_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, b
             f"  {label:28} bal.acc {found.balanced_accuracy}  AUROC {found.auroc}  "
             f"flags {found.flag_rate:.0%} (cut > {cut:g})"
         )
+    gated = [ungrounded(judged[c.id]) for c in test]
+    for label, baseline in (("word novelty", word_novelty), ("answer length", lambda r, _: float(len(r.split())))):
+        diff = auroc_difference(
+            [c.hallucinated for c in test],
+            gated,
+            [baseline(c.response, c.chunks) for c in test],
+            [c.source_id for c in test],
+            np.random.default_rng(20240601),
+            boot,
+        )
+        print(f"  AUROC gated − {label}: {diff}")
     return judged
 
 

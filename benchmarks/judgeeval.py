@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,9 @@ class LabeledCase:
     """"QA", "Summary" or "Data2txt"."""
     spans: tuple[str, ...] = ()
     """The texts of the human-marked spans (for the calibration sample)."""
+    span_offsets: tuple[tuple[int, int], ...] = ()
+    """(start, end) character offsets in ``response`` of the spans that make the answer hallucinated (FaithBench:
+    those labelled Unwanted or Questionable, as its binarised label; RAGTruth: every span)."""
 
 
 @dataclass(frozen=True)
@@ -469,6 +472,11 @@ def _labeled(
         source_id=str(_field(row, "source_id", file, line)),
         task_type=str(row.get("task_type", "")),
         spans=tuple(str(s.get("text", "")) for s in (row.get("span_labels") or [])),
+        span_offsets=tuple(
+            (int(s["start"]), int(s["end"]))
+            for s in (row.get("span_labels") or [])
+            if "labels" not in s or any(lab.startswith("Unwanted") or lab == "Questionable" for lab in s["labels"])
+        ),
     )
 
 
@@ -725,6 +733,33 @@ def detection(
     )
 
 
+def auroc_difference(
+    truth: Sequence[bool],
+    scores: Sequence[float],
+    baseline: Sequence[float],
+    clusters: Sequence[str],
+    rng: np.random.Generator,
+    n_boot: int = 2000,
+) -> Interval:
+    """AUROC(scores) − AUROC(baseline) on the same answers, with a paired cluster-bootstrap 95 % CI.
+
+    Both scorers are evaluated on each replicate (clusters resampled with replacement, as :func:`detection`), so
+    the interval accounts for their correlation; replicates with a single class are skipped.
+    """
+    y = np.asarray(truth, dtype=int)
+    a, b = np.asarray(scores, dtype=float), np.asarray(baseline, dtype=float)
+    ids = np.asarray(clusters)
+    groups = [np.flatnonzero(ids == c) for c in np.unique(ids)]
+    diffs = []
+    for _ in range(n_boot):
+        idx = np.concatenate([groups[g] for g in rng.integers(0, len(groups), len(groups))])
+        if len(set(y[idx].tolist())) < 2:
+            continue
+        diffs.append(roc_auc_score(y[idx], a[idx]) - roc_auc_score(y[idx], b[idx]))
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return Interval(float(roc_auc_score(y, a) - roc_auc_score(y, b)), float(low), float(high))
+
+
 # ---------------------------------------------------------------- gate-level agreement on model pairs
 
 
@@ -818,6 +853,74 @@ def _compare_pair(
         return json.loads((folder / "out" / "report.json").read_text(encoding="utf-8"))
 
 
+JUDGED_ROWS = ("grounded_answer_rate", "hallucinated_claim_rate", "hallucination_rate", "faithfulness")
+"""The judged metrics whose rows the probes report (the first is gated by default)."""
+
+FABRICATIONS = (
+    "In 1987 the operation was bought by Harrington Holdings for 42 million dollars.",
+    "According to Margaret Ellison, about 3,600 people attended the opening in March.",
+    "The project was funded by the Kessler Foundation with a grant of 15 million euros in 2004.",
+    "Critics such as Daniel Whitford rated it 9 out of 10 in a 2019 review.",
+)
+"""Invented sentences, each with a number and a name, appended by the padding probe."""
+
+NON_ANSWERS = (
+    "I'm afraid I can't help with this request.",
+    "Sorry, I'm not able to help with that one.",
+    "It depends on several factors, so it is hard to say in general.",
+    "There are many aspects to consider here, and it varies from case to case.",
+)
+"""Non-answers: two refusals worded unlike the default refusal phrases, two vague sentences."""
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One probe PR through ``rag-gate compare`` (default config): faithful answers on base, a change on head."""
+
+    name: str
+    n: int
+    changed: int
+    """Answers the probe changed on head."""
+    verdict: str
+    rows: dict[str, tuple[float, float, float, float, str]]
+    """Metric → (base mean, head mean, delta (negative = worse), one-sided p, status)."""
+
+
+def probe_pairs(cases: Sequence[LabeledCase], n: int = 120) -> list[ProbeResult]:
+    """The padding and non-answer probes of issue 29 on the first ``n`` answers people judge faithful.
+
+    - padding: one answer in eight gets one invented sentence (:data:`FABRICATIONS`) appended — must fail;
+    - non-answers: every other answer replaced by a non-answer (:data:`NON_ANSWERS`, in turn) — must fail.
+    """
+    faithful = sorted((c for c in cases if not c.hallucinated), key=lambda c: c.id)[:n]
+    base = {c.id: c for c in faithful}
+    padded = {
+        c.id: replace(c, response=f"{c.response.rstrip()} {FABRICATIONS[k // 8 % len(FABRICATIONS)]}") if k % 8 == 0 else c
+        for k, c in enumerate(faithful)
+    }
+    vague = {
+        c.id: replace(c, response=NON_ANSWERS[k // 2 % len(NON_ANSWERS)]) if k % 2 == 0 else c
+        for k, c in enumerate(faithful)
+    }
+    out = []
+    for name, head in (("padding (1 answer in 8 + one invented sentence)", padded), ("non-answers (1 in 2)", vague)):
+        report = _compare_pair(sorted(base), base, head, None)
+        out.append(
+            ProbeResult(
+                name=name,
+                n=len(base),
+                changed=sum(head[i].response != base[i].response for i in base),
+                verdict=report["verdict"],
+                rows={
+                    m["name"]: (m["base_mean"], m["head_mean"], m["delta"], m["p_value"], m["status"])
+                    for m in report["metrics"]
+                    if m["name"] in (*JUDGED_ROWS, "false_refusal")
+                },
+            )
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class LengthResult:
     """A length-only change through ``rag-gate compare``: answers people judge faithful, shorter on base."""
@@ -849,7 +952,7 @@ def length_only_pair(cases: Sequence[LabeledCase], config: Path | None = None) -
             base[source], head[source] = ordered[0], ordered[-1]
     shared = sorted(base)
     report = _compare_pair(shared, base, head, config)
-    judged = ("hallucinated_claim_rate", "hallucination_rate", "faithfulness", "contradiction_rate")
+    judged = JUDGED_ROWS
     rows = {
         m["name"]: (m["base_mean"], m["head_mean"], m["delta"], m["p_value"], m["status"])
         for m in report["metrics"]

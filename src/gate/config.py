@@ -29,17 +29,18 @@ from gate.trends import TrendPolicy
 from gate.yamlsafe import LOADER, KeyPath, Problems, check_yaml_size, key_lines, non_finite, non_json, yaml_error
 
 PRIMARY_FAMILIES: tuple[tuple[str, ...], ...] = (
-    ("hit_rate@k",), ("mrr",), ("hallucinated_claim_rate", "hallucination_rate", "faithfulness"), ("answer_f1",),
-    ("refusal",), ("false_refusal",), ("error_rate",), ("head_win_rate",),
+    ("hit_rate@k",), ("mrr",),
+    ("grounded_answer_rate", "hallucinated_claim_rate", "hallucination_rate", "faithfulness"),
+    ("answer_f1",), ("refusal",), ("false_refusal",), ("error_rate",), ("head_win_rate",),
 )  # fmt: skip
 """Metric families gated by default: one per question a user asks (found? ranked? grounded? correct? refuses?
 over-refuses? breaks? does a pairwise judge prefer base's answers?), each with the registry names that answer it in
 order of preference. Holm–Bonferroni splits α across gated metrics, so gating near-duplicates (recall@k next to hit
-rate@k, nDCG next to MRR) only costs power; they are still reported. "Grounded?" is the share of
-hallucinated claims rather than the supported share (faithfulness) when both are computed: the offline judge cannot
-tell a paraphrase from an invention, so its supported share moves with answer style (README, "Judges"); and rather
-than the binary hallucination rate, which grows with the answer's length (a longer faithful answer has more claims
-that can raise a false alarm). A config that computes only one of them gets that one gated."""
+rate@k, nDCG next to MRR) only costs power; they are still reported. "Grounded?" is the share of grounded answers
+when computed: per answer, so one invented sentence cannot be diluted by padding (the share of hallucinated claims
+can); a mean over an answer's claims inside, so a longer faithful answer does not score worse (the binary
+hallucination rate does); 0 for non-answers, so answering nothing does not look better (faithfulness and the
+hallucination rates leave them out). A config that computes only one of them gets that one gated."""
 
 
 MAX_CONFIG_BYTES = 1 << 20

@@ -1,6 +1,6 @@
 """Gate-level check on real human labels: RAGTruth answers of one model as base, another as head.
 
-With the **default** config (no ``gate:`` key: the share of hallucinated claims is the gated generation metric), a
+With the **default** config (no ``gate:`` key: the share of grounded answers is the gated generation metric), a
 model with ~9 % human-labelled hallucinations (gpt-4-0613) against one with ~55 % (mistral-7B-instruct) must fail
 the gate; models with similar human rates must not, nor answers people judge faithful that are only longer. The
 full 15-pair matrix is in ``benchmarks/judge_quality.py``.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import SHARED_DATA, compare, write_jsonl
-from judgeeval import length_only_pair, load_ragtruth, mcnemar_worse
+from judgeeval import length_only_pair, load_ragtruth, mcnemar_worse, probe_pairs
 
 from gate.metrics import METRICS
 
@@ -53,16 +53,17 @@ def metric(report, name):
     return next(m for m in report["metrics"] if m["name"] == name)
 
 
-def test_the_default_gate_is_on_the_share_of_hallucinated_claims(tmp_path, by_model):
+def test_the_default_gate_is_on_the_share_of_grounded_answers(tmp_path, by_model):
     _, report, _ = gate(tmp_path, by_model, "gpt-4-0613", "gpt-3.5-turbo-0613")
-    assert metric(report, "hallucinated_claim_rate")["gated"]
-    assert not metric(report, "faithfulness")["gated"] and not metric(report, "hallucination_rate")["gated"]
+    assert metric(report, "grounded_answer_rate")["gated"]
+    for name in ("faithfulness", "hallucination_rate", "hallucinated_claim_rate"):
+        assert not metric(report, name)["gated"]
 
 
 def test_clearly_worse_model_fails_the_gate(tmp_path, by_model):
     code, report, labels = gate(tmp_path, by_model, "gpt-4-0613", "mistral-7B-instruct")
     assert len(labels["base"]) >= 80 and mcnemar_worse(labels["base"], labels["head"]) < 1e-6
-    rate = metric(report, "hallucinated_claim_rate")
+    rate = metric(report, "grounded_answer_rate")
     assert code == 1 and report["verdict"] == "fail" and rate["status"] == "fail"
     assert rate["p_adjusted"] < 0.05
 
@@ -83,11 +84,29 @@ def test_models_people_do_not_see_as_worse_do_not_fail(tmp_path, by_model, base_
 
 def test_faithful_answers_only_longer_do_not_fail(by_model):
     """Per prompt, the shortest and the longest answer people judge faithful (97 → 167 words failed on the
-    binary hallucination rate). The gated share of hallucinated claims does not fail; the binary rate rises."""
+    binary hallucination rate). The gated share of grounded answers does not fail."""
     result = length_only_pair([c for cases in by_model.values() for c in cases.values()])
     assert result.n >= 80 and result.words_head > 1.5 * result.words_base
     assert result.verdict != "fail", result.rows
-    base, head, delta, _, status = result.rows["hallucinated_claim_rate"]
-    assert status != "fail" and delta > -METRICS["hallucinated_claim_rate"].default_margin
-    binary = result.rows["hallucination_rate"]
-    assert binary[1] - binary[0] > 0.1  # the per-answer rate moves with length
+    base, head, delta, _, status = result.rows["grounded_answer_rate"]
+    assert status != "fail" and delta > -METRICS["grounded_answer_rate"].default_margin
+
+
+@pytest.fixture(scope="module")
+def probes(by_model):
+    return {p.name.split(" ")[0]: p for p in probe_pairs([c for cases in by_model.values() for c in cases.values()])}
+
+
+def test_one_invented_sentence_in_one_answer_of_eight_fails(probes):
+    """Padding: 15 of 120 faithful answers get one invented sentence with a number and a name after them."""
+    probe = probes["padding"]
+    assert probe.changed == 15 and probe.verdict == "fail", probe.rows
+    base, head, delta, _, status = probe.rows["grounded_answer_rate"]
+    assert status == "fail" and delta < -METRICS["grounded_answer_rate"].default_margin
+
+
+def test_non_answers_fail(probes):
+    """Half the answers replaced by unlisted refusals and vague sentences: answering nothing is not grounded."""
+    probe = probes["non-answers"]
+    assert probe.changed == 60 and probe.verdict == "fail", probe.rows
+    assert probe.rows["grounded_answer_rate"][4] == "fail"

@@ -417,7 +417,7 @@ def test_no_chunks_means_unverifiable_without_attribution():
 
 
 def test_identity_and_factory():
-    assert (JUDGE.id, JUDGE.version) == ("lexical", "5")
+    assert (JUDGE.id, JUDGE.version) == ("lexical", "6")
     assert isinstance(JUDGE.version, str)
     assert get_judge({"name": "lexical", "support": 0.6}) == LexicalJudge(support=0.6)
     assert sorted(JUDGES) == ["lexical", "llm", "nli", "ragas"]

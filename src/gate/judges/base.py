@@ -10,15 +10,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from gate.manifest import JudgeUsage
 from gate.models import Chunk
 
+if TYPE_CHECKING:
+    from gate.judges.hallucination import ClaimSignals
+
 DIMENSIONS = ("faithfulness", "answer_relevance", "correctness", "completeness", "form")
 """The five generation dimensions of the evaluation method, in the rubric's order."""
 
-CLAIM_DIMENSIONS = frozenset({"faithfulness", "contradiction_rate", "hallucination_rate", "hallucinated_claim_rate"})
+CLAIM_DIMENSIONS = frozenset(
+    {"faithfulness", "contradiction_rate", "hallucination_rate", "hallucinated_claim_rate", "grounded_answer_rate"}
+)
 """What a claim-level judge (lexical, nli, ragas) grades: the judged metrics it gives values for."""
 
 Verdict = Literal["supported", "contradicted", "unverifiable"]
@@ -47,6 +52,11 @@ class ClaimVerdict:
     unsupported_facts: tuple[str, ...] = ()
     """Checkable facts of the claim (numbers, dates, names) found in no chunk and not in the question, e.g.
     ("number 1200", "entity glendale"); set by the lexical judge."""
+    p_hallucinated: float | None = None
+    """The judge's probability in [0, 1] that the claim is hallucinated (the lexical judge's fitted model,
+    :mod:`gate.judges.hallucination`); None for a judge that gives only verdicts."""
+    signals: ClaimSignals | None = field(default=None, compare=False, repr=False)
+    """What the lexical judge measured on the claim (the model's inputs); not stored."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,9 @@ class Judgment:
     """Set when the judge cannot read the answer or its context (e.g. "answer is in Spanish (es): the lexical
     judge reads English and Italian; not scored"): every score is NaN (not applicable), not a failure, and the
     report shows this warning."""
+    grounded: float | None = None
+    """The judge's grounded score of the answer in [0, 1] (the lexical judge: 1 − its hallucination score, 0 when no
+    claim is supported); None: derived from the verdicts (see :attr:`grounded_answer_rate`)."""
     grades: Mapping[str, float] = field(default_factory=dict)
     """Response-level grades in [0, 1] of the dimensions other than faithfulness (``answer_relevance``,
     ``correctness``, ``completeness``, ``form``), from a judge that grades them (the rubric maps 1–3 to 0, 0.5,
@@ -180,6 +193,30 @@ class Judgment:
         return flagged / len(self.claims)
 
     @property
+    def grounded_answer_rate(self) -> float:
+        """Whether the answer is grounded in its chunks, in [0, 1]: it makes a checkable claim and none is hallucinated.
+
+        The judge's own score when it gives one (the lexical judge: 1 − the answer's hallucination score from its
+        fitted model, :mod:`gate.judges.hallucination`, and 0 when no claim is supported); a judge that reads meaning (LLM, NLI, ragas): 1 when every claim is
+        supported, else 0; a judge that gives only a score (the rubric judge): that score. **An answer without a
+        checkable claim scores 0**: a vague non-answer is not grounded (a refusal never reaches the judge: the
+        metric scores it 0 on an answerable case). NaN when the judge failed or could not read the text.
+
+        Source: attribution to identified sources, AIS (Rashkin et al. 2023, "Measuring attribution in natural
+        language generation models", Computational Linguistics 49(4), doi:10.1162/coli_a_00486): an answer is
+        attributable when all of it is supported by the sources.
+        """
+        if self.error is not None or self.not_applicable is not None:
+            return math.nan
+        if self.grounded is not None:
+            return self.grounded
+        if self.score is not None and not self.claims:
+            return self.score
+        if not self.claims:
+            return 0.0
+        return float(all(c.verdict == "supported" for c in self.claims))
+
+    @property
     def contradiction_level(self) -> ContradictionLevel:
         """The response-level contradiction level: the most severe level among its claims."""
         levels = {c.contradiction_level for c in self.claims}
@@ -198,11 +235,14 @@ class Judgment:
                     "contradiction_level": c.contradiction_level,
                     "reason": c.reason,
                     **({"unsupported_facts": list(c.unsupported_facts)} if c.unsupported_facts else {}),
+                    **({"p_hallucinated": c.p_hallucinated} if c.p_hallucinated is not None else {}),
                 }
                 for c in self.claims
             ],
             "contradiction_level": self.contradiction_level,
         }
+        if self.grounded is not None:
+            out["grounded"] = self.grounded
         if self.error is not None:
             out["error"] = self.error
         if self.not_applicable is not None:

@@ -11,13 +11,14 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
 from gate.judges.base import ClaimVerdict, ContradictionLevel, Judgment
 from gate.judges.claims import distinct_claims, extract_claims, split_sentences
+from gate.judges.hallucination import ClaimSignals, HallucinationModel, shipped_model
 from gate.judges.lexicon import antonyms
 from gate.judges.text import Facts, Lang, Quantity, analyzer, detect_language, facts
 from gate.language import unreadable
@@ -174,17 +175,29 @@ class LexicalJudge:
     support: float = 0.75
     """Coverage in [0, 1] from which a chunk supports the claim (if it also agrees on every fact)."""
 
+    model: HallucinationModel = field(default_factory=shipped_model, repr=False)
+    """The hallucination model that turns each claim's signals into a probability and the answer's into a
+    hallucination score (:mod:`gate.judges.hallucination`); the shipped one by default."""
+
     id: ClassVar[str] = "lexical"
-    version: ClassVar[str] = "5"
+    version: ClassVar[str] = "6"
     """2: refusals detected by gate.metrics.refusal (the rule scoring uses); 3: antonyms, role swaps, relations,
     polarity across sentences, lower-case name swaps, duplicate claims, unsupported languages; 4: a sentence that
     states the claim with exactly its words outweighs a negated neighbour with more words; 5: a near-duplicate claim
-    that differs from its twin by negation, a number, a month, a name or a listed antonym is kept and judged."""
+    that differs from its twin by negation, a number, a month, a name or a listed antonym is kept and judged; 6: each
+    claim's hallucination probability and the answer's grounded score (1 − its hallucination score; 0 when no claim is
+    supported) from the fitted hallucination model."""
 
     @property
     def identity(self) -> dict[str, Any]:
-        """Everything that changes a score: name, version and the two thresholds."""
-        return {"name": self.id, "version": self.version, "cover": self.cover, "support": self.support}
+        """Everything that changes a score: name, version, the two thresholds and the hallucination model's version."""
+        return {
+            "name": self.id,
+            "version": self.version,
+            "cover": self.cover,
+            "support": self.support,
+            "model": self.model.version,
+        }
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.cover <= 1.0 and 0.0 <= self.support <= 1.0):
@@ -229,7 +242,13 @@ class LexicalJudge:
                 offset += len(ev.sentences)
             verdicts.append(self._verdict(claim, checks, evidence))
         hallucinated = any(v.verdict == "contradicted" or v.unsupported_facts for v in verdicts)
-        return Judgment(claims=tuple(verdicts), extra=extra, hallucinated=hallucinated)
+        signals = [_signals(facts(c, lang), given, v, evidence, question or "", lang) for c, v in zip(claims, verdicts, strict=True)]
+        model = self.model
+        verdicts = [replace(v, p_hallucinated=round(model.claim_probability(s), 6), signals=s) for v, s in zip(verdicts, signals, strict=True)]
+        # a non-answer is not grounded: no claim of it is supported (98 % of the faithful answers of RAGTruth and
+        # FaithBench have one)
+        grounded = 1.0 - model.answer_score(signals) if any(v.verdict == "supported" for v in verdicts) else 0.0
+        return Judgment(claims=tuple(verdicts), extra=extra, hallucinated=hallucinated, grounded=round(grounded, 6))
 
     def _check(
         self,
@@ -357,6 +376,45 @@ class LexicalJudge:
             reason=reason,
             unsupported_facts=check.absent_facts if verdict == "unverifiable" else (),
         )
+
+
+def _signals(
+    claim: Facts, given: frozenset[str], verdict: ClaimVerdict, evidence: Sequence[_Evidence], question: str, lang: Lang
+) -> ClaimSignals:
+    """The hallucination model's inputs for one claim (:class:`~gate.judges.hallucination.ClaimSignals`).
+
+    Content words are the claim's stems less the question's words that no chunk holds (``given``); the closest
+    sentence is the one the verdict names (its ``chunk_text``). A fact is absent when no chunk holds it (numbers
+    compared as values, names with their word family) and the question does not state it.
+    """
+    required = claim.content - given or claim.content
+    closest = facts(verdict.chunk_text, lang).content if verdict.chunk_text else frozenset()
+    everywhere = frozenset().union(*(ev.stems for ev in evidence))
+    asked = facts(question, lang) if question else None
+    asked_values = {q.value for q in asked.numbers} if asked else set()
+    numbers = [
+        q
+        for q in claim.numbers
+        if q.value not in asked_values
+        and not any(q.kind != "time" and q.value in ev.values or any(q.matches(o) for o in ev.numbers) for ev in evidence)
+    ]
+    months = claim.months - frozenset().union(*(ev.months for ev in evidence)) - (asked.months if asked else frozenset())
+    names = [
+        e
+        for e in claim.entities
+        if not (asked and e in asked.content) and not any(_known(e, ev.stems, ev.ordered_stems) for ev in evidence)
+    ]
+    return ClaimSignals(
+        novelty_closest=_share_absent(required, closest),
+        novelty_context=_share_absent(required, everywhere),
+        absent_facts=len(numbers) + len(months) + len(names),
+        contradicted=verdict.verdict == "contradicted",
+    )
+
+
+def _share_absent(words: frozenset[str], stems: frozenset[str]) -> float:
+    """Share of ``words`` not in ``stems`` (0 when ``words`` is empty)."""
+    return len(words - stems) / len(words) if words else 0.0
 
 
 def _share(words: frozenset[str], stems: frozenset[str]) -> float:

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from gate.metrics.context import ScoreContext
-from gate.metrics.generation import answer_f1, answer_per_case, completeness, correctness, exact_match, form_score
+from gate.metrics.generation import (
+    answer_f1,
+    answer_per_case,
+    completeness,
+    correctness,
+    exact_match,
+    form_score,
+    grounded_answer,
+)
 from gate.metrics.operational import cost_usd, error_rate, latency_ms
 from gate.metrics.refusal import false_refusal, refusal
 from gate.metrics.retrieval import (
@@ -186,18 +194,22 @@ METRICS: dict[str, MetricSpec] = {
                    "so padding cannot dilute it; reported, not gated by default: it grows with the number of claims, "
                    "so with answer length",
                    judgment_field="hallucination_rate"),
-        # Gated by default instead of the binary rate: a share does not grow with the answer's length. Margin 0.02,
-        # chosen on RAGTruth's development half only (benchmarks/judge_quality.py): margins 0.01 and 0.02 fail 7 of
-        # the 9 model pairs people see as worse there (0 false fails of 6), 0.03 fewer; the larger keeps more room
-        # for noise. Faithful answers 67 % longer (96 → 160 words) moved it by +0.021, not significantly (the
-        # binary rate by +0.17).
         MetricSpec("hallucinated_claim_rate", "Hallucinated claims", "lower", "graded", 0.02,
                    "hallucinated claims / claims, a claim counted as `hallucination_rate` counts it (the lexical "
                    "judge: contradicted, or stating a number, date or name its chunk does not hold; a score-only "
-                   "judge: 1 − its faithfulness grade); duplicates count once. **Gated by default** instead of "
-                   "`hallucination_rate`: a share does not grow with the number of claims, so longer faithful answers "
-                   "do not raise it (see \"How good is the lexical judge?\")",
+                   "judge: 1 − its faithfulness grade); duplicates count once; reported, not gated by default: one "
+                   "invented sentence in a long answer moves the share little (padding dilutes it)",
                    judgment_field="hallucinated_claim_rate"),
+        # Gated by default (see gate.config.PRIMARY_FAMILIES): per answer, so padding cannot dilute an invented
+        # sentence; a mean over claims inside the answer, so length does not raise it; 0 for non-answers and refusals
+        # of an answerable case, so answering nothing cannot lower it. benchmarks/judge_quality.py measures it.
+        MetricSpec("grounded_answer_rate", "Grounded answers", "higher", "graded", 0.03,
+                   "the answer makes a checkable claim and none is hallucinated: the lexical judge's probability "
+                   "(its fitted hallucination model over each claim's new words and facts), 1/0 for a judge that "
+                   "gives verdicts; 0 for a non-answer and for a refused answerable case, NaN on out-of-domain cases. "
+                   "**Gated by default**: padding, answer length and non-answers cannot move it the wrong way (see "
+                   "\"How good is the lexical judge?\")",
+                   fn=grounded_answer, judgment_field="grounded_answer_rate"),
         MetricSpec("answer_relevance", "Answer relevance", "higher", "graded", 0.05,
                    "the answer addresses the question directly, without padding: the judge's 1–3 grade as 0 / 0.5 / 1 "
                    "(rubric judge only; NaN with a claim-level judge and for refusals)",
@@ -247,8 +259,8 @@ METRICS: dict[str, MetricSpec] = {
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "faithfulness", "contradiction_rate",
-    "hallucination_rate", "hallucinated_claim_rate", "answer_f1", "exact_match", "refusal", "false_refusal",
-    "error_rate", "latency_ms", "cost_usd",
+    "hallucination_rate", "hallucinated_claim_rate", "grounded_answer_rate", "answer_f1", "exact_match", "refusal",
+    "false_refusal", "error_rate", "latency_ms", "cost_usd",
 )  # fmt: skip
 
 _NAME = re.compile(r"^(?P<base>[a-z_0-9]+)(?:@(?P<k>[^@]*))?$")

@@ -272,6 +272,22 @@ def correctness(ctx: ScoreContext) -> float:
     return token_recall(ctx.prediction.answer, case.reference_answers)
 
 
+def grounded_answer(ctx: ScoreContext) -> float:
+    """The part of ``grounded_answer_rate`` known without a judge: 0 for a refused answerable case, else NaN.
+
+    The judge decides the rest (:attr:`gate.judges.base.Judgment.grounded_answer_rate`): whether the answer makes a
+    checkable claim and none is hallucinated. A refusal of an answerable case grounds nothing.
+
+    Returns:
+        0.0 for a refusal of an in-domain case; NaN otherwise (out-of-domain cases, and answers the judge grades).
+
+    Source: attribution to identified sources, AIS (Rashkin et al. 2023, Computational Linguistics 49(4),
+        doi:10.1162/coli_a_00486).
+
+    """
+    return 0.0 if ctx.refused and not ctx.case.out_of_domain else math.nan
+
+
 def completeness(ctx: ScoreContext) -> float:
     """Score completeness without a model: the share of the case's ``required_points`` made (:func:`points_covered`).
 

@@ -29,14 +29,25 @@ REFUSAL_METRICS = frozenset({"refusal", "false_refusal"})
 CLIPPED_MARK = "†"
 """Follows an interval that was cut to the range of a difference of scores."""
 LENGTH_CHANGE_NOTE = 0.25
-"""Relative change in mean answer length (25 %) from which the notes warn that the lexical judge flags more claims in
-longer answers. At the lexical judge's measured false-alarm rate (about 4 % of the claims of answers people judge
-faithful, on RAGTruth's development half) a quarter more words adds enough claims to move the per-answer
-hallucination rate by more than its 0.03 margin (README, "How good is the lexical judge?")."""
+"""Relative change in mean answer length (25 %) from which the notes name the metrics that move with length alone. At
+the lexical judge's measured false-alarm rate (about 4 % of the claims of answers people judge faithful, on
+RAGTruth's development half) a quarter more words adds enough claims to move the per-answer hallucination rate by
+more than its 0.03 margin (README, "How good is the lexical judge?"); token F1 and exact match count extra words
+against the answer."""
+LENGTH_SENSITIVE = {
+    "answer_f1": "reference",
+    "exact_match": "reference",
+    "hallucination_rate": "lexical",
+    "faithfulness": "lexical",
+}
+"""Metrics that move with answer length alone: ``reference`` (token F1 and exact match: extra words are counted
+against the answer, with any judge), ``lexical`` (under the lexical judge: each claim is one more chance of a false
+alarm). The gated ``grounded_answer_rate`` averages over an answer's claims, so length alone does not move it."""
 LEXICAL_SCOPE_NOTE = (
-    "The lexical judge checks numbers, dates, names, negation, listed antonyms and roles (who did what to whom) "
-    "against the retrieved chunks; a fabrication paraphrased without such a fact passes it, so a ✅ on these rows is "
-    'not "no hallucination": an LLM judge (`judge: {name: llm}`, README "Judges") reads meaning.'
+    "The lexical judge scores each claim by the words, numbers, dates and names it adds to the retrieved chunks and "
+    "checks negation, listed antonyms and roles (who did what to whom); a false statement written with the chunks' "
+    'own words passes it, so a ✅ on these rows is not "no hallucination": an LLM judge (`judge: {name: llm}`, '
+    'README "Judges") reads meaning.'
 )
 """The one line under a comparison judged by the lexical judge: what its generation rows can and cannot see."""
 
@@ -211,11 +222,17 @@ def _generation_notes(comparison: Comparison) -> list[str]:
         change = (after - before) / before if before > 0 else (math.inf if after > 0 else 0.0)
         shown = f"{change:+.0%}" if math.isfinite(change) else "from none"
         line = f"Mean answer length: base {before:,.0f} → head {after:,.0f} words ({shown})."
-        if lexical and abs(change) >= LENGTH_CHANGE_NOTE:
+        names = {m.name for m in comparison.metrics}
+        moved = [
+            f"`{name}`"
+            for name, why in LENGTH_SENSITIVE.items()
+            if name in names and (why == "reference" or lexical)
+        ]
+        if moved and abs(change) >= LENGTH_CHANGE_NOTE:
             line += (
-                f" A change of {LENGTH_CHANGE_NOTE:.0%} or more: the lexical judge flags more claims in longer answers "
-                "(each claim is one more chance of a false alarm), so the per-answer hallucination rate and the "
-                "supported share can move with length; the share of hallucinated claims does not."
+                f" A change of {LENGTH_CHANGE_NOTE:.0%} or more moves {', '.join(moved)} by length alone (token F1 and "
+                "exact match count extra words against the answer; the lexical judge has one more chance of a false "
+                "alarm per claim); `grounded_answer_rate` averages over an answer's claims and does not."
             )
         notes.append(line)
     if lexical:
