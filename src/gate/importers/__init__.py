@@ -95,6 +95,8 @@ def sniff(path: Path | str) -> tuple[str | None, str]:
         header = stripped.splitlines()[0] if stripped else ""
         if "user_input" in header or ("question" in header and "ground_truth" in header):
             return "ragas", "a ragas CSV"
+        if {"input", "expected_output"} <= {c.strip().strip('"') for c in header.split(",")}:
+            return "deepeval", "a DeepEval CSV"
         if "\t" in header and "query-id" in header:
             return None, "a BEIR qrels file (import the folder that holds it)"
         return None, ""
@@ -110,6 +112,8 @@ def sniff(path: Path | str) -> tuple[str | None, str]:
         else:
             shape = _shape(first)
         return shape, "a JSON array" + (f" of {shape} records" if shape else "")
+    if stripped.startswith("{") and ('"evalId"' in head[:4096] or '"results": {' in head[:4096]):
+        return "promptfoo", "a promptfoo results file"
     first_line = stripped.splitlines()[0] if stripped else ""
     try:
         row = json.loads(first_line)
