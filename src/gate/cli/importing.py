@@ -83,10 +83,11 @@ def import_(
                assert (is-refusal: out-of-domain; equals/contains: reference answers)
     beir       a folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv
 
-    Out-of-domain cases (the refusal metric's) are read from a field (--ood-from),
-    a reference answer that is a refusal, promptfoo's is-refusal, or (asked) from
-    cases without documents; an import with none, or with in-domain cases without
-    expected documents, ends with a warning and the count.
+    \b
+    Out-of-domain cases (the refusal metric's) come from a field (--ood-from),
+    a reference answer that is a refusal, promptfoo's is-refusal, or (asked)
+    from cases without documents; an import with none, or with in-domain cases
+    without expected documents, ends with a warning and the count.
 
     Contexts given as text are matched to document ids in --corpus (exact text, then
     normalised text, then as a chunk of exactly one document); what cannot be matched is
@@ -100,7 +101,7 @@ def import_(
     """
     from gate.files import prepare_output_file
     from gate.importers import import_golden, write
-    from gate.importers.common import Options, ood_rule
+    from gate.importers.common import Options
 
     if fmt == "beir" and corpus is not None:
         raise InputError("--corpus: not used by beir (it reads SOURCE/corpus.jsonl)")
@@ -113,7 +114,6 @@ def import_(
     options = Options(corpus=corpus, min_relevance=min_relevance, split=split, contexts=contexts,
                       question_var=question_var, ood_from=ood_from, ood_refusals=ood_refusals,
                       ood_without_documents=ood_without_documents)  # fmt: skip
-    ood_rule(options)  # a malformed --ood-from before any reading
     result = import_golden(fmt, source, options)
     write(result, out)
     records = result.records

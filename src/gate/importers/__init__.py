@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import InputError
-from gate.importers.common import Notes, Options, Result, build
+from gate.importers.common import Notes, Options, Result, build, ood_rule
 
 FORMATS = ("ragas", "deepeval", "promptfoo", "beir")
 
@@ -23,11 +23,13 @@ def import_golden(fmt: str, source: Path | str, options: Options | None = None) 
     """Read ``source`` in format ``fmt`` into golden records (not written; see :func:`write`).
 
     Raises:
-        InputError: an unknown format, an unreadable source, malformed rows (every one listed).
+        InputError: an unknown format, a malformed ``--ood-from``, an unreadable source, malformed rows (every one
+            listed).
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
     options = options or Options()
+    ood_rule(options)
     module = importlib.import_module(f"gate.importers.{fmt}")
     notes = Notes()
     drafts = module.read(Path(source), options, notes)

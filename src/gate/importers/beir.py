@@ -96,8 +96,8 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
                       f"{located(queries_path, line, '_id', '').rstrip(': ')}: '{query_id}', first on line "
                       f"{queries[query_id][1]}")  # fmt: skip
         else:
-            at = functools.partial(field_at, queries_path, line, None)
-            marked, reason = ood_flag(row, options, ("", "metadata"), at, problems)
+            field = functools.partial(field_at, queries_path, line, None)
+            marked, reason = ood_flag(row, options, ("", "metadata"), field, problems)
             queries[query_id] = (text, line, marked, reason)
     if problems:
         raise InputError.listing(problems)
