@@ -9,6 +9,7 @@ extra, so its files are also written live here and must import as the committed 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -110,6 +111,8 @@ def test_ragas_written_live_imports_as_the_committed_files(tmp_path):
     assert import_golden("ragas", tmp_path / "d.jsonl", options).records == committed
     assert import_golden("ragas", tmp_path / "d.csv", options).records == committed
     assert (tmp_path / "d.csv").read_bytes() == (FIXTURES / "ragas" / "dataset.csv").read_bytes()
+    dataset.to_hf_dataset().to_json(tmp_path / "hf.json")  # Hugging Face datasets: JSON Lines named .json
+    assert import_golden("ragas", tmp_path / "hf.json", options).records == committed
 
 
 # --- deepeval ---------------------------------------------------------------------------------------------------------
@@ -194,16 +197,21 @@ PROMPTFOO_EXPECTED = {
 }
 
 
-def test_promptfoo_results_file_imports_as_the_config_that_produced_it(tmp_path):
+@pytest.mark.parametrize("name", ["results.json", "results.yaml", "results.jsonl"])
+def test_promptfoo_results_file_imports_as_the_config_that_produced_it(tmp_path, name):
     folder = FIXTURES / "promptfoo"
     out = tmp_path / "golden.jsonl"
-    code, err = run("import", "promptfoo", folder / "results.json", "--corpus", folder / "corpus.jsonl", "--out", out)
+    code, err = run("import", "promptfoo", folder / name, "--corpus", folder / "corpus.jsonl", "--out", out)
     assert code == 0, err
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert _summary(records) == PROMPTFOO_EXPECTED
     assert [r["question"] for r in records] == list(PROMPTFOO_EXPECTED)  # testIdx order, each test once
     assert f"wrote {out}: 8 cases (3 out-of-domain, 2 in-domain without expected documents)" in err
-    assert f"{folder / 'results.json'}: results.results[4].testCase: 'I don't know'" in err
+    if name == "results.json":
+        index = [r["testIdx"] for r in json.loads((folder / name).read_text("utf-8"))["results"]["results"]].index(4)
+        assert f"{folder / name}: results.results[{index}].testCase: 'I don't know'" in err
+    else:
+        assert re.search(rf"{re.escape(str(folder / name))}:\d+: testCase: 'I don't know'", err)
     from_config = import_golden("promptfoo", folder / "promptfooconfig.yaml", Options(corpus=folder / "corpus.jsonl"))
     assert from_config.records == records
     assert records[0]["metadata"] == {"source": "promptfoo", "suite": "handbook", "description": "normandy"}
@@ -325,7 +333,20 @@ def test_validate_names_the_importer_for_each_real_tool_file():
     assert sniff(FIXTURES / "deepeval" / "goldens.json")[0] == "deepeval"
     assert sniff(FIXTURES / "deepeval" / "goldens.jsonl")[0] == "deepeval"
     assert sniff(FIXTURES / "promptfoo" / "results.json") == ("promptfoo", "a promptfoo results file")
+    assert sniff(FIXTURES / "promptfoo" / "results.yaml") == ("promptfoo", "a promptfoo results file")
+    assert sniff(FIXTURES / "promptfoo" / "results.jsonl")[0] == "promptfoo"
     assert sniff(FIXTURES / "promptfoo" / "promptfooconfig.yaml")[0] == "promptfoo"
     assert sniff(FIXTURES / "ragas" / "dataset.csv")[0] == "ragas"
     assert sniff(FIXTURES / "ragas" / "dataset.jsonl")[0] == "ragas"
     assert sniff(FIXTURES / "beir")[0] == "beir"
+
+
+def test_promptfoo_results_csv_is_refused_with_what_to_import_instead(tmp_path):
+    source = tmp_path / "results.csv"
+    source.write_text("Description,question,[echo] {{question}},Status\n,Where?,Where?,PASS\n", encoding="utf-8")
+    code, err = run("import", "promptfoo", source, "--out", tmp_path / "g.jsonl")
+    assert (code, err.strip()) == (
+        2,
+        f"rag-gate: error: {source}: a promptfoo results CSV holds no assertions (no refusal marks, no reference "
+        "answers): import results.json (promptfoo eval -o results.json) or the config",
+    )

@@ -67,7 +67,7 @@ def _shape(row: Any) -> str | None:
         return "ragas"
     if "input" in keys and not keys & {"id", "question"}:
         return "deepeval"
-    if "vars" in keys or "assert" in keys:
+    if "vars" in keys or "assert" in keys or "testCase" in keys:
         return "promptfoo"
     if "_id" in keys and "text" in keys:
         return "beir"
@@ -134,6 +134,8 @@ def _sniff_yaml(path: Path) -> tuple[str | None, str]:
         data, _ = load_yaml(path)
     except InputError:
         return None, ""
+    if isinstance(data, dict) and isinstance(data.get("results"), dict) and "results" in data["results"]:
+        return "promptfoo", "a promptfoo results file"
     if isinstance(data, dict) and "tests" in data and ("prompts" in data or "providers" in data):
         return "promptfoo", "a promptfoo config"
     if isinstance(data, list) and data and all(isinstance(t, dict) and _shape(t) == "promptfoo" for t in data):

@@ -266,6 +266,15 @@ def read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
         raise InputError(located(path, start, None, f"invalid CSV: {exc}")) from None
 
 
+def is_jsonl(text: str) -> bool:
+    """Whether the text is one JSON object per line (more than one line, each starting with ``{``).
+
+    Hugging Face ``datasets`` writes JSON Lines under a ``.json`` name (``Dataset.to_json``).
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    return len(lines) > 1 and text.lstrip().startswith("{") and all(line.lstrip().startswith("{") for line in lines)
+
+
 def text_list(value: Any, where: str, problems: list[str]) -> list[str]:
     """A list of strings from a source field: None → [], a string → [it], a list of strings → it.
 

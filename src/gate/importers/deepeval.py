@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import InputError
-from gate.importers.common import Draft, Notes, Options, as_id, field_at, ood_flag, read_csv, text_list
+from gate.importers.common import Draft, Notes, Options, as_id, field_at, is_jsonl, ood_flag, read_csv, text_list
 from gate.jsonl import parse_json, read_jsonl
 
 DELIMITER = "|"
@@ -53,7 +53,7 @@ def rows(source: Path) -> Iterator[tuple[int | None, str | None, Any, bool]]:
         raise InputError(f"{source}: file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{source}: cannot read: {exc}") from None
-    if source.suffix.lower() == ".jsonl" or not text.lstrip().startswith(("[", "{")) or _is_jsonl(text):
+    if source.suffix.lower() == ".jsonl" or not text.lstrip().startswith(("[", "{")) or is_jsonl(text):
         for line, row in read_jsonl(source):
             yield line, None, row, True
         return
@@ -83,12 +83,6 @@ def _cell(name: str, value: str, path: Path, line: int) -> Any:
         return ast.literal_eval(value.strip())
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         raise InputError(field_at(path, line, None, name) + ": not a JSON object") from None
-
-
-def _is_jsonl(text: str) -> bool:
-    """Whether the text is one JSON object per line (more than one line, each starting with ``{``)."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return len(lines) > 1 and text.lstrip().startswith("{") and all(line.lstrip().startswith("{") for line in lines)
 
 
 def _contexts(value: Any, joined: bool, where: str, problems: list[str]) -> list[str]:

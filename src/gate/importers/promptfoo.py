@@ -14,8 +14,10 @@ A config's ``tests`` may name further files (``file://tests.yaml``, YAML or JSON
 
 A results file (``promptfoo eval -o results.json``) holds each test case as promptfoo ran it (``defaultTest`` merged,
 ``file://`` tests read, list vars expanded) under ``results.results[i].testCase``, once per prompt and provider: each
-test (``testIdx``) is imported once. Messages name ``file:line: field`` (YAML) or, in a results file,
-``file: results.results[i].testCase.field`` (the index in that array).
+test (``testIdx``) is imported once; ``-o results.yaml`` and ``-o results.jsonl`` (one result per line) are read too,
+``-o results.csv`` is refused (it holds no assertions). Messages name ``file:line: field`` (YAML, JSONL: the line of
+the test case or result) or, in a results JSON, ``file: results.results[i].testCase.field`` (the index in that
+array).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import yaml
 
 from gate.errors import InputError, located
 from gate.importers.common import Draft, Notes, Options, field_at, id_list, jsonable, ood_flag, text_list
-from gate.jsonl import parse_json
+from gate.jsonl import parse_json, read_jsonl
 from gate.yamlsafe import check_yaml_size
 
 QUESTION_VARS = ("question", "query", "input", "prompt")
@@ -94,21 +96,37 @@ def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
     return None
 
 
-def tests(source: Path, depth: int = 0) -> Iterator[tuple[Path, int | None, str | None, Any, dict[str, Any]]]:
+Entry = tuple[Path, int | None, str | None, Any, dict[str, Any]]
+"""(file, line, field prefix, test case, defaultTest) of one test case."""
+
+
+def tests(source: Path, depth: int = 0) -> Iterator[Entry]:
     """``(file, line, field prefix, test case, defaultTest)`` of every test case of a promptfoo file.
 
-    Follows ``file://`` names; a results file gives its test cases (prefix ``results.results[i].testCase``).
+    Follows ``file://`` names; a results file (``-o results.json``, ``.yaml`` or ``.jsonl``) gives the test cases
+    promptfoo ran.
 
     Raises:
         InputError: the file is not a list of test cases nor a config with ``tests`` nor a results file; a named
             file is not YAML/JSON.
     """
-    if source.suffix.lower() == ".json":
-        results = _results(source)
-        if results is not None:
-            yield from results
+    suffix = source.suffix.lower()
+    if suffix == ".csv":
+        raise InputError(f"{source}: a promptfoo results CSV holds no assertions (no refusal marks, no reference "
+                         "answers): import results.json (promptfoo eval -o results.json) or the config")  # fmt: skip
+    if suffix == ".jsonl":
+        yield from _results_jsonl(source)
+        return
+    if suffix == ".json":
+        data = _read_json(source)
+        if _is_results(data):
+            yield from _from_results(source, data["results"]["results"], None)
             return
     data, node = load_yaml(source)
+    if _is_results(data):
+        results_node = _child(_child(node, "results"), "results")
+        yield from _from_results(source, data["results"]["results"], _item_lines(results_node))
+        return
     default: dict[str, Any] = {}
     if isinstance(data, dict):
         if "tests" not in data:
@@ -133,11 +151,16 @@ def tests(source: Path, depth: int = 0) -> Iterator[tuple[Path, int | None, str 
             yield source, line, None, item, default
 
 
-def _results(source: Path) -> list[tuple[Path, int | None, str | None, Any, dict[str, Any]]] | None:
-    """The test cases of a promptfoo results file, one per ``testIdx`` in its order; None if it is not one.
+def _is_results(data: Any) -> bool:
+    """Whether parsed data is a promptfoo results file: ``{"results": {"results": [...]}, ...}``."""
+    return isinstance(data, dict) and isinstance(data.get("results"), dict) and "results" in data["results"]
+
+
+def _read_json(source: Path) -> Any:
+    """A JSON file's data (up to :data:`MAX_RESULTS_BYTES`).
 
     Raises:
-        InputError: the file cannot be read, is not JSON, or is a results file without test cases.
+        InputError: the file cannot be read, is too large, not UTF-8 or not JSON.
     """
     try:
         with source.open("rb") as handle:
@@ -149,25 +172,39 @@ def _results(source: Path) -> list[tuple[Path, int | None, str | None, Any, dict
     if len(raw) > MAX_RESULTS_BYTES:
         raise InputError(f"{source}: larger than {MAX_RESULTS_BYTES} bytes")
     try:
-        data = parse_json(raw.decode("utf-8-sig"), source)
+        return parse_json(raw.decode("utf-8-sig"), source)
     except UnicodeDecodeError as exc:
         raise InputError(located(source, raw[: exc.start].count(b"\n") + 1, None, "not UTF-8 text")) from None
-    inner = data.get("results") if isinstance(data, dict) else None
-    if not (isinstance(inner, dict) and "results" in inner):
-        return None
-    listed = inner["results"]
+
+
+def _results_jsonl(source: Path) -> list[Entry]:
+    """The test cases of a results JSONL file (``-o results.jsonl``: one result per line)."""
+    rows = list(read_jsonl(source))
+    return _from_results(source, [row for _, row in rows], [line for line, _ in rows])
+
+
+def _from_results(source: Path, listed: Any, lines: list[int] | list[int | None] | None) -> list[Entry]:
+    """The test cases of promptfoo's results, one per ``testIdx`` in its order.
+
+    ``lines``: each result's line (YAML, JSONL), else None (JSON: a result is named by its index,
+    ``results.results[i]``).
+
+    Raises:
+        InputError: the results are not a list, or a result has no test case.
+    """
     if not isinstance(listed, list):
         raise InputError(located(source, None, "results.results", "must be a list (promptfoo's results)"))
-    seen: dict[Any, tuple[int, tuple[Path, int | None, str | None, Any, dict[str, Any]]]] = {}
+    seen: dict[Any, tuple[int, Entry]] = {}
     for n, result in enumerate(listed):
-        prefix = f"results.results[{n}]"
+        line = lines[n] if lines is not None and n < len(lines) else None
+        prefix = "testCase" if line is not None else f"results.results[{n}].testCase"
         if not isinstance(result, dict) or not isinstance(result.get("testCase"), dict):
-            raise InputError(located(source, None, f"{prefix}.testCase", "required: the test case promptfoo ran"))
+            raise InputError(located(source, line, prefix, "required: the test case promptfoo ran"))
         index = result.get("testIdx")
         key = index if isinstance(index, int) and not isinstance(index, bool) else repr(result["testCase"])
         if key not in seen:
-            seen[key] = (index if isinstance(index, int) else n, (source, None, f"{prefix}.testCase",
-                                                                  result["testCase"], {}))  # fmt: skip
+            order = index if isinstance(index, int) else n
+            seen[key] = (order, (source, line, prefix, result["testCase"], {}))
     if not seen:
         raise InputError(f"{source}: a promptfoo results file without results")
     return [entry for _, entry in sorted(seen.values(), key=lambda pair: pair[0])]

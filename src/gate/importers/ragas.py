@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import InputError, located
-from gate.importers.common import Draft, Notes, Options, field_at, id_list, ood_flag, read_csv, text_list
+from gate.importers.common import Draft, Notes, Options, field_at, id_list, is_jsonl, ood_flag, read_csv, text_list
 from gate.jsonl import parse_json, read_jsonl
 
 LIST_FIELDS = ("reference_contexts", "retrieved_contexts", "reference_context_ids", "retrieved_context_ids",
@@ -42,9 +42,14 @@ def rows(source: Path) -> Iterator[tuple[int | None, str | None, Any]]:
             yield line, None, {k: _cell(k, v, source, line) for k, v in row.items() if v is not None}
     elif suffix == ".json":
         try:
-            data = parse_json(source.read_text(encoding="utf-8-sig"), source)
+            text = source.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{source}: cannot read: {exc}") from None
+        if is_jsonl(text):  # to_hf_dataset().to_json() writes JSON Lines
+            for line, row in read_jsonl(source):
+                yield line, None, row
+            return
+        data = parse_json(text, source)
         data = data.get("samples", data) if isinstance(data, dict) else data
         if not isinstance(data, list):
             raise InputError(f"{source}: expected a JSON array of samples")
