@@ -350,3 +350,33 @@ def test_promptfoo_results_csv_is_refused_with_what_to_import_instead(tmp_path):
         f"rag-gate: error: {source}: a promptfoo results CSV holds no assertions (no refusal marks, no reference "
         "answers): import results.json (promptfoo eval -o results.json) or the config",
     )
+
+
+def test_promptfoo_reference_answers_only_where_the_value_is_an_answer(tmp_path):
+    source = tmp_path / "tests.yaml"
+    source.write_text(
+        """\
+- vars: {question: 'How many?', answer: 'Forty-two'}
+  assert:
+    - {type: contains, value: 42}
+    - {type: icontains, value: '{{answer}}'}
+    - {type: contains, value: '...'}
+    - {type: contains, value: 'Answer: {{answer}}'}
+    - {type: not-contains, value: 'no'}
+    - {type: contains-all, value: [a, b]}
+    - {type: regex, value: '\\d+'}
+- vars: {question: 'Csv?'}
+  assert: [{type: equals, value: {json: true}}]
+""",
+        encoding="utf-8",
+    )
+    records = import_golden("promptfoo", source).records
+    assert [r["reference_answers"] for r in records] == [["42", "Forty-two"], []]
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("prompts: ['{{question}}']\nproviders: [echo]\ntests: file://tests.csv\n", encoding="utf-8")
+    code, err = run("import", "promptfoo", config, "--out", tmp_path / "g.jsonl")
+    assert (code, err.strip()) == (
+        2,
+        f"rag-gate: error: {config}: tests: file://tests.csv: only YAML or JSON test files are read (import the "
+        "results.json that promptfoo eval -o writes: it holds them)",
+    )

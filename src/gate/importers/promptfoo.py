@@ -144,7 +144,9 @@ def tests(source: Path, depth: int = 0) -> Iterator[Entry]:
                 raise InputError(located(source, line, "tests", f"file:// nested deeper than {MAX_FILE_DEPTH}"))
             named = (source.parent / item.removeprefix("file://")).resolve()
             if named.suffix.lower() not in (".yaml", ".yml", ".json"):
-                raise InputError(located(source, line, "tests", f"{item}: only YAML or JSON test files are read"))
+                hint = "import the results.json that promptfoo eval -o writes: it holds them"
+                message = f"{item}: only YAML or JSON test files are read ({hint})"
+                raise InputError(located(source, line, "tests", message))
             for entry in tests(named, depth + 1):
                 yield entry[0], entry[1], entry[2], entry[3], {**default, **entry[4]}
         else:
@@ -313,7 +315,12 @@ _WORD = re.compile(r"\w")
 
 
 def _reference(value: Any, variables: Mapping[str, Any]) -> list[str]:
-    """A reference answer from an assertion's value: text with a word in it (``{{var}}`` alone read from the vars)."""
+    """A reference answer from an assertion's value: text with a word in it (``{{var}}`` alone read from the vars).
+
+    A number (``contains: 42``, as promptfoo allows) is its decimal text.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
     if not isinstance(value, str):
         return []
     template = _TEMPLATE.match(value.strip())
