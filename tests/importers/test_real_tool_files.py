@@ -291,10 +291,10 @@ def test_beir_out_of_domain_queries_from_a_field_or_from_having_no_relevant_docu
 def test_ood_from_reads_flags_and_refuses_other_values_with_file_line_and_field(tmp_path):
     source = tmp_path / "d.jsonl"
     rows = [{"user_input": "a?", "oos": "Yes"}, {"user_input": "b?", "oos": 0}, {"user_input": "c?", "oos": True},
-            {"user_input": "d?"}]  # fmt: skip
+            {"user_input": "d?"}, {"user_input": "e?", "oos": 1.0}, {"user_input": "f?", "oos": None}]  # fmt: skip
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     records = import_golden("ragas", source, Options(ood_from="oos")).records
-    assert [r["out_of_domain"] for r in records] == [True, False, True, False]
+    assert [r["out_of_domain"] for r in records] == [True, False, True, False, True, False]
     rows[1]["oos"] = "sometimes"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     code, err = run("import", "ragas", source, "--ood-from", "oos", "--out", tmp_path / "g.jsonl")

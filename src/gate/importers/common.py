@@ -382,6 +382,8 @@ def ood_flag(
     name, value = found
     if isinstance(value, bool):
         text = "true" if value else "false"
+    elif isinstance(value, float) and value in (0.0, 1.0):  # a flag column read as numbers (pandas)
+        text = str(int(value))
     elif isinstance(value, (str, int, float)):
         text = str(value).strip()
     else:
