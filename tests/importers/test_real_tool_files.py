@@ -380,3 +380,23 @@ def test_promptfoo_reference_answers_only_where_the_value_is_an_answer(tmp_path)
         f"rag-gate: error: {config}: tests: file://tests.csv: only YAML or JSON test files are read (import the "
         "results.json that promptfoo eval -o writes: it holds them)",
     )
+
+
+def test_cli_switches_the_refusal_rule_off_and_the_no_documents_rule_on(tmp_path):
+    folder = FIXTURES / "deepeval"
+    out = tmp_path / "g.jsonl"
+    code, err = run("import", "deepeval", folder / "goldens.csv", "--corpus", folder / "corpus.jsonl",
+                    "--no-ood-refusals", "--ood-without-documents", "--out", out)  # fmt: skip
+    assert code == 0, err
+    records = by_question([json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()])
+    assert [q for q, r in records.items() if r["out_of_domain"]] == [
+        "What will the stock market do next year?",
+        "Who is the mayor of Le Havre?",
+        "How long is the Seine?",
+        "What is the tower made of?",
+    ]
+    assert err.strip().splitlines()[-1] == (
+        "out-of-domain: 1 by additional_metadata.out_of_domain: true, 3 by no expected document "
+        "(--ood-without-documents)"
+    )
+    assert "warning" not in err
