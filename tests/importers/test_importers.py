@@ -224,9 +224,9 @@ def test_deepeval_missing_input_and_wrong_types_name_the_item(tmp_path):
         import_golden("deepeval", source)
     assert caught.value.problems == (
         f"{source}: [0].input: required: the question as text",
-        f"{source}: [2]: context: must be a string or a list of strings",
+        f"{source}: [2].context: must be a string or a list of strings",
         f"{source}: [3]: expected an object (one golden)",
-        f"{source}: [4]: expected_output: must be a string or a list of strings",
+        f"{source}: [4].expected_output: must be a string or a list of strings",
     )
 
 
@@ -304,7 +304,7 @@ def test_promptfoo_config_with_refusals_file_tests_and_list_vars(tmp_path, corpu
     assert cases[0]["criteria"] == "Names the city without hedging"
     assert cases[0]["metadata"] == {"source": "promptfoo", "topic": "geography", "reviewed": "2024-05-01",
                                     "description": "capital"}  # fmt: skip
-    assert cases[1]["expected_doc_ids"] == [] and "is-refusal case with a context var" in err
+    assert cases[1]["expected_doc_ids"] == [] and "out-of-domain case with a context var" in err
     assert cases[2]["expected_doc_ids"] == cases[3]["expected_doc_ids"] == ["normans"]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import InputError
-from gate.importers.common import Notes, Options, Result, build
+from gate.importers.common import Notes, Options, Result, build, ood_rule
 
 FORMATS = ("ragas", "deepeval", "promptfoo", "beir")
 
@@ -23,11 +23,13 @@ def import_golden(fmt: str, source: Path | str, options: Options | None = None) 
     """Read ``source`` in format ``fmt`` into golden records (not written; see :func:`write`).
 
     Raises:
-        InputError: an unknown format, an unreadable source, malformed rows (every one listed).
+        InputError: an unknown format, a malformed ``--ood-from``, an unreadable source, malformed rows (every one
+            listed).
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
     options = options or Options()
+    ood_rule(options)
     module = importlib.import_module(f"gate.importers.{fmt}")
     notes = Notes()
     drafts = module.read(Path(source), options, notes)
@@ -65,7 +67,7 @@ def _shape(row: Any) -> str | None:
         return "ragas"
     if "input" in keys and not keys & {"id", "question"}:
         return "deepeval"
-    if "vars" in keys or "assert" in keys:
+    if "vars" in keys or "assert" in keys or "testCase" in keys:
         return "promptfoo"
     if "_id" in keys and "text" in keys:
         return "beir"
@@ -95,6 +97,8 @@ def sniff(path: Path | str) -> tuple[str | None, str]:
         header = stripped.splitlines()[0] if stripped else ""
         if "user_input" in header or ("question" in header and "ground_truth" in header):
             return "ragas", "a ragas CSV"
+        if {"input", "expected_output"} <= {c.strip().strip('"') for c in header.split(",")}:
+            return "deepeval", "a DeepEval CSV"
         if "\t" in header and "query-id" in header:
             return None, "a BEIR qrels file (import the folder that holds it)"
         return None, ""
@@ -110,6 +114,8 @@ def sniff(path: Path | str) -> tuple[str | None, str]:
         else:
             shape = _shape(first)
         return shape, "a JSON array" + (f" of {shape} records" if shape else "")
+    if stripped.startswith("{") and ('"evalId"' in head[:4096] or '"results": {' in head[:4096]):
+        return "promptfoo", "a promptfoo results file"
     first_line = stripped.splitlines()[0] if stripped else ""
     try:
         row = json.loads(first_line)
@@ -128,6 +134,8 @@ def _sniff_yaml(path: Path) -> tuple[str | None, str]:
         data, _ = load_yaml(path)
     except InputError:
         return None, ""
+    if isinstance(data, dict) and isinstance(data.get("results"), dict) and "results" in data["results"]:
+        return "promptfoo", "a promptfoo results file"
     if isinstance(data, dict) and "tests" in data and ("prompts" in data or "providers" in data):
         return "promptfoo", "a promptfoo config"
     if isinstance(data, list) and data and all(isinstance(t, dict) and _shape(t) == "promptfoo" for t in data):

@@ -3,17 +3,25 @@
 Each query judged in the split becomes a case: ``_id`` → id (integers as text), ``text`` → question, the documents
 judged at least ``--min-relevance`` → expected documents (most relevant first; graded qrels are binarised there,
 every judged score is kept in the case's ``metadata.relevance``). A query with no judgment reaching the threshold is
-left out (it has no relevant document) and counted. Qrels are tab-separated ``query-id corpus-id score`` with a
-header line; TREC's four columns (``query-id iteration corpus-id score``) are read too. Judged documents missing
-from ``corpus.jsonl`` are counted (they can never be retrieved).
+left out (it has no relevant document) and counted, and so is a query of ``queries.jsonl`` with no judgment in the
+split, telling apart those judged in another split (``qrels/*.tsv``: they belong there) from those judged in none.
+
+BEIR has no out-of-domain field. A query marked by ``--ood-from KEY[=VALUE]`` (default ``out_of_domain``; looked up
+in the query, then in its ``metadata``) becomes an out-of-domain case when it has no relevant judgment in the split
+and no judgment in another split; with ``--ood-without-documents`` every such query does (it has no relevant document
+in the corpus: the system should refuse it). Qrels are tab-separated ``query-id corpus-id score`` with a header
+line; TREC's four columns (``query-id iteration corpus-id score``) are read too. Judged documents missing from
+``corpus.jsonl`` are counted (they can never be retrieved).
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 from gate.errors import InputError, located
-from gate.importers.common import Draft, Notes, Options, as_id
+from gate.importers.common import Draft, Notes, Options, as_id, field_at, ood_flag
 from gate.jsonl import read_jsonl
 
 
@@ -71,8 +79,9 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
     if not source.is_dir():
         raise InputError(f"{source}: expected a BEIR folder (corpus.jsonl, queries.jsonl, qrels/{options.split}.tsv)")
     problems: list[str] = []
-    qrels = read_qrels(source / "qrels" / f"{options.split}.tsv", problems)
-    queries: dict[str, tuple[str, int]] = {}
+    qrels_path = source / "qrels" / f"{options.split}.tsv"
+    qrels = read_qrels(qrels_path, problems)
+    queries: dict[str, tuple[str, int, bool, str | None]] = {}
     queries_path = source / "queries.jsonl"
     for line, row in read_jsonl(queries_path, problems):
         key = "_id" if isinstance(row, dict) and "_id" in row else "id"
@@ -87,23 +96,46 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
                       f"{located(queries_path, line, '_id', '').rstrip(': ')}: '{query_id}', first on line "
                       f"{queries[query_id][1]}")  # fmt: skip
         else:
-            queries[query_id] = (text, line)
+            field = functools.partial(field_at, queries_path, line, None)
+            marked, reason = ood_flag(row, options, ("", "metadata"), field, problems)
+            queries[query_id] = (text, line, marked, reason)
     if problems:
         raise InputError.listing(problems)
     corpus_ids = _corpus_ids(source / "corpus.jsonl", notes)
-    qrels_path = source / "qrels" / f"{options.split}.tsv"
     for query_id in qrels:
         if query_id not in queries:
             notes.add("judged query not in queries.jsonl (left out)", f"{qrels_path}: '{query_id}'")
+    unjudged = [q for q in queries if q not in qrels]
+    elsewhere = _judged_elsewhere(source / "qrels", options.split, set(unjudged)) if unjudged else {}
     drafts = []
-    for query_id, (text, line) in queries.items():
+    for query_id, (text, line, marked, reason) in queries.items():
+        at = f"{located(queries_path, line, None, '').rstrip(': ')}: '{query_id}'"
         judged = qrels.get(query_id)
+        if judged is None and query_id in elsewhere:
+            splits = ", ".join(elsewhere[query_id])
+            notes.add(f"query without a judgment in {options.split} but judged in another split (left out)",
+                      f"{at} (in {splits})")  # fmt: skip
+            continue
+        scores = judged or {}
+        relevant = sorted((d for d, s in scores.items() if s >= options.min_relevance), key=lambda d: -scores[d])
+        if marked and relevant:
+            problems.append(f"{at}: marked out-of-domain ({reason}) but judged relevant: {', '.join(relevant[:5])}")
+            continue
+        if not relevant and not marked and options.ood_without_documents:
+            marked, reason = True, "no relevant judgment (--ood-without-documents)"
+        if marked:
+            metadata: dict[str, Any] = {"source": "beir", "split": options.split}
+            if judged:
+                metadata["relevance"] = judged
+            drafts.append(Draft(where=(queries_path, line, None), question=text, case_id=query_id,
+                                out_of_domain=True, ood_reason=reason, metadata=metadata))  # fmt: skip
+            continue
         if judged is None:
-            continue  # not in this split
-        relevant = sorted((d for d, s in judged.items() if s >= options.min_relevance), key=lambda d: -judged[d])
+            notes.add("query judged in no split (left out: no relevant document; --ood-without-documents or "
+                      "--ood-from KEY imports it as out-of-domain)", at)  # fmt: skip
+            continue
         if not relevant:
-            notes.add(f"query with no judgment ≥ {options.min_relevance} (left out: no relevant document)",
-                      f"{located(queries_path, line, None, '').rstrip(': ')}: '{query_id}'")  # fmt: skip
+            notes.add(f"query with no judgment ≥ {options.min_relevance} (left out: no relevant document)", at)
             continue
         if corpus_ids is not None:
             for doc in relevant:
@@ -119,9 +151,28 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
                 metadata={"source": "beir", "split": options.split, "relevance": judged},
             )
         )
+    if problems:
+        raise InputError.listing(problems)
     if not drafts:
         raise InputError(f"{qrels_path}: no query of queries.jsonl has a judgment ≥ {options.min_relevance}")
     return drafts
+
+
+def _judged_elsewhere(folder: Path, split: str, wanted: set[str]) -> dict[str, list[str]]:
+    """``{query id: [other splits judging it]}`` for the ``wanted`` queries, from the other ``qrels/*.tsv`` files."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(folder.glob("*.tsv")):
+        if path.stem == split:
+            continue
+        try:
+            with path.open(encoding="utf-8-sig", errors="replace") as handle:
+                for raw in handle:
+                    query = raw.split("\t" if "\t" in raw else None, 1)[0].strip() if raw.strip() else ""
+                    if query in wanted and path.stem not in found.setdefault(query, []):
+                        found[query].append(path.stem)
+        except OSError:
+            continue
+    return {q: splits for q, splits in found.items() if splits}
 
 
 def _corpus_ids(path: Path, notes: Notes) -> set[str] | None:

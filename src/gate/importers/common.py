@@ -14,7 +14,7 @@ import csv
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,12 @@ class Options:
     """Which contexts are the expected documents: ``reference`` (ground truth) or ``retrieved`` (a system's)."""
     question_var: str | None = None
     """promptfoo: the var that holds the question (default: the one of question/query/input/prompt present)."""
+    ood_from: str | None = None
+    """``KEY`` or ``KEY=VALUE``: the source field that marks a case out-of-domain (default ``out_of_domain``)."""
+    ood_refusals: bool = True
+    """A case whose reference answers are all refusals (:func:`gate.metrics.refusal.is_refusal`) is out-of-domain."""
+    ood_without_documents: bool = False
+    """A case whose source names no expected document (no ids, no contexts) is out-of-domain."""
 
 
 @dataclass
@@ -60,6 +66,8 @@ class Draft:
     """Reference answers (the golden case's ``reference_answers``)."""
     out_of_domain: bool = False
     """True when the source marks the question as one the system should refuse."""
+    ood_reason: str | None = None
+    """Why the case is out-of-domain (e.g. ``out_of_domain: true``, ``is-refusal``), for the import's summary."""
     tags: list[str] = field(default_factory=list)
     """Tags carried over from the source."""
     criteria: str | None = None
@@ -109,6 +117,8 @@ class Result:
     """What the import reported: duplicates, unmatched contexts, skipped rows."""
     matched: dict[str, int] = field(default_factory=dict)
     """Contexts by how they were resolved: exact, normalised, contained, unmatched, ambiguous."""
+    ood_reasons: dict[str, int] = field(default_factory=dict)
+    """Out-of-domain cases by what marked them (a field, a refusal reference answer, no expected document)."""
 
 
 # --- text ---------------------------------------------------------------------------------------------------------
@@ -256,6 +266,15 @@ def read_csv(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
         raise InputError(located(path, start, None, f"invalid CSV: {exc}")) from None
 
 
+def is_jsonl(text: str) -> bool:
+    """Whether the text is one JSON object per line (more than one line, each starting with ``{``).
+
+    Hugging Face ``datasets`` writes JSON Lines under a ``.json`` name (``Dataset.to_json``).
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    return len(lines) > 1 and text.lstrip().startswith("{") and all(line.lstrip().startswith("{") for line in lines)
+
+
 def text_list(value: Any, where: str, problems: list[str]) -> list[str]:
     """A list of strings from a source field: None → [], a string → [it], a list of strings → it.
 
@@ -283,6 +302,111 @@ def id_list(value: Any, where: str, problems: list[str]) -> list[str]:
     return [i for i in ids if i is not None]
 
 
+def field_at(path: Path, line: int | None, prefix: str | None, name: str | None = None) -> str:
+    """Where a field is, for messages: ``file:line: name`` (JSONL, CSV, YAML) or ``file: [i].name`` (a JSON array).
+
+    ``prefix`` is the record's place in a JSON document (``[3]``, ``results.results[3].testCase``) or None.
+    """
+    where = ".".join(p for p in (prefix, name) if p) or None
+    return located(path, line, where, "").rstrip(": ")
+
+
+# --- out-of-domain ------------------------------------------------------------------------------------------------
+
+DEFAULT_OOD_KEY = "out_of_domain"
+"""The field read as the out-of-domain flag when ``--ood-from`` is not given."""
+TRUE_WORDS = frozenset({"true", "yes", "y", "1"})
+FALSE_WORDS = frozenset({"false", "no", "n", "0", ""})
+
+
+def ood_rule(options: Options) -> tuple[str, str | None]:
+    """``(key, value)`` of ``--ood-from KEY[=VALUE]`` (value None: the key holds a boolean flag).
+
+    Raises:
+        InputError: an empty key.
+    """
+    spec = options.ood_from if options.ood_from is not None else DEFAULT_OOD_KEY
+    key, sep, value = spec.partition("=")
+    if not key.strip():
+        raise InputError(f"--ood-from {spec!r}: expected KEY or KEY=VALUE")
+    return key.strip(), value.strip() if sep else None
+
+
+def lookup(row: Mapping[str, Any], key: str, places: tuple[str, ...] = ("",)) -> tuple[str, Any] | None:
+    """``(field name, value)`` of ``key`` in the first of ``places`` that has it; None when none has.
+
+    A place is ``""`` (the row itself) or a nested object's name (``additional_metadata``); a dotted key
+    (``meta.scope``) walks nested objects.
+    """
+    for place in places:
+        node: Any = row
+        for part in place.split(".") if place else ():
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if not isinstance(node, Mapping):
+            continue
+        if key in node:
+            return (f"{place}.{key}" if place else key), node[key]
+        value: Any = node
+        for part in key.split("."):
+            if not isinstance(value, Mapping) or part not in value:
+                break
+            value = value[part]
+        else:
+            return (f"{place}.{key}" if place else key), value
+    return None
+
+
+def ood_flag(
+    row: Mapping[str, Any], options: Options, places: tuple[str, ...], where: Callable[[str], str], problems: list[str]
+) -> tuple[bool, str | None]:
+    """Whether ``row`` is marked out-of-domain by ``--ood-from KEY[=VALUE]`` (default ``out_of_domain``).
+
+    Without ``=VALUE`` the field holds a flag: true/false, 1/0, or the text true/false/yes/no/y/n/1/0 (any case;
+    empty is false). With ``=VALUE`` the case is out-of-domain when the field's text equals VALUE (case-insensitive;
+    booleans read as true/false). An absent field or null is in-domain.
+
+    Args:
+        row: the source record.
+        options: the import's options (``ood_from``).
+        places: where the key is looked up, in order (see :func:`lookup`).
+        where: the message prefix of a field name (``file:line: field``).
+        problems: a value that is not a flag is added here.
+
+    Returns:
+        ``(out of domain, reason)``; the reason (``additional_metadata.out_of_domain: true``) when marked.
+    """
+    key, expected = ood_rule(options)
+    found = lookup(row, key, places)
+    if found is None or found[1] is None:
+        return False, None
+    name, value = found
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, float) and value in (0.0, 1.0):  # a flag column read as numbers (pandas)
+        text = str(int(value))
+    elif isinstance(value, (str, int, float)):
+        text = str(value).strip()
+    else:
+        problems.append(f"{where(name)}: must be true or false (or text, with --ood-from {key}=VALUE)")
+        return False, None
+    if expected is not None:
+        hit = text.casefold() == expected.casefold()
+        return hit, f"{name} = {expected}" if hit else None
+    word = text.casefold()
+    if word in TRUE_WORDS or word in FALSE_WORDS:
+        return word in TRUE_WORDS, f"{name}: true" if word in TRUE_WORDS else None
+    shown = text if len(text) <= 40 else text[:37] + "…"
+    problems.append(f"{where(name)}: must be true or false, got '{shown}' (--ood-from {key}=VALUE marks a value)")
+    return False, None
+
+
+def refusal_references(references: list[str]) -> int:
+    """How many of ``references`` are refusals, by the refusal metric's own rule and default phrases."""
+    from gate.metrics.refusal import is_refusal
+
+    return sum(is_refusal(r) for r in references)
+
+
 # --- building the golden set ----------------------------------------------------------------------------------------
 
 
@@ -299,7 +423,9 @@ def build(drafts: list[Draft], options: Options, notes: Notes, *, corpus: Corpus
     problems: list[str] = []
     by_id: dict[str, tuple[dict[str, Any], Draft]] = {}
     by_question: dict[str, Draft] = {}
+    ood_reasons: dict[str, int] = {}
     for draft in drafts:
+        _mark_out_of_domain(draft, options, notes)
         expected = list(dict.fromkeys(draft.doc_ids))
         if draft.contexts and corpus is None:
             notes.add("case with text contexts but no --corpus to match them to ids (no expected documents)",
@@ -361,11 +487,33 @@ def build(drafts: list[Draft], options: Options, notes: Notes, *, corpus: Corpus
             problems.append(f"{exc} (in {draft.at()})")
             continue
         records.append(record)
+        if draft.out_of_domain:
+            reason = draft.ood_reason or "marked by the source"
+            ood_reasons[reason] = ood_reasons.get(reason, 0) + 1
     if problems:
         raise InputError.listing(problems)
     if not records:
         raise InputError(f"{drafts[0].where[0] if drafts else 'source'}: no case to import")
-    return Result(records, notes, {k: v for k, v in matched.items() if v})
+    return Result(records, notes, {k: v for k, v in matched.items() if v}, ood_reasons)
+
+
+def _mark_out_of_domain(draft: Draft, options: Options, notes: Notes) -> None:
+    """Apply the rules that need no source field: refusal reference answers, and (asked) no expected document."""
+    if draft.out_of_domain:
+        return
+    has_documents = bool(draft.doc_ids or draft.contexts)
+    if options.ood_without_documents and not has_documents:
+        draft.out_of_domain, draft.ood_reason = True, "no expected document (--ood-without-documents)"
+        return
+    refusals = refusal_references(draft.references) if options.ood_refusals and draft.references else 0
+    if refusals and refusals == len(draft.references) and not has_documents:
+        draft.out_of_domain, draft.ood_reason = True, "a reference answer that is a refusal"
+        shown = " ".join(draft.references[0].split())
+        notes.add("reference answer is a refusal (imported as out-of-domain; --no-ood-refusals keeps it in-domain)",
+                  f"{draft.at()}: '{shown if len(shown) <= 60 else shown[:57] + '…'}'")  # fmt: skip
+    elif refusals:
+        why = "the case names expected documents" if has_documents else "other reference answers are not"
+        notes.add(f"reference answer is a refusal but {why} (kept in-domain)", draft.at())
 
 
 def _same_case(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

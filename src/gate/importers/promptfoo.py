@@ -1,17 +1,29 @@
-"""Import promptfoo test cases: a tests file (a YAML or JSON list of test cases) or a ``promptfooconfig.yaml``.
+"""Import promptfoo test cases: a tests file, a ``promptfooconfig.yaml``, or a results file (``eval -o results.json``).
 
 A test case's ``vars`` hold the question (``--question-var``, default the one of ``question``, ``query``, ``input``,
 ``prompt`` it has, or its only var; a list of values is one case per value, as promptfoo runs them); ``assert``
-holds the expectations: ``is-refusal`` marks an out-of-domain case (``not-is-refusal`` an in-domain one); the values
-of ``equals``, ``similar``, ``factuality``, ``context-recall`` and ``levenshtein`` are reference answers; those of
-``llm-rubric``, ``model-graded-closedqa`` and ``g-eval`` are criteria. ``vars.context`` (text, one or a list) is
-matched to corpus ids with ``--corpus``; ``metadata.expected_doc_ids`` gives ids directly. A config's ``tests`` may
-name further files (``file://tests.yaml``, YAML or JSON, relative to the config); its ``defaultTest`` applies to
-every case. ``description`` and ``metadata`` are kept in the case's metadata.
+holds the expectations: ``is-refusal`` marks an out-of-domain case (``not-is-refusal`` an in-domain one), and so does
+``metadata.out_of_domain: true`` (or the key of ``--ood-from KEY[=VALUE]``, looked up in ``metadata``, then ``vars``);
+the values of ``equals``, ``contains``, ``icontains``, ``contains-any``, ``icontains-any``, ``similar``,
+``factuality``, ``context-recall`` and ``levenshtein`` are reference answers when they are text with a word in it
+(``{{var}}`` alone is read from the vars); one that is a refusal ("I don't know") marks the case out-of-domain when it
+has no context. The values of ``llm-rubric``, ``model-graded-closedqa`` and ``g-eval`` are criteria. ``vars.context``
+(text, one or a list) is matched to corpus ids with ``--corpus``; ``metadata.expected_doc_ids`` gives ids directly.
+A config's ``tests`` may name further files (``file://tests.yaml``, YAML or JSON, relative to the config); its
+``defaultTest`` applies to every case. ``description`` and ``metadata`` are kept in the case's metadata.
+
+A results file (``promptfoo eval -o results.json``) holds each test case as promptfoo ran it (``defaultTest`` merged,
+``file://`` tests read, list vars expanded) under ``results.results[i].testCase``, once per prompt and provider: each
+test (``testIdx``) is imported once; ``-o results.yaml`` and ``-o results.jsonl`` (one result per line) are read too,
+``-o results.csv`` is refused (it holds no assertions). Messages name ``file:line: field`` (YAML, JSONL: the line of
+the test case or result) or, in a results JSON, ``file: results.results[i].testCase.field`` (the index in that
+array).
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,11 +31,16 @@ from typing import Any
 import yaml
 
 from gate.errors import InputError, located
-from gate.importers.common import Draft, Notes, Options, id_list, jsonable, text_list
+from gate.importers.common import Draft, Notes, Options, field_at, id_list, jsonable, ood_flag, text_list
+from gate.jsonl import parse_json, read_jsonl
 from gate.yamlsafe import check_yaml_size
 
 QUESTION_VARS = ("question", "query", "input", "prompt")
-REFERENCE_TYPES = ("equals", "similar", "factuality", "context-recall", "levenshtein")
+REFERENCE_TYPES = ("equals", "contains", "icontains", "similar", "factuality", "context-recall", "levenshtein")
+ANY_REFERENCE_TYPES = ("contains-any", "icontains-any")
+"""Assertions whose list of values are each an acceptable answer."""
+MAX_RESULTS_BYTES = 1 << 30
+"""Largest results file read (1 GiB: it holds every response)."""
 CRITERIA_TYPES = ("llm-rubric", "model-graded-closedqa", "g-eval")
 MAX_BYTES = 64 << 20
 MAX_NODES = 5_000_000
@@ -79,17 +96,41 @@ def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
     return None
 
 
-def tests(source: Path, depth: int = 0) -> Iterator[tuple[Path, int | None, Any, dict[str, Any]]]:
-    """``(file, line, test case, defaultTest)`` of every test case of a promptfoo file, following ``file://`` names.
+Entry = tuple[Path, int | None, str | None, Any, dict[str, Any]]
+"""(file, line, field prefix, test case, defaultTest) of one test case."""
+
+
+def tests(source: Path, depth: int = 0) -> Iterator[Entry]:
+    """``(file, line, field prefix, test case, defaultTest)`` of every test case of a promptfoo file.
+
+    Follows ``file://`` names; a results file (``-o results.json``, ``.yaml`` or ``.jsonl``) gives the test cases
+    promptfoo ran.
 
     Raises:
-        InputError: the file is not a list of test cases nor a config with ``tests``; a named file is not YAML/JSON.
+        InputError: the file is not a list of test cases nor a config with ``tests`` nor a results file; a named
+            file is not YAML/JSON.
     """
+    suffix = source.suffix.lower()
+    if suffix == ".csv":
+        raise InputError(f"{source}: a promptfoo results CSV holds no assertions (no refusal marks, no reference "
+                         "answers): import results.json (promptfoo eval -o results.json) or the config")  # fmt: skip
+    if suffix == ".jsonl":
+        yield from _results_jsonl(source)
+        return
+    if suffix == ".json":
+        data = _read_json(source)
+        if _is_results(data):
+            yield from _from_results(source, data["results"]["results"], None)
+            return
     data, node = load_yaml(source)
+    if _is_results(data):
+        results_node = _child(_child(node, "results"), "results")
+        yield from _from_results(source, data["results"]["results"], _item_lines(results_node))
+        return
     default: dict[str, Any] = {}
     if isinstance(data, dict):
         if "tests" not in data:
-            raise InputError(f"{source}: no `tests:` key: not a promptfoo config or tests file")
+            raise InputError(f"{source}: no `tests:` key: not a promptfoo config, tests file or results file")
         default = data.get("defaultTest") or {}
         if not isinstance(default, dict):
             raise InputError(located(source, None, "defaultTest", "must be an object (a file:// default is not read)"))
@@ -103,11 +144,72 @@ def tests(source: Path, depth: int = 0) -> Iterator[tuple[Path, int | None, Any,
                 raise InputError(located(source, line, "tests", f"file:// nested deeper than {MAX_FILE_DEPTH}"))
             named = (source.parent / item.removeprefix("file://")).resolve()
             if named.suffix.lower() not in (".yaml", ".yml", ".json"):
-                raise InputError(located(source, line, "tests", f"{item}: only YAML or JSON test files are read"))
+                hint = "import the results.json that promptfoo eval -o writes: it holds them"
+                message = f"{item}: only YAML or JSON test files are read ({hint})"
+                raise InputError(located(source, line, "tests", message))
             for entry in tests(named, depth + 1):
-                yield entry[0], entry[1], entry[2], {**default, **entry[3]}
+                yield entry[0], entry[1], entry[2], entry[3], {**default, **entry[4]}
         else:
-            yield source, line, item, default
+            yield source, line, None, item, default
+
+
+def _is_results(data: Any) -> bool:
+    """Whether parsed data is a promptfoo results file: ``{"results": {"results": [...]}, ...}``."""
+    return isinstance(data, dict) and isinstance(data.get("results"), dict) and "results" in data["results"]
+
+
+def _read_json(source: Path) -> Any:
+    """A JSON file's data (up to :data:`MAX_RESULTS_BYTES`).
+
+    Raises:
+        InputError: the file cannot be read, is too large, not UTF-8 or not JSON.
+    """
+    try:
+        with source.open("rb") as handle:
+            raw = handle.read(MAX_RESULTS_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"{source}: file not found") from None
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_RESULTS_BYTES:
+        raise InputError(f"{source}: larger than {MAX_RESULTS_BYTES} bytes")
+    try:
+        return parse_json(raw.decode("utf-8-sig"), source)
+    except UnicodeDecodeError as exc:
+        raise InputError(located(source, raw[: exc.start].count(b"\n") + 1, None, "not UTF-8 text")) from None
+
+
+def _results_jsonl(source: Path) -> list[Entry]:
+    """The test cases of a results JSONL file (``-o results.jsonl``: one result per line)."""
+    rows = list(read_jsonl(source))
+    return _from_results(source, [row for _, row in rows], [line for line, _ in rows])
+
+
+def _from_results(source: Path, listed: Any, lines: list[int] | list[int | None] | None) -> list[Entry]:
+    """The test cases of promptfoo's results, one per ``testIdx`` in its order.
+
+    ``lines``: each result's line (YAML, JSONL), else None (JSON: a result is named by its index,
+    ``results.results[i]``).
+
+    Raises:
+        InputError: the results are not a list, or a result has no test case.
+    """
+    if not isinstance(listed, list):
+        raise InputError(located(source, None, "results.results", "must be a list (promptfoo's results)"))
+    seen: dict[Any, tuple[int, Entry]] = {}
+    for n, result in enumerate(listed):
+        line = lines[n] if lines is not None and n < len(lines) else None
+        prefix = "testCase" if line is not None else f"results.results[{n}].testCase"
+        if not isinstance(result, dict) or not isinstance(result.get("testCase"), dict):
+            raise InputError(located(source, line, prefix, "required: the test case promptfoo ran"))
+        index = result.get("testIdx")
+        key = index if isinstance(index, int) and not isinstance(index, bool) else repr(result["testCase"])
+        if key not in seen:
+            order = index if isinstance(index, int) else n
+            seen[key] = (order, (source, line, prefix, result["testCase"], {}))
+    if not seen:
+        raise InputError(f"{source}: a promptfoo results file without results")
+    return [entry for _, entry in sorted(seen.values(), key=lambda pair: pair[0])]
 
 
 def _assertions(test: Mapping[str, Any], default: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -128,20 +230,20 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
     """
     drafts: list[Draft] = []
     problems: list[str] = []
-    for path, line, test, default in tests(source):
-        at = located(path, line, None, "").rstrip(": ")
+    for path, line, prefix, test, default in tests(source):
+        at = functools.partial(field_at, path, line, prefix)
         if not isinstance(test, dict):
-            problems.append(f"{at}: expected a test case (an object with vars and assert)")
+            problems.append(f"{at()}: expected a test case (an object with vars and assert)")
             continue
         wrong = next(
-            (f"{where}{key}: must be {kind}" for where, item in (("defaultTest.", default), ("", test))
+            (f"{at(where + key)}: must be {kind}" for where, item in (("defaultTest.", default), ("", test))
              for key, kind in (("vars", "an object (vars from a file:// are not read)"), ("metadata", "an object"),
                                ("assert", "a list of assertions"))
              if item.get(key) is not None and not isinstance(item[key], list if key == "assert" else dict)),
             None,
         )  # fmt: skip
         if wrong:
-            problems.append(f"{at}: {wrong}")
+            problems.append(wrong)
             continue
         variables = {**(default.get("vars") or {}), **(test.get("vars") or {})}
         name = options.question_var or next((v for v in QUESTION_VARS if v in variables), None)
@@ -149,11 +251,11 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
             name = next(iter(variables))
         if name is None or name not in variables:
             have = ", ".join(map(str, variables)) or "none"
-            problems.append(f"{at}: vars: no question var (have: {have}); pass --question-var NAME")
+            problems.append(f"{at('vars')}: no question var (have: {have}); pass --question-var NAME")
             continue
         questions = variables[name] if isinstance(variables[name], list) else [variables[name]]
         if not questions or not all(isinstance(q, str) and q.strip() for q in questions):
-            problems.append(f"{at}: vars.{name}: must be text (or a list of texts)")
+            problems.append(f"{at('vars.' + name)}: must be text (or a list of texts)")
             continue
         refusal = None
         references: list[str] = []
@@ -164,27 +266,41 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
                 refusal = True
             elif kind == "not-is-refusal":
                 refusal = False
-            elif kind in REFERENCE_TYPES and isinstance(value, str):
-                references.append(value)
+            elif kind in REFERENCE_TYPES:
+                references.extend(_reference(value, variables))
+            elif kind in ANY_REFERENCE_TYPES and isinstance(value, list):
+                references.extend(r for v in value for r in _reference(v, variables))
             elif kind in CRITERIA_TYPES and isinstance(value, str):
                 criteria.append(value)
         meta = {**(default.get("metadata") or {}), **(test.get("metadata") or {})}
-        ids = id_list(meta.pop("expected_doc_ids", None), f"{at}: metadata.expected_doc_ids", problems)
-        contexts = text_list(variables.get("context"), f"{at}: vars.context", problems)
-        if refusal and (contexts or ids):
-            notes.add("is-refusal case with a context var (context not used: an out-of-domain case expects none)", at)
+        ids = id_list(meta.pop("expected_doc_ids", None), at("metadata.expected_doc_ids"), problems)
+        contexts = text_list(variables.get("context"), at("vars.context"), problems)
+        n_problems = len(problems)
+        marked, reason = ood_flag({"metadata": meta, "vars": variables}, options, ("metadata", "vars"), at, problems)
+        if len(problems) > n_problems:
+            continue
+        if refusal:
+            marked, reason = True, "an is-refusal assertion"
+        elif refusal is False and marked:
+            problems.append(f"{at('assert')}: not-is-refusal on a case {reason} marks out-of-domain")
+            continue
+        if marked and (contexts or ids):
+            notes.add("out-of-domain case with a context var (context not used: an out-of-domain case expects none)",
+                      at())  # fmt: skip
             contexts, ids = [], []
         if isinstance(test.get("description"), str):
             meta["description"] = test["description"]
         for n, question in enumerate(questions):
+            item = f"vars.{name}[{n}]" if len(questions) > 1 else None
             drafts.append(
                 Draft(
-                    where=(path, line, f"vars.{name}[{n}]" if len(questions) > 1 else None),
+                    where=(path, line, ".".join(p for p in (prefix, item) if p) or None),
                     question=question,
                     doc_ids=ids,
                     contexts=[] if ids else contexts,
                     references=references,
-                    out_of_domain=bool(refusal),
+                    out_of_domain=marked,
+                    ood_reason=reason,
                     criteria="\n".join(criteria) or None,
                     metadata=jsonable({"source": "promptfoo", **meta}),
                 )
@@ -192,3 +308,26 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
     if problems:
         raise InputError.listing(problems)
     return drafts
+
+
+_TEMPLATE = re.compile(r"^\{\{\s*(\w+)\s*\}\}$")
+_WORD = re.compile(r"\w")
+
+
+def _reference(value: Any, variables: Mapping[str, Any]) -> list[str]:
+    """A reference answer from an assertion's value: text with a word in it (``{{var}}`` alone read from the vars).
+
+    A number (``contains: 42``, as promptfoo allows) is its decimal text.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return []
+    template = _TEMPLATE.match(value.strip())
+    if template:
+        value = variables.get(template.group(1))
+        if not isinstance(value, str):
+            return []
+    if "{{" in value or value.startswith("file://") or not _WORD.search(value):
+        return []
+    return [value]

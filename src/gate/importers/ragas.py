@@ -4,20 +4,24 @@ Fields (``SingleTurnSample``): ``user_input`` → question; ``reference`` → re
 (or else ``reference_contexts``, text matched against ``--corpus``) → expected documents; with ``--contexts
 retrieved``, ``retrieved_context_ids`` / ``retrieved_contexts`` instead; ``synthesizer_name`` → a tag; ``rubrics`` →
 criteria. The field names of ragas 0.1 (``question``, ``ground_truth``, ``ground_truths``, ``contexts``) are read too.
-A row's own ``out_of_domain: true`` (not a ragas field) marks an out-of-domain case. In CSV, list cells are JSON or
-Python lists, as ``to_csv`` and pandas write them.
+ragas has no out-of-domain field (``to_jsonl``/``to_csv`` drop unknown fields): a case is out-of-domain when its
+``reference`` is a refusal ("I don't know", the refusal metric's phrases) and it names no context, or when a
+column added to the file marks it (``out_of_domain``, or any ``--ood-from KEY[=VALUE]``). In CSV, list cells are JSON
+or Python lists, as ``to_csv`` and pandas write them. Messages name ``file:line: field`` (JSONL, CSV) or
+``file: [i].field`` (a JSON array: the sample's index).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from gate.errors import InputError, located
-from gate.importers.common import Draft, Notes, Options, id_list, read_csv, text_list
+from gate.importers.common import Draft, Notes, Options, field_at, id_list, is_jsonl, ood_flag, read_csv, text_list
 from gate.jsonl import parse_json, read_jsonl
 
 LIST_FIELDS = ("reference_contexts", "retrieved_contexts", "reference_context_ids", "retrieved_context_ids",
@@ -38,9 +42,14 @@ def rows(source: Path) -> Iterator[tuple[int | None, str | None, Any]]:
             yield line, None, {k: _cell(k, v, source, line) for k, v in row.items() if v is not None}
     elif suffix == ".json":
         try:
-            data = parse_json(source.read_text(encoding="utf-8-sig"), source)
+            text = source.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{source}: cannot read: {exc}") from None
+        if is_jsonl(text):  # to_hf_dataset().to_json() writes JSON Lines
+            for line, row in read_jsonl(source):
+                yield line, None, row
+            return
+        data = parse_json(text, source)
         data = data.get("samples", data) if isinstance(data, dict) else data
         if not isinstance(data, list):
             raise InputError(f"{source}: expected a JSON array of samples")
@@ -93,19 +102,19 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
         if not isinstance(question, str) or not question.strip():
             problems.append(located(source, line, _f(prefix, "user_input"), "required: the question as text"))
             continue
-        at = located(source, line, prefix, "").rstrip(": ")
-        ids = id_list(row.get(f"{which}_context_ids"), f"{at}: {which}_context_ids", problems)
+        at = functools.partial(field_at, source, line, prefix)
+        ids = id_list(row.get(f"{which}_context_ids"), at(f"{which}_context_ids"), problems)
         legacy = "contexts" if which == "retrieved" else None
         texts = text_list(row.get(f"{which}_contexts", row.get(legacy) if legacy else None),
-                          f"{at}: {which}_contexts", problems)  # fmt: skip
+                          at(f"{which}_contexts"), problems)  # fmt: skip
         if not ids and not texts and (row.get(f"{other}_context_ids") or row.get(f"{other}_contexts")
                                       or (other == "retrieved" and row.get("contexts"))):  # fmt: skip
-            notes.add(f"sample with {other} contexts only (not used: pass --contexts {other} to use them)", at)
-        references = text_list(row.get("reference", row.get("ground_truth")), f"{at}: reference", problems)
-        references += text_list(row.get("ground_truths"), f"{at}: ground_truths", problems)
-        ood = row.get("out_of_domain", False)
-        if not isinstance(ood, bool):
-            problems.append(f"{at}: out_of_domain: must be true or false")
+            notes.add(f"sample with {other} contexts only (not used: pass --contexts {other} to use them)", at())
+        references = text_list(row.get("reference", row.get("ground_truth")), at("reference"), problems)
+        references += text_list(row.get("ground_truths"), at("ground_truths"), problems)
+        n_problems = len(problems)
+        ood, reason = ood_flag(row, options, ("",), at, problems)
+        if len(problems) > n_problems:
             continue
         rubrics = row.get("rubrics")
         criteria = "\n".join(f"{k}: {v}" for k, v in rubrics.items()) if isinstance(rubrics, dict) else None
@@ -119,6 +128,7 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
                 contexts=[] if ids else texts,
                 references=references,
                 out_of_domain=ood,
+                ood_reason=reason,
                 tags=[synth] if isinstance(synth, str) and synth else [],
                 criteria=criteria,
                 metadata={"source": "ragas", **metadata},
