@@ -19,6 +19,7 @@ from gate.stats.sequential import (
     batch_ends,
     confidence_bounds,
     log_capital,
+    log_mixed_capital,
     log_ratio_differences,
     look,
     predictable_bets,
@@ -101,6 +102,21 @@ def test_symmetric_evidence_keeps_ville_bound(spread: float) -> None:
     d = np.clip(rng.normal(0, spread, (2000, 300)), -1, 1)
     crossed = sum(np.max(symmetric_log_evidence(row, 0.05, 300)) >= math.log(20) for row in d)
     assert crossed / 2000 <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 2000)
+
+
+def test_mixed_capital_is_the_average_of_the_truncated_processes() -> None:
+    """(K(c=1/2) + K(c=0.9))/2 from the products written out: λ = min(bet, c/m) above, min(bet, c/(1 − m)) below."""
+    x = to_unit(np.array([0.2, -0.1, 0.0, 0.4, -0.3, 0.1]))
+    bets = predictable_bets(x, 0.05, 10)
+    for m, side in ((0.45, "above"), (0.55, "below")):
+        caps = []
+        for c in (0.5, 0.9):
+            if side == "above":
+                caps.append(np.cumprod(1 + np.minimum(bets, c / m) * (x - m)))
+            else:
+                caps.append(np.cumprod(1 - np.minimum(bets, c / (1 - m)) * (x - m)))
+        mixed = log_mixed_capital(x, m, bets, side)  # type: ignore[arg-type]
+        np.testing.assert_allclose(np.exp(mixed), (caps[0] + caps[1]) / 2, rtol=1e-12)
 
 
 def test_capital_is_monotone_in_the_null() -> None:

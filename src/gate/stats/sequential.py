@@ -2,14 +2,21 @@
 
 After each batch of cases, :func:`look` says per gated metric ``fail`` (a significant drop whose point estimate is
 beyond the margin: the fixed-N rule of STATISTICS.md §3), ``non_inferior`` (a drop beyond the margin is ruled out)
-or ``continue``. The evidence is two one-sided betting test martingales of Waudby-Smith & Ramdas (2024) on the
-differences rescaled to [0, 1] — one against "no change" (Δ = 0, for ``fail``), one against "a drop of exactly the
-margin" (Δ = −m, for ``non_inferior``) — with predictable plug-in bets truncated as in their hedged capital
-process. By Ville's inequality each martingale crosses 1/α with probability ≤ α at any time, however often it is
-looked at, so stopping at a data-dependent batch costs no error rate. Because the bets do not depend on the null
-value except through the truncation, each capital is monotone in it (see :func:`log_capital`), and crossing 1/α
-at Δ = 0 is the same as the running upper confidence bound U_t < 0; at Δ = −m, the running lower bound L_t > −m.
-:func:`confidence_bounds` gives those bounds themselves for the report.
+or ``continue``. Each decision rests on a nonnegative (super)martingale that starts at 1 under its null; by Ville's
+inequality it ever reaches 1/α with probability ≤ α, however often it is looked at, so stopping at a
+data-dependent batch costs no error rate.
+
+* ``fail`` needs evidence against "no change": the sign-symmetric e-process of :func:`symmetric_log_evidence`,
+  valid when head and base are exchangeable on every case — the null of the gate's own McNemar and sign-flip
+  tests, and what an A/A comparison is. Its boundary scales with the observed Σ d_i², so a graded metric whose
+  cases move little is decided as early as its spread allows (a bound from the range [−1, 1] alone could not).
+* ``non_inferior`` needs evidence against "a drop of exactly the margin" (Δ = −m), where nothing is symmetric:
+  the betting capital of Waudby-Smith & Ramdas (2024) on the differences rescaled to [0, 1], with predictable
+  plug-in bets truncated as in their hedged capital process (:func:`log_mixed_capital`), valid for any
+  distribution on [−1, 1]. Its capital is monotone in the null value, so crossing 1/α at Δ = −m is the same as
+  the running lower confidence bound L_t > −m (:func:`confidence_bounds` gives the bounds for the report). Without
+  a distributional assumption no procedure can rule out a drop of m before about log(1/α)/m cases (a drop can
+  hide in rare cases that fall by 1): e.g. ≈ 150 cases for m = 0.03 at α = 0.01.
 
 Choices (and why):
 
