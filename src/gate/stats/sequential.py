@@ -35,7 +35,7 @@ Choices (and why):
   (``analyze_metrics``, Holm inside) at the rest, α_final = (1 − share)·α. The false-fail probability is at most
   α_seq·M + α_final = α by the union bound. Holm is not used for the early looks: a step-down over metrics that
   stop at different times is not a valid sequential procedure without more care, and Bonferroni is.
-* **Bets tuned for a horizon**: λ_i = sqrt(2·log(1/α)/(n*·σ̂²_{i−1})) with n* the golden set's size
+* **Bets tuned for a horizon**: λ_i = sqrt(2·log(1/α)/(n*·σ̂²_{i−1})) with n* half the sequence's length
   (Waudby-Smith & Ramdas 2024, Eq. 26 with the fixed-n tuning of their §B; ``confseq``'s ``fixed_n``) — the
   tightest boundary near n*, still valid at every t because only σ̂² of earlier cases enters.
 * **Ratio metrics (latency, cost)**: the per-case log-ratio is clipped to [−B, B] and divided by B
@@ -51,8 +51,9 @@ Design note for phase 2 (the orchestrator):
    run continues at its batch and ``--shard`` splits each batch).
 3. After each batch, per gated metric: the per-case means over repeats on each side, d_i = head − base oriented
    so that negative is worse (``gate.stats.inputs.case_effects``), cases valid on both sides only, kept in the
-   run order; ``look(d, margin, split_alpha(alpha, M).sequential, target_n=N)``. A metric, once decided, stays
-   decided (its running capital only grows).
+   run order; ``look(d, margin, split_alpha(alpha, M).sequential, target_n=ceil(HORIZON_SHARE · N))``. A
+   metric, once decided, stays decided (its first decision is final, as in :func:`stopping_point`).
+   Ratio metrics: ``log_ratio_differences`` and the margin ``ratio_scale(margin)/B``.
 4. Stop when every gated metric is decided (any ``fail`` may stop the run at once: the verdict is fail). If the
    golden set is exhausted first, run ``analyze_metrics`` on everything that ran at ``alpha=split.final`` and
    take the fixed-N status of the metrics still undecided; the decided ones keep theirs (``fail`` → fail,
@@ -84,6 +85,10 @@ smaller."""
 SEQUENTIAL_SHARE = 0.2
 """Share of the one-sided family-wise α spent on the early looks (the rest goes to the fixed-N analysis at the
 end); chosen by ``benchmarks/adaptive_calibration.py`` (power within 5 points of the fixed design)."""
+HORIZON_SHARE = 0.5
+"""The bets are tuned for n* = this share of the cases in the sequence: the boundary is tightest there, where a
+no-change PR can first be shown non-inferior (``benchmarks/adaptive_calibration.py``: tuning for N/2 instead of N
+stops no-change PRs at about 0.1 N earlier, clear regressions no later)."""
 TRUNCATIONS = (0.5, 0.9)
 """The c of the truncated bets, λ ≤ c/m (``above``) or c/(1 − m) (``below``), Waudby-Smith & Ramdas (2024) §5:
 the capital used is the average of one process per c (a mixture of martingales is a martingale; their
