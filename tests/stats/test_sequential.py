@@ -135,7 +135,7 @@ def test_ville_bound_holds_under_the_null() -> None:
     crossed = 0
     for _ in range(2000):
         d = (rng.random(200) < 0.6).astype(float) - (rng.random(200) < 0.6).astype(float)
-        crossed += look(d, 0.0, 0.05, target_n=200).log_capital_worse >= math.log(20)
+        crossed += look(d, 0.0, 0.05, target_n=200).log_evidence_worse >= math.log(20)
     assert crossed / 2000 <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 2000)
 
 

@@ -353,8 +353,9 @@ class SequentialLook:
     """Cases seen (t)."""
     estimate: float
     """Δ̂_t, the mean difference so far (NaN for t = 0)."""
-    log_capital_worse: float
-    """max_{s≤t} log K⁻_s at Δ = 0: evidence that head is worse (≥ ``threshold``: U_t < 0)."""
+    log_evidence_worse: float
+    """max_{s≤t} log E_s of the sign-symmetric e-process (:func:`symmetric_log_evidence`): evidence against "no
+    change" (≥ ``threshold``: a significant drop)."""
     log_capital_non_inferior: float
     """max_{s≤t} log K⁺_s at Δ = −m: evidence against a drop of the margin (≥ ``threshold``: L_t > −m)."""
     threshold: float
@@ -364,10 +365,11 @@ class SequentialLook:
 def look(d: np.ndarray, margin: float, alpha: float, *, target_n: int | None = None) -> SequentialLook:
     """The sequential decision for one metric after the cases seen so far.
 
-    ``fail`` iff U_t < 0 (max_s K⁻_s(1/2) ≥ 1/α: a significant drop) and Δ̂_t ≤ −m (material), the fixed-N rule
-    of STATISTICS.md §3; else ``non_inferior`` iff L_t > −m (max_s K⁺_s((1 − m)/2) ≥ 1/α); else ``continue``.
-    Valid at every t and any stopping rule: an A/A metric (Δ = 0) ends ``fail`` with probability ≤ α, a metric
-    whose true drop is at least m ends ``non_inferior`` with probability ≤ α.
+    ``fail`` iff max_s E_s ≥ 1/α (the sign-symmetric e-process: a significant drop) and Δ̂_t ≤ −m (material), the
+    fixed-N rule of STATISTICS.md §3; else ``non_inferior`` iff L_t > −m (max_s K_s((1 − m)/2) ≥ 1/α for the mixed
+    betting capital above); else ``continue``. Valid at every t and any stopping rule: an A/A metric (head and
+    base exchangeable) ends ``fail`` with probability ≤ α, a metric whose true drop is at least m ends
+    ``non_inferior`` with probability ≤ α.
 
     Args:
         d: shape (t,), per-case differences head − base in [−1, 1] (negative = worse), in the seeded run order,
