@@ -1,0 +1,40 @@
+"""Adaptive evaluation by simulation (reduced CI version of benchmarks/adaptive_calibration.py; ~1 min on one core).
+
+Fixed seeds; the A/A bound leaves 3 Monte Carlo standard errors to the design's α.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+from helpers import REPO
+
+_SPEC = importlib.util.spec_from_file_location("adaptive_calibration", REPO / "benchmarks" / "adaptive_calibration.py")
+adaptive = sys.modules.setdefault("adaptive_calibration", importlib.util.module_from_spec(_SPEC))
+_SPEC.loader.exec_module(adaptive)
+
+pytestmark = pytest.mark.slow
+B = 200
+PRS = 300
+
+
+@pytest.mark.parametrize(("kind", "r"), [("binary", 1), ("graded", 3)])
+def test_aa_false_fail_rate_is_at_most_alpha(kind, r):
+    out = adaptive.run(PRS, 1200 + r, n=200, r=r, kind=kind, drop=0.0, margin=1e-9, b=B, share=0.2, fixed=False)
+    assert sum(o.adaptive == "fail" for o in out) / PRS <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / PRS)
+
+
+def test_clear_regression_and_no_change_stop_by_half_with_the_fixed_verdict():
+    """Binary, N = 1,000, R = 1, margin 2 × the printed MDE (0.09): Δ = −3m fails and Δ = 0 passes by half.
+
+    Agreement with the fixed verdict ≥ 95 % (the issue's target), not 100 %: an early look may fail an A/A PR with
+    probability ≤ α_seq = 0.01 where the fixed design, at this margin, almost never does.
+    """
+    m = 0.09
+    for drop, verdict in ((3 * m, "fail"), (0.0, "pass")):
+        out = adaptive.run(60, 7, n=1000, r=1, kind="binary", drop=drop, margin=m, b=B, share=0.2)
+        assert np.median([o.share for o in out]) <= 0.5
+        assert np.mean([o.adaptive == verdict == o.fixed for o in out]) >= 0.95
