@@ -308,3 +308,15 @@ def test_compare_with_labels_reports_the_corrected_difference_against_the_margin
     assert expected in line and "margin 0.02: " in line
     verdict = "worse by more than the margin" if diff - 1.959964 * se > 0.02 else "cannot tell"
     assert verdict in line
+
+
+def test_the_bootstrap_resamples_within_strata():
+    from gate.labels.agreement import design_resamples
+
+    strata = ["a"] * 3 + ["b"] * 7
+    rows = design_resamples(strata, 500, np.random.default_rng(0))
+    assert rows.shape == (500, 10)
+    assert np.isin(rows[:, :3], [0, 1, 2]).all() and np.isin(rows[:, 3:], range(3, 10)).all()  # each stratum's size
+    assert len(np.unique(rows[:, 3:])) == 7  # every member of b drawn somewhere
+    same = design_resamples(strata, 500, np.random.default_rng(0))
+    assert (rows == same).all()

@@ -130,11 +130,13 @@ def judge_check(
 ) -> None:
     """Check the judge against answers labelled by hand: agreement, disagreements, a plain verdict.
 
-    Positive = unfaithful: the judge flags an answer when its faithfulness is below 1 (a claim not supported;
-    the llm rubric: faithfulness 2 or 1 of 3). Prints n, the confusion matrix, balanced accuracy and Cohen's κ
-    with 95 % percentile bootstrap intervals (2000 resamples, seeded), each disagreement with the judge's reasons,
-    and a verdict: "agrees with your labels" (κ ≥ 0.6, lower bound ≥ 0.4), "disagrees: do not gate on it" (upper
-    bound < 0.6) or "too few labels to tell" (under 15 labels, under 3 of a class, or in between).
+    Positive = unfaithful. Checks each gated judged metric by its per-answer rule (e.g. hallucinated_claim_rate > 0,
+    named in the output), then faithfulness < 1 as a secondary line. Prints n, the confusion matrix, balanced
+    accuracy, Cohen's κ, sensitivity and specificity, weighted by 1/π of each label's inclusion probability, with
+    95 % percentile bootstrap intervals resampled within strata (2000 resamples, seeded), each disagreement with the
+    judge's reasons, the share of unfaithful answers (judge only, labels only, prediction-powered), and a verdict:
+    "agrees with your labels" (κ ≥ 0.6, lower bound ≥ 0.4), "disagrees: do not gate on it" (upper bound < 0.6) or
+    "too few labels to tell" (under 15 labels, under 3 of a class, or in between).
 
     \b
     Example:

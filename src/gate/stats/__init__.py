@@ -2,8 +2,9 @@
 
 Modules: ``significance`` (paired tests, multiplicity), ``discrete`` (exact per-case tests, discrete BH),
 ``selection`` (the table of which test runs where), ``intervals`` (SEs, CIs), ``power`` (MDE, variance split),
-``inputs`` (:class:`MetricInput`), ``cases`` (per-case verdicts), ``decision`` (per-metric analysis and the
-verdict). Imports point one way: decision/cases → selection/power/intervals/discrete → significance/inputs.
+``inputs`` (:class:`MetricInput`), ``ppi`` (prediction-powered means), ``cases`` (per-case verdicts),
+``decision`` (per-metric analysis and the verdict). Imports point one way: decision/cases →
+selection/power/intervals/discrete → significance/inputs.
 """
 
 import importlib
@@ -16,6 +17,7 @@ _HOME = {  # name → the module that defines it; imported on first use (PEP 562
     "discrete_bh": "discrete", "fisher_case": "discrete", "permutation_case": "discrete",
     "MetricInput": "inputs",
     "bootstrap_ci": "intervals", "clustered_se": "intervals", "paired_se": "intervals", "t_interval": "intervals",
+    "MeanEstimate": "ppi", "classical_mean": "ppi", "judge_mean": "ppi", "ppi_mean": "ppi",
     "mde": "power", "recommendation": "power", "sample_size": "power", "variance_decomposition": "power",
     "TABLE": "selection", "CaseTest": "selection", "MetricTest": "selection", "select": "selection",
     "TestResult": "significance", "benjamini_hochberg": "significance", "holm": "significance",
