@@ -105,6 +105,7 @@ def test_judge_check_checks_the_gated_rule_with_the_labels_file_label_wrote(runs
         "hallucinated_claim_rate > 0",
         "faithfulness < 1",
     ]
+    assert [r["gated"] for r in found["rules"]] == [True, False]
     calls = _run_calls(runs / "bad", "hallucinated_claim_rate", lambda v: v > 0)
     truth = [int(not r["faithful"]) for r in rows]
     judge = [calls[(r["id"], r["repeat"])] for r in rows]

@@ -162,7 +162,7 @@ def judge_check(
     manifest, answers = sampling.judged_answers(run_dir)
     warnings = lb.stale(labels, None, manifest.golden_sha256)
     keys = [label.key for label in labels]
-    checks: list[tuple[object, object]] = []  # (Check, Corrected or None), the gated rules first
+    checks: list[tuple[object, object, bool]] = []  # (Check, Corrected or None, gated), the gated rules first
     if pairwise and head_dir is not None and pairwise_file is not None:
         if config is not None:
             _, head_answers = sampling.judged_answers(head_dir)
@@ -170,7 +170,7 @@ def judge_check(
         else:
             _, rows = sampling.pair_rows(run_dir, head_dir, pairwise_file)
             judge, calls = (rows[0]["judge"]["id"] if rows else "pairwise"), sampling.pair_calls(rows)
-        checks.append((lb.check(labels, calls, judge=judge, seed=seed, warnings=warnings, rule="better"), None))
+        checks.append((lb.check(labels, calls, judge=judge, seed=seed, warnings=warnings, rule="better"), None, True))
     else:
         from gate.labels.corrected import corrected
         from gate.labels.rules import rules_for
@@ -183,7 +183,7 @@ def judge_check(
             by_rule = {rule.text: lb.run_calls(answers, rule) for rule in rules}
         for rule in rules:
             result = lb.check(labels, by_rule[rule.text], judge=judge, seed=seed, warnings=warnings, rule=rule.text)
-            checks.append((result, None if config is not None else corrected(labels, answers, rule)))
+            checks.append((result, None if config is not None else corrected(labels, answers, rule), rule.gated))
     primary = checks[0][0]
     assert isinstance(primary, lb.Check)
     if fmt == "json":
@@ -201,12 +201,13 @@ def judge_check(
         sys.exit(1)
 
 
-def check_dict(checks: list[tuple[object, object]]) -> dict[str, object]:
+def check_dict(checks: list[tuple[object, object, bool]]) -> dict[str, object]:
     """``judge-check --format json``: the first (gated) rule's check at the top, every rule's under ``rules``."""
     out: dict[str, object] = {}
     rules = []
-    for result, fixed in checks:
+    for result, fixed, gated in checks:
         entry = result.to_dict()  # type: ignore[attr-defined]
+        entry["gated"] = gated
         if fixed is not None:
             entry["share_unfaithful"] = fixed.to_dict()  # type: ignore[attr-defined]
         rules.append(entry)
@@ -215,24 +216,24 @@ def check_dict(checks: list[tuple[object, object]]) -> dict[str, object]:
     return out
 
 
-def render_checks(checks: list[tuple[object, object]]) -> str:
+def render_checks(checks: list[tuple[object, object, bool]]) -> str:
     """The plain-text report of ``judge-check``: each rule's check (the gated ones first), the corrected share."""
     from gate.labels.corrected import Corrected, corrected_line
 
     parts = []
-    for i, (result, fixed) in enumerate(checks):
-        text = render_check(result, secondary=i > 0)
-        if isinstance(fixed, Corrected):
+    for i, (result, fixed, gated) in enumerate(checks):
+        text = render_check(result, secondary=i > 0 and not gated, gated=gated)
+        if isinstance(fixed, Corrected) and (gated or i == 0):
             text += "\n" + corrected_line(fixed)
         parts.append(text)
     return "\n\n".join(parts)
 
 
-def render_check(result: object, *, secondary: bool = False) -> str:
+def render_check(result: object, *, secondary: bool = False, gated: bool = True) -> str:
     """The plain-text report of one rule's check (untrusted text on one line each).
 
     A secondary check (the answer-level faithfulness rule beside the gated one) is shown in a few lines, without
-    its disagreements.
+    its disagreements; ``gated`` says whether the gate decides on the rule.
     """
     from gate.labels.agreement import VERDICTS, Check
 
@@ -254,10 +255,10 @@ def render_check(result: object, *, secondary: bool = False) -> str:
         ]
         lines += [f"  {line}" for line in a.undefined]
         return "\n".join(lines)
+    why = "" if result.rule == "better" else " — the rule the gate uses" if gated else " (no gated metric has a rule)"
     lines = [
         f"judge {one_line(result.judge)} against {a.n} labelled answer(s): {VERDICTS[a.verdict]}",
-        f"rule checked: an answer is flagged (unfaithful) when {one_line(result.rule)}"
-        + (" — the rule the gate uses" if result.rule != "better" else ""),
+        f"rule checked: an answer is flagged (unfaithful) when {one_line(result.rule)}{why}",
     ]
     if len(a.classes) == 2:
         c = a.counts()
