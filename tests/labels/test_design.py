@@ -321,3 +321,20 @@ def test_the_bootstrap_resamples_within_strata():
     assert len(np.unique(rows[:, 3:])) == 7  # every member of b drawn somewhere
     same = design_resamples(strata, 500, np.random.default_rng(0))
     assert (rows == same).all()
+
+
+def test_label_keeps_one_design_per_file_and_recomputes_pi(runs, tmp_path):
+    out = tmp_path / "to-label.jsonl"
+    runner = CliRunner()
+    assert runner.invoke(main, ["label", str(runs / "bad"), "--n", "5", "--out", str(out)]).exit_code == 0
+    assert (
+        runner.invoke(main, ["label", str(runs / "bad"), "--n", "4", "--out", str(out), "--seed", "1"]).exit_code == 0
+    )
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    calls = _run_calls(runs / "bad", "faithfulness", lambda v: v < 1)  # the answers with a call: the population
+    answers = {json.loads(line)["answer"] for line in (runs / "bad" / "predictions.jsonl").read_text().splitlines()}
+    assert len(answers) >= len(calls)  # no two answers share a text here, so N is the number with a call
+    assert [r["inclusion_probability"] for r in rows] == pytest.approx([9 / len(calls)] * 9)
+    mixed = runner.invoke(main, ["label", str(runs / "bad"), "--n", "4", "--out", str(out), "--stratify"])
+    assert mixed.exit_code == 2
+    assert f"{out}: holds answers of another sampling design; write this sample to another file" in mixed.stderr

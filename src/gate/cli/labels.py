@@ -88,6 +88,8 @@ def label(
         if existing and any(row.get("design", "stratified") != design for row in existing):
             raise InputError(f"{out}: holds answers of another sampling design; write this sample to another file")
         rule = rules_for(manifest)[0]
+        if design == "stratified" and any(row.get("stratified_by", "faithfulness") != rule.metric for row in existing):
+            raise InputError(f"{out}: holds answers stratified by another rule than {rule.text}; use another file")
         picked = sample(answers, count, seed, exclude=done, design=design, rule=rule)
         new = [to_label_row(a, manifest, design=design, rule=rule) for a in picked]
         for row, pi in zip(existing + new, inclusion_probabilities(existing + new, answers, design), strict=True):
