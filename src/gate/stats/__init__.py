@@ -2,9 +2,8 @@
 
 Modules: ``significance`` (paired tests, multiplicity), ``discrete`` (exact per-case tests, discrete BH),
 ``selection`` (the table of which test runs where), ``intervals`` (SEs, CIs), ``power`` (MDE, variance split),
-``inputs`` (:class:`MetricInput`), ``ppi`` (prediction-powered means), ``cases`` (per-case verdicts),
-``decision`` (per-metric analysis and the verdict). Imports point one way: decision/cases →
-selection/power/intervals/discrete → significance/inputs.
+``inputs`` (:class:`MetricInput`), ``cases`` (per-case verdicts), ``decision`` (per-metric analysis and the
+verdict). Imports point one way: decision/cases → selection/power/intervals/discrete → significance/inputs.
 """
 
 import importlib
