@@ -1,13 +1,15 @@
 """Coverage of the prediction-powered interval vs the judge-only one, with RAGTruth's human labels as hand labels.
 
 Usage: python benchmarks/ppi_coverage.py [--data ../shared/data] [--draws 1000] [--run-size 300] [--seed 0]
+       [--rule hallucinated_claim_rate]
 
 The lexical judge (``gate.judges.LexicalJudge``) judges every RAGTruth answer of the shared subset; its call on an
-answer is the gated rule ``hallucinated_claim_rate > 0`` (``judge-check``'s, :mod:`gate.labels.rules`), and a
-person's label is RAGTruth's (an answer with a hallucinated span is unfaithful). Each draw makes a "run" of
-``--run-size`` answers (a seeded random subset), labels n = 20 or 50 of them (a simple random sample, or a
-stratified one by the judge's call with equal allocation and Horvitz–Thompson weights, as ``rag-gate label
---stratify``), and asks whether each 95 % interval covers the run's true share of unfaithful answers:
+answer is a gated metric's rule (``--rule``: ``hallucinated_claim_rate > 0`` by default, the rule ``judge-check``
+uses for that metric, :mod:`gate.labels.rules`), and a person's label is RAGTruth's (an answer with a hallucinated
+span is unfaithful). Each draw makes a "run" of ``--run-size`` answers (a seeded random subset), labels n = 20 or
+50 of them (a simple random sample, or a stratified one by the judge's call with equal allocation and
+Horvitz–Thompson weights, as ``rag-gate label --stratify``), and asks whether each 95 % interval covers the run's
+true share of unfaithful answers:
 
 - judge only: the judge's share over the run with its normal interval (what the judge alone says);
 - labels only: the (weighted) share of the labelled answers;
@@ -34,15 +36,12 @@ from judgeeval import load_ragtruth  # noqa: E402
 
 from gate.judges import LexicalJudge  # noqa: E402
 from gate.labels.agreement import BINARY_CLASSES, agreement  # noqa: E402
-from gate.labels.rules import RULES  # noqa: E402
+from gate.labels.rules import RULES, Rule  # noqa: E402
 from gate.stats.ppi import classical_mean, judge_mean, ppi_mean  # noqa: E402
 
-RULE = RULES["hallucinated_claim_rate"]
-"""The gated rule checked (the one the issue measured)."""
 
-
-def judged(data: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(human label, judge call by :data:`RULE`, call by faithfulness < 1) of every RAGTruth answer with a call.
+def judged(data: Path, rule: Rule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(human label, judge call by ``rule``, call by faithfulness < 1) of every RAGTruth answer with a call.
 
     1 = unfaithful; the faithfulness call is NaN where the judge found no claim.
     """
@@ -50,7 +49,7 @@ def judged(data: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     y, f, faith = [], [], []
     for case in load_ragtruth(data / "ragtruth-subset"):
         judgment = judge.judge(case.question, case.response, case.chunks)
-        call = RULE.call(judgment.hallucinated_claim_rate)
+        call = rule.call(float(getattr(judgment, rule.metric)))
         if call is not None:
             y.append(float(case.hallucinated))
             f.append(float(call))
@@ -137,15 +136,17 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--run-size", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rule", choices=sorted(RULES), default="hallucinated_claim_rate", help="The judge's rule.")
     args = parser.parse_args()
+    rule = RULES[args.rule]
     start = time.perf_counter()
-    y, f, faith = judged(args.data)
+    y, f, faith = judged(args.data, rule)
     print(
-        f"RAGTruth subset: {len(y)} answers with a call by {RULE.text}; human share unfaithful {y.mean():.3f}, "
+        f"RAGTruth subset: {len(y)} answers with a call by {rule.text}; human share unfaithful {y.mean():.3f}, "
         f"judge's share {f.mean():.3f} (judged in {time.perf_counter() - start:.0f} s)"
     )
     print("the judge against people on all answers, by rule:")
-    rule_report(y, {RULE.text + " (gated)": f, "faithfulness < 1": faith})
+    rule_report(y, {rule.text: f, "faithfulness < 1": faith})
     print(
         f"\nκ of faithfulness < 1 from a stratified sample of 20 (equal allocation by that call, as `label` drew "
         f"before), runs of {args.run_size}, 500 draws:"
