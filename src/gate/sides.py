@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,6 +33,7 @@ from gate.scoring import PairwiseRun, judge_pairs, pair_scores
 
 if TYPE_CHECKING:  # the comparison (and scipy, which it needs) is imported by compare_sides: loading needs neither
     from gate.comparison import ChangedFile, Comparison
+    from gate.stats.ppi import MeanEstimate
 
 log = logging.getLogger("rag-gate")
 
@@ -306,16 +308,19 @@ def compare_sides(
     comparison = compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
     if evaluation.judge_labels:
         root = config.root if config is not None else Path(base_side.manifest.config or ".").parent
-        line, stale = judge_labels_line(root / evaluation.judge_labels, base_side.manifest, evaluation.seed)
+        run_dir = Path(base) if Path(base).is_dir() else None
+        line, stale = judge_labels_line(root / evaluation.judge_labels, base_side.manifest, evaluation.seed, run_dir)
         comparison = dataclasses.replace(comparison, judge_labels=line, warnings=(*comparison.warnings, *stale))
     return Compared(comparison, base_side, head_side, evaluation)
 
 
-def judge_labels_line(path: Path, manifest: Manifest, seed: int) -> tuple[str, list[str]]:
+def judge_labels_line(path: Path, manifest: Manifest, seed: int, run_dir: Path | None = None) -> tuple[str, list[str]]:
     """The comment's line on the judge's agreement with ``judge_labels:`` and the stale-label warnings.
 
-    The agreement is the judge's calls recorded in the labels (those shown when labelling) against the labels;
-    the labels are stale when made with another judge identity than the run's or on another golden set.
+    With base's run directory, the agreement is on the first gated rule (:func:`gate.labels.rules.rules_for`) and
+    the line adds the prediction-powered share of unfaithful answers (:mod:`gate.labels.corrected`); without it
+    (base is a predictions file), the judge's calls recorded in the labels (faithfulness below 1) against the
+    labels. The labels are stale when made with another judge identity than the run's or on another golden set.
     A labels file that cannot be read is a warning, never a failed comparison.
     """
     from gate.labels import agreement as lb
@@ -326,18 +331,40 @@ def judge_labels_line(path: Path, manifest: Manifest, seed: int) -> tuple[str, l
     except InputError as exc:
         return f"cannot read the labels: {exc}", [f"judge_labels: {exc}"]
     stale = lb.stale(labels, judge_key(manifest), manifest.golden_sha256)
-    result = lb.check(labels, lb.recorded_calls(labels), judge=manifest.judge.id if manifest.judge else "", seed=seed)
+    judge = manifest.judge.id if manifest.judge else ""
+    fixed = ""
+
+    def ci(x: lb.Interval | MeanEstimate) -> str:
+        """``0.81 (95 % CI 0.62 to 0.93)``, ``0.81`` without an interval, or ``n/a``."""
+        value, low, high = (x.value, x.low, x.high) if isinstance(x, lb.Interval) else (x.estimate, x.low, x.high)
+        if math.isnan(value):
+            return "n/a"
+        return f"{value:.2f}" + ("" if math.isnan(low) else f" (95 % CI {low:.2f} to {high:.2f})")
+
+    if run_dir is not None and not labels[0].pairwise:
+        from gate.labels.corrected import corrected
+        from gate.labels.rules import rules_for
+        from gate.labels.sampling import judged_answers
+
+        try:
+            _, answers = judged_answers(run_dir)
+        except InputError as exc:
+            return f"cannot read base's run for the labels: {exc}", [f"judge_labels: {exc}"]
+        rule = rules_for(manifest)[0]
+        result = lb.check(labels, lb.run_calls(answers, rule), judge=judge, seed=seed, rule=rule.text)
+        c = corrected(labels, answers, rule)
+        if not c.note:
+            fixed = f"; share of unfaithful answers PPI++ {ci(c.ppi)}, judge alone {ci(c.judge_only)}"
+    else:
+        result = lb.check(labels, lb.recorded_calls(labels), judge=judge, seed=seed)
     a = result.agreement
-
-    def ci(x: lb.Interval) -> str:
-        return "n/a" if math.isnan(x.value) else f"{x.value:.2f} (95 % CI {x.low:.2f} to {x.high:.2f})"
-
+    undefined = f" (undefined: {'; '.join(u.split(':')[0] for u in a.undefined)})" if a.undefined else ""
     line = (
-        f"{lb.VERDICTS[a.verdict]} — {a.n} labelled answer(s), Cohen's κ {ci(a.kappa)}, balanced accuracy "
-        f"{ci(a.balanced_accuracy)} ({a.method}; flagged = faithfulness below 1)"
+        f"{lb.VERDICTS[a.verdict]} on {result.rule} ({a.n} labels): κ {ci(a.kappa)}, balanced accuracy "
+        f"{ci(a.balanced_accuracy)}{undefined}{fixed}"
     )
-    if stale:
-        line += " · stale: " + "; ".join(stale)
+    if stale:  # in full among the warnings
+        line += " · stale: " + "; ".join(re.split(r" \(|:| than ", warning)[0] for warning in stale)
     return line, [f"judge_labels: {warning}" for warning in stale]
 
 

@@ -34,14 +34,14 @@ def _answers(n_in=30, n_ood=10, flagged_every=5):
 
 def test_sample_is_seeded_stratified_and_never_repeats():
     answers = _answers()
-    first = sample(answers, 12, seed=3)
-    assert [a.key for a in first] == [a.key for a in sample(answers, 12, seed=3)]
-    assert [a.key for a in first] != [a.key for a in sample(answers, 12, seed=4)]
+    first = sample(answers, 12, seed=3, design="stratified")
+    assert [a.key for a in first] == [a.key for a in sample(answers, 12, seed=3, design="stratified")]
+    assert [a.key for a in first] != [a.key for a in sample(answers, 12, seed=4, design="stratified")]
     strata = {(a.flagged, a.case.out_of_domain) for a in first}
     assert strata == {(True, False), (False, False), (True, True), (False, True)}
     assert all(a.flagged is not None for a in first)
     assert len({a.key for a in first}) == 12
-    more = sample(answers, 100, seed=3, exclude=[a.key for a in first])
+    more = sample(answers, 100, seed=3, exclude=[a.key for a in first], design="stratified")
     assert not {a.key for a in more} & {a.key for a in first}
     assert len(first) + len(more) == sum(a.flagged is not None for a in answers)
 
@@ -96,7 +96,8 @@ def test_intervals_match_scipy_bootstrap():
 
 def test_verdicts_follow_the_documented_thresholds():
     perfect = agreement([1] * 10 + [0] * 10, [1] * 10 + [0] * 10, BINARY_CLASSES)
-    assert (perfect.kappa.value, perfect.kappa.low, perfect.verdict) == (1.0, 1.0, "agrees")
+    # every resample agrees perfectly: κ 1 with no interval (never a zero-width one), and the judge agrees
+    assert (perfect.kappa.value, perfect.verdict) == (1.0, "agrees") and math.isnan(perfect.kappa.low)
     few = agreement([1] * 5 + [0] * 5, [1] * 5 + [0] * 5, BINARY_CLASSES)
     assert few.verdict == "too_few"  # 10 < 15 labels
     one_class = agreement([0] * 20, [0] * 18 + [1] * 2, BINARY_CLASSES)
@@ -186,11 +187,13 @@ def test_label_command_appends_without_repeats_and_writes_the_page(squad_run, tm
     assert first.exit_code == 0, first.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 8 and all(r["faithful"] is None and r["chunks"] and r["judge"]["id"] == "lexical" for r in rows)
-    assert {r["stratum"].split(", ")[1] for r in rows} == {"in-domain", "out-of-domain"}
     second = runner.invoke(main, ["label", str(squad_run / "run"), "--n", "5", "--out", str(out)])
     assert second.exit_code == 0, second.output
     more = [json.loads(line) for line in out.read_text().splitlines()]
-    assert more[:8] == rows and len({(r["id"], r["repeat"]) for r in more}) == 13
+    pi = {r["inclusion_probability"] for r in more}
+    assert len(pi) == 1 and all(r["design"] == "simple" for r in more)  # a simple random sample: one π
+    assert [{**r, "inclusion_probability": 0} for r in more[:8]] == [{**r, "inclusion_probability": 0} for r in rows]
+    assert len({(r["id"], r["repeat"]) for r in more}) == 13
     page = out.with_suffix(".html").read_text(encoding="utf-8")
     assert page.count('"kind":"answer"') == 13 and "http" not in page.split("<script id")[1].split("</script>")[1]
 
@@ -203,14 +206,19 @@ def _labels_from(rows, flip=()):
         out.append({"id": r["id"], "repeat": r["repeat"], "faithful": not unfaithful, "correct": None, "note": "",
                     "labeller": "t", "labelled_at": "2026-01-01T00:00:00Z", "judge": r["judge"]["key"],
                     "judge_flagged": r["judge"]["flagged"], "golden_sha256": r["golden_sha256"],
-                    "answer_sha256": r["answer_sha256"]})  # fmt: skip
+                    "answer_sha256": r["answer_sha256"], "design": r["design"], "stratum": r["stratum"],
+                    "stratified_by": r["stratified_by"],
+                    "inclusion_probability": r["inclusion_probability"]})  # fmt: skip
     return out
 
 
 def test_judge_check_reports_agreement_and_min_kappa(squad_run, tmp_path):
     out = tmp_path / "to-label.jsonl"
     runner = CliRunner()
-    assert runner.invoke(main, ["label", str(squad_run / "run"), "--n", "20", "--out", str(out)]).exit_code == 0
+    assert (
+        runner.invoke(main, ["label", str(squad_run / "run"), "--n", "20", "--out", str(out), "--stratify"]).exit_code
+        == 0
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     flip = {rows[0]["id"]}
     labels = _write(tmp_path / "labels.jsonl", _labels_from(rows, flip))
@@ -219,18 +227,25 @@ def test_judge_check_reports_agreement_and_min_kappa(squad_run, tmp_path):
     )
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
-    truth = [0 if not r["faithful"] else 1 for r in _labels_from(rows, flip)]  # 1 = faithful here
-    calls = [0 if r["judge"]["flagged"] else 1 for r in rows]
-    assert report["n"] == 20
-    assert report["kappa"]["value"] == pytest.approx(cohen_kappa_score(truth, calls), abs=1e-6)
-    assert report["balanced_accuracy"]["value"] == pytest.approx(balanced_accuracy_score(truth, calls), abs=1e-6)
+    weight = [1 / r["inclusion_probability"] for r in rows]  # a stratified sample: each answer counts 1/π
+    assert report["n"] == 20 and report["rule"] == "faithfulness < 1"
+    assert len(set(weight)) > 1 and report["weights"].startswith("Horvitz–Thompson")
+    # the example's extractive pipeline: the judge flags no answer, so κ and balanced accuracy are undefined (said,
+    # not shown as 0 or 0.5); tests/labels/test_design.py checks them against scikit-learn on a run where it flags
+    assert report["kappa"]["value"] is None and report["balanced_accuracy"]["value"] is None
+    assert report["undefined"] == [
+        "the judge passed every sampled answer: its sensitivity is unknown (sample answers it flagged: "
+        "rag-gate label --stratify)"
+    ]
+    # every faithful label passed: specificity 1 in every resample, so no interval rather than [1, 1]
+    assert report["specificity"] == {"value": 1.0, "low": None, "high": None}
     assert [d["id"] for d in report["disagreements"]] == [rows[0]["id"]]
     text = runner.invoke(main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run")])
     assert "confusion matrix (positive = unfaithful" in text.stdout and "disagreement(s):" in text.stdout
     floor = runner.invoke(
         main, ["judge-check", "--labels", str(labels), "--run", str(squad_run / "run"), "--min-kappa", "0.99"]
     )
-    assert floor.exit_code == 1 and "below --min-kappa" in floor.stderr
+    assert floor.exit_code == 1 and "κ undefined" in floor.stderr and "below --min-kappa" in floor.stderr
 
 
 def test_judge_check_of_labels_from_another_run_is_an_error_not_a_pass(squad_run, tmp_path):
@@ -252,7 +267,10 @@ def test_judge_check_rejudges_with_another_judge(squad_run, tmp_path):
     """--config names a stricter lexical judge: its calls, not the run's, are compared with the labels."""
     out = tmp_path / "to-label.jsonl"
     runner = CliRunner()
-    assert runner.invoke(main, ["label", str(squad_run / "run"), "--n", "20", "--out", str(out)]).exit_code == 0
+    assert (
+        runner.invoke(main, ["label", str(squad_run / "run"), "--n", "20", "--out", str(out), "--stratify"]).exit_code
+        == 0
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     labels = _write(tmp_path / "labels.jsonl", _labels_from(rows))
     config = squad_run / "squad" / "strict.yml"
@@ -315,7 +333,10 @@ def test_recorded_calls_read_the_judge_shown_when_labelling(tmp_path):
 def test_compare_prints_agreement_in_run_details_and_warns_when_stale(squad_run, tmp_path):
     out = tmp_path / "to-label.jsonl"
     runner = CliRunner()
-    assert runner.invoke(main, ["label", str(squad_run / "run"), "--n", "20", "--out", str(out)]).exit_code == 0
+    assert (
+        runner.invoke(main, ["label", str(squad_run / "run"), "--n", "20", "--out", str(out), "--stratify"]).exit_code
+        == 0
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     labels = _labels_from(rows)
     labels[0]["judge"] = "another-judge-key"
@@ -327,9 +348,12 @@ def test_compare_prints_agreement_in_run_details_and_warns_when_stale(squad_run,
     assert done.exit_code == 0, done.output
     details = done.stdout.split("Run details")[1]
     assert "Judge against your labels (`judge_labels:`): " in details
-    assert (
-        "20 labelled answer(s)" in details and "stale: 1 of 20 labels were made with another judge identity" in details
-    )
+    line = details.split("Judge against your labels (`judge_labels:`): ")[1].split("\n")[0]
+    assert line.startswith("too few labels to tell on faithfulness &lt; 1 (20 labels): κ n/a, balanced accuracy n/a ")
+    # every label faithful, no answer flagged: undefined, and no zero-width interval anywhere
+    assert "(undefined: all labels are of one class (faithful); the judge passed every sampled answer)" in line
+    assert "; share of unfaithful answers PPI++ 0.00, judge alone 0.00 · " in line and "0.00 to 0.00" not in line
+    assert line.endswith("· stale: 1 of 20 labels were made with another judge identity")
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["judge_labels"].startswith(("agrees", "too few", "disagrees"))
     assert any(w.startswith("judge_labels: 1 of 20 labels") for w in report["warnings"])

@@ -6,6 +6,7 @@ input or usage · 3 the check could not run.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -32,14 +33,22 @@ def _page_path(out: Path) -> Path:
               help="Pairwise: the head run (RUN_DIR is the base); needs --pairwise.")  # fmt: skip
 @click.option("--pairwise", "pairwise_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Pairwise: pairwise.jsonl of `rag-gate compare --out` (the judge's verdicts).")  # fmt: skip
+@click.option("--stratify", is_flag=True,
+              help="Stratify by the judge's call on the gated rule and the domain (equal allocation); default: a "
+                   "simple random sample. Each row records its inclusion probability either way.")  # fmt: skip
 @handle_errors
-def label(run_dir: Path, count: int, out: Path, seed: int, head_dir: Path | None, pairwise_file: Path | None) -> None:
+def label(
+    run_dir: Path, count: int, out: Path, seed: int, head_dir: Path | None, pairwise_file: Path | None, stratify: bool
+) -> None:
     """Sample answers of RUN_DIR to label by hand, and write a page to label them in a browser.
 
     Writes OUT (JSONL rows: the question, the answer, its retrieved chunks, the judge's call and reasons, empty
     labels) and OUT with .html (a self-contained page, no network: open it from disk, label with the keyboard,
-    press s to download labels.jsonl). The sample is seeded and stratified (answers the judge flagged and did not,
-    in-domain and out-of-domain, equally); an answer already in OUT is never added again.
+    press s to download labels.jsonl; or fill in "faithful" in OUT itself: it is a labels file too). The sample is
+    seeded and a simple random sample of the answers the judge made a call on; with --stratify, answers the judge
+    flagged (by the gated rule) and did not, in-domain and out-of-domain, equally, each row recording the
+    probability it had of being drawn so that judge-check weights it back. An answer already in OUT is never added
+    again.
 
     \b
     Example:
@@ -48,7 +57,17 @@ def label(run_dir: Path, count: int, out: Path, seed: int, head_dir: Path | None
     """
     from gate.files import prepare_output_file, write_text_atomic
     from gate.jsonl import dumps
-    from gate.labels.sampling import judged_answers, pair_rows, read_to_label, sample, sample_rows, to_label_row
+    from gate.labels.rules import rules_for
+    from gate.labels.sampling import (
+        Design,
+        inclusion_probabilities,
+        judged_answers,
+        pair_rows,
+        read_to_label,
+        sample,
+        sample_rows,
+        to_label_row,
+    )
     from gate.outputs.label_page import write_label_page
 
     if (head_dir is None) != (pairwise_file is None):
@@ -65,7 +84,16 @@ def label(run_dir: Path, count: int, out: Path, seed: int, head_dir: Path | None
         if existing and any(row.get("kind") == "pair" for row in existing):
             raise InputError(f"{out}: holds pairs; write single answers to another file")
         manifest, answers = judged_answers(run_dir)
-        new = [to_label_row(a, manifest) for a in sample(answers, count, seed, exclude=done)]
+        design: Design = "stratified" if stratify else "simple"
+        if existing and any(row.get("design", "stratified") != design for row in existing):
+            raise InputError(f"{out}: holds answers of another sampling design; write this sample to another file")
+        rule = rules_for(manifest)[0]
+        if design == "stratified" and any(row.get("stratified_by", "faithfulness") != rule.metric for row in existing):
+            raise InputError(f"{out}: holds answers stratified by another rule than {rule.text}; use another file")
+        picked = sample(answers, count, seed, exclude=done, design=design, rule=rule)
+        new = [to_label_row(a, manifest, design=design, rule=rule) for a in picked]
+        for row, pi in zip(existing + new, inclusion_probabilities(existing + new, answers, design), strict=True):
+            row["inclusion_probability"] = round(pi, 12)
     rows_all = existing + new
     write_text_atomic(out, "".join(dumps(row) + "\n" for row in rows_all))
     page = write_label_page(_page_path(out), rows_all)
@@ -104,19 +132,19 @@ def judge_check(
 ) -> None:
     """Check the judge against answers labelled by hand: agreement, disagreements, a plain verdict.
 
-    Positive = unfaithful: the judge flags an answer when its faithfulness is below 1 (a claim not supported;
-    the llm rubric: faithfulness 2 or 1 of 3). Prints n, the confusion matrix, balanced accuracy and Cohen's κ
-    with 95 % percentile bootstrap intervals (2000 resamples, seeded), each disagreement with the judge's reasons,
-    and a verdict: "agrees with your labels" (κ ≥ 0.6, lower bound ≥ 0.4), "disagrees: do not gate on it" (upper
-    bound < 0.6) or "too few labels to tell" (under 15 labels, under 3 of a class, or in between).
+    Positive = unfaithful. Checks each gated judged metric by its per-answer rule (e.g. hallucinated_claim_rate > 0,
+    named in the output), then faithfulness < 1 as a secondary line. Prints n, the confusion matrix, balanced
+    accuracy, Cohen's κ, sensitivity and specificity, weighted by 1/π of each label's inclusion probability, with
+    95 % percentile bootstrap intervals resampled within strata (2000 resamples, seeded), each disagreement with the
+    judge's reasons, the share of unfaithful answers (judge only, labels only, prediction-powered), and a verdict:
+    "agrees with your labels" (κ ≥ 0.6, lower bound ≥ 0.4), "disagrees: do not gate on it" (upper bound < 0.6) or
+    "too few labels to tell" (under 15 labels, under 3 of a class, or in between).
 
     \b
     Example:
       rag-gate judge-check --labels labels.jsonl --run runs/head
       rag-gate judge-check --labels labels.jsonl --run runs/head --config other-judge.yml --min-kappa 0.6
     """
-    import math
-
     from gate.labels import agreement as lb
     from gate.labels import rejudge, sampling
 
@@ -136,6 +164,7 @@ def judge_check(
     manifest, answers = sampling.judged_answers(run_dir)
     warnings = lb.stale(labels, None, manifest.golden_sha256)
     keys = [label.key for label in labels]
+    checks: list[tuple[object, object, bool]] = []  # (Check, Corrected or None, gated), the gated rules first
     if pairwise and head_dir is not None and pairwise_file is not None:
         if config is not None:
             _, head_answers = sampling.judged_answers(head_dir)
@@ -143,28 +172,71 @@ def judge_check(
         else:
             _, rows = sampling.pair_rows(run_dir, head_dir, pairwise_file)
             judge, calls = (rows[0]["judge"]["id"] if rows else "pairwise"), sampling.pair_calls(rows)
-    elif config is not None:
-        judge, calls = rejudge.rejudge(answers, keys, config.evaluation)
+        checks.append((lb.check(labels, calls, judge=judge, seed=seed, warnings=warnings, rule="better"), None, True))
     else:
-        judge, calls = (manifest.judge.id if manifest.judge else "?"), lb.run_calls(answers)
-    result = lb.check(labels, calls, judge=judge, seed=seed, warnings=warnings)
+        from gate.labels.corrected import corrected
+        from gate.labels.rules import rules_for
+
+        rules = rules_for(manifest)
+        if config is not None:
+            judge, by_rule = rejudge.rejudge(answers, keys, config.evaluation, rules)
+        else:
+            judge = manifest.judge.id if manifest.judge else "?"
+            by_rule = {rule.text: lb.run_calls(answers, rule) for rule in rules}
+        for rule in rules:
+            result = lb.check(labels, by_rule[rule.text], judge=judge, seed=seed, warnings=warnings, rule=rule.text)
+            checks.append((result, None if config is not None else corrected(labels, answers, rule), rule.gated))
+    primary = checks[0][0]
+    assert isinstance(primary, lb.Check)
     if fmt == "json":
         from gate.jsonl import pretty_json
 
-        click.echo(inert_json(pretty_json(result.to_dict())), nl=False)
+        click.echo(inert_json(pretty_json(check_dict(checks))), nl=False)
     else:
-        click.echo(render_check(result))
-    if result.agreement.n == 0:  # labels of another run (or repeats): nothing was checked, which is no pass
+        click.echo(render_checks(checks))
+    if primary.agreement.n == 0:  # labels of another run (or repeats): nothing was checked, which is no pass
         raise InputError(f"{labels_path}: no labelled answer is in {run_dir}: were the labels made on another run?")
-    kappa = result.agreement.kappa.value
+    kappa = primary.agreement.kappa.value
     if min_kappa is not None and (math.isnan(kappa) or kappa < min_kappa):
         shown = "undefined (the labels or the judge's calls are all one class)" if math.isnan(kappa) else f"{kappa:.3f}"
-        click.echo(f"rag-gate: κ {shown} is below --min-kappa {min_kappa:g}", err=True)
+        click.echo(f"rag-gate: κ {shown} on {primary.rule} is below --min-kappa {min_kappa:g}", err=True)
         sys.exit(1)
 
 
-def render_check(result: object) -> str:
-    """The plain-text report of ``judge-check`` (untrusted text on one line each)."""
+def check_dict(checks: list[tuple[object, object, bool]]) -> dict[str, object]:
+    """``judge-check --format json``: the first (gated) rule's check at the top, every rule's under ``rules``."""
+    out: dict[str, object] = {}
+    rules = []
+    for result, fixed, gated in checks:
+        entry = result.to_dict()  # type: ignore[attr-defined]
+        entry["gated"] = gated
+        if fixed is not None:
+            entry["share_unfaithful"] = fixed.to_dict()  # type: ignore[attr-defined]
+        rules.append(entry)
+    out.update(rules[0])
+    out["rules"] = rules
+    return out
+
+
+def render_checks(checks: list[tuple[object, object, bool]]) -> str:
+    """The plain-text report of ``judge-check``: each rule's check (the gated ones first), the corrected share."""
+    from gate.labels.corrected import Corrected, corrected_line
+
+    parts = []
+    for i, (result, fixed, gated) in enumerate(checks):
+        text = render_check(result, secondary=i > 0 and not gated, gated=gated)
+        if isinstance(fixed, Corrected) and (gated or i == 0):
+            text += "\n" + corrected_line(fixed)
+        parts.append(text)
+    return "\n\n".join(parts)
+
+
+def render_check(result: object, *, secondary: bool = False, gated: bool = True) -> str:
+    """The plain-text report of one rule's check (untrusted text on one line each).
+
+    A secondary check (the answer-level faithfulness rule beside the gated one) is shown in a few lines, without
+    its disagreements; ``gated`` says whether the gate decides on the rule.
+    """
     from gate.labels.agreement import VERDICTS, Check
 
     assert isinstance(result, Check)
@@ -172,16 +244,32 @@ def render_check(result: object) -> str:
 
     def ci(x: object) -> str:
         v = x.value, x.low, x.high  # type: ignore[attr-defined]
-        return "n/a" if v[0] != v[0] else f"{v[0]:.3f} (95 % CI {v[1]:.3f} to {v[2]:.3f})"
+        if v[0] != v[0]:
+            return "n/a"
+        if v[1] != v[1]:
+            return f"{v[0]:.3f} (no interval: every resample of these labels gives the same value)"
+        return f"{v[0]:.3f} (95 % CI {v[1]:.3f} to {v[2]:.3f})"
 
-    lines = [f"judge {one_line(result.judge)} against {a.n} labelled answer(s): {VERDICTS[a.verdict]}"]
+    if secondary:
+        lines = [
+            f"secondary, not what the gate decides on: {one_line(result.rule)}: {VERDICTS[a.verdict]}, "
+            f"{a.n} labelled answer(s), balanced accuracy {ci(a.balanced_accuracy)}, Cohen's kappa {ci(a.kappa)}"
+        ]
+        lines += [f"  {line}" for line in a.undefined]
+        return "\n".join(lines)
+    why = "" if result.rule == "better" else " — the rule the gate uses" if gated else " (no gated metric has a rule)"
+    lines = [
+        f"judge {one_line(result.judge)} against {a.n} labelled answer(s): {VERDICTS[a.verdict]}",
+        f"rule checked: an answer is flagged (unfaithful) when {one_line(result.rule)}{why}",
+    ]
     if len(a.classes) == 2:
         c = a.counts()
+        (tn, fp), (fn, tp) = a.weighted or ((math.nan, math.nan), (math.nan, math.nan))
         lines += [
-            "confusion matrix (positive = unfaithful; the judge flags when faithfulness < 1, llm rubric: grade ≤ 2):",
-            "                     judge flags   judge passes",
-            f"  label unfaithful   {c['tp']:>11}   {c['fn']:>12}",
-            f"  label faithful     {c['fp']:>11}   {c['tn']:>12}",
+            "confusion matrix (positive = unfaithful; labelled answers, and [share of the run] weighted by 1/π):",
+            "                     judge flags        judge passes",
+            f"  label unfaithful   {c['tp']:>5} [{tp:.3f}]   {c['fn']:>6} [{fn:.3f}]",
+            f"  label faithful     {c['fp']:>5} [{fp:.3f}]   {c['tn']:>6} [{tn:.3f}]",
         ]
     else:
         lines.append("confusion matrix (rows: your label, columns: the judge; which answer is better):")
@@ -191,8 +279,11 @@ def render_check(result: object) -> str:
     lines += [
         f"balanced accuracy {ci(a.balanced_accuracy)}",
         f"Cohen's kappa     {ci(a.kappa)}",
-        f"intervals: {a.method}",
     ]
+    if len(a.classes) == 2:
+        lines += [f"sensitivity       {ci(a.sensitivity)}", f"specificity       {ci(a.specificity)}"]
+    lines += [f"  {line}" for line in a.undefined]
+    lines += [f"intervals: {a.method}; weights: {a.weights}"]
     if result.disagreements:
         lines.append(f"{len(result.disagreements)} disagreement(s):")
         for d in result.disagreements:

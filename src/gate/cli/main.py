@@ -304,6 +304,14 @@ def run(
     type=click.IntRange(min=1, max=256),
     help="Worker processes that score answers (1: none); default: the config's scoring.jobs, else every core.",
 )
+@click.option(
+    "--labels",
+    "labels_paths",
+    nargs=2,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="BASE_LABELS HEAD_LABELS: hand labels of each run's answers; prints the judge-corrected (prediction-powered) "
+    "head − base share of unfaithful answers against the margin (stderr; the verdict is unchanged).",
+)
 @handle_errors
 def compare(
     base: Path,
@@ -315,6 +323,7 @@ def compare(
     junit: Path | None,
     strict: bool,
     jobs: int | None,
+    labels_paths: tuple[Path, Path] | None,
 ) -> None:
     """Compare BASE and HEAD (run directories or predictions JSONL files).
 
@@ -326,6 +335,7 @@ def compare(
     Example:
       rag-gate compare out/base out/head --out out/report
       rag-gate compare --golden golden.jsonl base.jsonl head.jsonl --out out/report
+      rag-gate compare out/base out/head --labels base-labels.jsonl head-labels.jsonl
     """
     from gate import outputs
     from gate.comparison import exit_code_for
@@ -333,6 +343,11 @@ def compare(
     from gate.sides import compare_sides
 
     config = load_config(config_path) if config_path else None
+    if labels_paths:  # bad labels are refused before the comparison's work, not after
+        from gate.labels.agreement import load_labels
+
+        for path in labels_paths:
+            load_labels(path)
     if junit is not None:
         from gate.files import prepare_output_file
 
@@ -353,6 +368,12 @@ def compare(
     text = texts.get(shown) or outputs.render(comparison, shown)
     text = inert_json(text) if fmt == "json" else text
     _echo_in_pieces(text, nl=fmt == "markdown")
+    if labels_paths:
+        from gate.labels.corrected import compare_labelled
+
+        policy = compared.evaluation
+        for found in compare_labelled(base, head, *labels_paths, policy.gated, policy.margin):
+            click.echo(one_line(f"labels: {found.line()}"), err=True)
     click.echo(f"verdict: {comparison.verdict} (report: {outputs.path(out, outputs.Output.JSON)})", err=True)
     sys.exit(exit_code_for(comparison.verdict, "fail", strict=comparison.strict))
 

@@ -7,19 +7,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.errors import InputError
 from gate.labels.sampling import JudgedAnswer, digest, reasons_of
 
+if TYPE_CHECKING:
+    from gate.labels.rules import Rule
+
 
 def rejudge(
-    answers: Sequence[JudgedAnswer], keys: Iterable[tuple[str, int]], evaluation: Any
-) -> tuple[str, dict[tuple[str, int], tuple[str | None, Sequence[str], str | None]]]:
+    answers: Sequence[JudgedAnswer], keys: Iterable[tuple[str, int]], evaluation: Any, rules: Sequence[Rule] = ()
+) -> tuple[str, dict[str, dict[tuple[str, int], tuple[str | None, Sequence[str], str | None]]]]:
     """Judge the answers of ``keys`` again with ``evaluation``'s judge (``judge-check --config``).
 
+    Args:
+        answers: the run's answers.
+        keys: (case id, repeat) of the labelled answers.
+        evaluation: the config's evaluation policy (its judge).
+        rules: the per-answer rules to call by (:mod:`gate.labels.rules`); none: faithfulness < 1.
+
     Returns:
-        The judge's id and its calls, as :func:`check` reads them.
+        The judge's id and, by rule text, its calls as :func:`check` reads them.
 
     Raises:
         InputError: the judge's options are invalid or its extra is not installed.
@@ -31,16 +40,21 @@ def rejudge(
         judge = get_judge(evaluation.judge)
     except (ValueError, TypeError) as exc:
         raise InputError(f"judge: {exc}") from None
+    from gate.labels.rules import SECONDARY
+
     wanted = set(keys)
-    calls: dict[tuple[str, int], tuple[str | None, Sequence[str], str | None]] = {}
+    rules = list(rules) or [SECONDARY]
+    calls: dict[str, dict[tuple[str, int], tuple[str | None, Sequence[str], str | None]]] = {r.text: {} for r in rules}
     try:
         for answer in answers:
             if answer.key not in wanted:
                 continue
             judgment = call_judge(judge, answer.case, answer.prediction, evaluation)
-            value = judgment.faithfulness
-            call = None if math.isnan(value) else ("unfaithful" if value < 1 else "faithful")
-            calls[answer.key] = (call, reasons_of(judgment.to_dict()), digest(answer.prediction.answer))
+            reasons, sha = reasons_of(judgment.to_dict()), digest(answer.prediction.answer)
+            for rule in rules:
+                flagged = rule.call(float(getattr(judgment, rule.metric, math.nan)))
+                call = None if flagged is None else ("unfaithful" if flagged else "faithful")
+                calls[rule.text][answer.key] = (call, reasons, sha)
     finally:
         close = getattr(judge, "close", None)
         if callable(close):

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from gate.jsonl import read_jsonl
 from gate.manifest import Manifest
 from gate.models import GoldenCase, Prediction
 from gate.runs import MANIFEST, PREDICTIONS, SCORES, load_scores, read_manifest
+
+if TYPE_CHECKING:
+    from gate.labels.rules import Rule
 
 FAITHFULNESS = "faithfulness"
 """The metric whose value decides the judge's call on an answer (flagged when below 1)."""
@@ -48,6 +51,8 @@ class JudgedAnswer:
     """The faithfulness score (NaN without a call)."""
     detail: Mapping[str, Any] = field(default_factory=dict)
     """The judge's detail of the answer (claims, verdicts, reasons)."""
+    values: Mapping[str, float] = field(default_factory=dict)
+    """The answer's value of each judged metric a label can check (:data:`gate.labels.rules.RULES`), by name."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -94,7 +99,15 @@ def judged_answers(run_dir: Path) -> tuple[Manifest, list[JudgedAnswer]]:
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     cases = run_cases(run_dir, manifest)
-    faith = {(s.id, s.repeat): s for s in load_scores(run_dir / SCORES) if s.metric == FAITHFULNESS}
+    from gate.labels.rules import RULES
+
+    faith: dict[tuple[str, int], Any] = {}
+    values: dict[tuple[str, int], dict[str, float]] = {}
+    for s in load_scores(run_dir / SCORES):
+        if s.metric == FAITHFULNESS:
+            faith[(s.id, s.repeat)] = s
+        if s.metric in RULES:
+            values.setdefault((s.id, s.repeat), {})[s.metric] = s.value if s.error is None else math.nan
     answers = []
     for prediction in load_predictions(run_dir / PREDICTIONS):
         case = cases.get(prediction.id)
@@ -104,7 +117,8 @@ def judged_answers(run_dir: Path) -> tuple[Manifest, list[JudgedAnswer]]:
         value = score.value if score is not None and score.error is None else math.nan
         flagged = None if math.isnan(value) else bool(value < 1.0)
         detail = (score.detail or {}) if score is not None else {}
-        answers.append(JudgedAnswer(case, prediction, flagged, value, detail))
+        own = values.get((prediction.id, prediction.repeat), {})
+        answers.append(JudgedAnswer(case, prediction, flagged, value, detail, own))
     return manifest, answers
 
 
@@ -140,34 +154,108 @@ def _strata(items: Sequence[Any], key: Any, n: int, seed: int) -> list[Any]:
     return picked
 
 
-def stratum(answer: JudgedAnswer) -> str:
-    """The stratum of an answer: the judge's call and the case's domain, e.g. ``flagged, out-of-domain``."""
-    call = "flagged" if answer.flagged else "not flagged"
+Design = Literal["simple", "stratified"]
+"""How ``rag-gate label`` draws answers: a simple random sample, or stratified (equal allocation)."""
+
+
+def stratum(answer: JudgedAnswer, rule: Rule | None = None) -> str:
+    """The stratum of an answer: the judge's call (by ``rule``, default faithfulness < 1) and the case's domain.
+
+    E.g. ``flagged, out-of-domain``; an answer without a value for ``rule``'s metric is ``no call``.
+    """
+    use_flag = rule is None or rule.metric == FAITHFULNESS  # the call the answer carries
+    flagged = answer.flagged if use_flag else rule.call(answer.values.get(rule.metric, math.nan))  # type: ignore[union-attr]
+    call = "no call" if flagged is None else "flagged" if flagged else "not flagged"
     return f"{call}, {'out-of-domain' if answer.case.out_of_domain else 'in-domain'}"
 
 
-def sample(
-    answers: Sequence[JudgedAnswer], n: int, seed: int, exclude: Iterable[tuple[str, int]] = ()
-) -> list[JudgedAnswer]:
-    """Up to ``n`` answers to label, stratified by :func:`stratum`, seeded, none of ``exclude``.
+def candidates(answers: Sequence[JudgedAnswer], exclude: Iterable[tuple[str, int]] = ()) -> list[JudgedAnswer]:
+    """The answers that can be sampled: those the judge made a call on, the first of repeats with the same text.
 
-    Only answers the judge made a call on are candidates; of answers with the same text to the same question
-    (repeats that said the same thing) only the first is.
+    The population of :func:`sample` (its size is the denominator of the inclusion probabilities).
     """
     skip = set(exclude)
     seen: set[tuple[str, str]] = set()
-    candidates = []
+    out = []
     for answer in answers:
         text_key = (answer.case.id, answer.prediction.answer)
-        if answer.flagged is None or answer.key in skip or text_key in seen:
+        if answer.flagged is None or text_key in seen:
             continue
         seen.add(text_key)
-        candidates.append(answer)
-    return _strata(candidates, stratum, n, seed)
+        if answer.key not in skip:
+            out.append(answer)
+    return out
 
 
-def to_label_row(answer: JudgedAnswer, manifest: Manifest) -> dict[str, Any]:
-    """The JSONL row of an answer to label: the answer, its chunks, the judge's call and reasons, empty labels."""
+def sample(
+    answers: Sequence[JudgedAnswer],
+    n: int,
+    seed: int,
+    exclude: Iterable[tuple[str, int]] = (),
+    *,
+    design: Design = "simple",
+    rule: Rule | None = None,
+) -> list[JudgedAnswer]:
+    """Up to ``n`` answers to label, seeded, none of ``exclude``, from :func:`candidates`.
+
+    ``simple``: a simple random sample (every candidate equally likely; a simple random sample drawn from what an
+    earlier one left is, with it, a simple random sample of the total size). ``stratified``: by :func:`stratum`
+    (``rule``'s call and the domain) with equal allocation, so a rare stratum appears in a small sample; its
+    answers then stand for fewer of the run's, which :func:`inclusion_probabilities` records.
+    """
+    pool = candidates(answers, exclude)
+    if design == "simple":
+        rng = np.random.default_rng(seed)
+        return [pool[i] for i in rng.permutation(len(pool))[:n]]
+    return _strata(pool, lambda a: stratum(a, rule), n, seed)
+
+
+def inclusion_probabilities(
+    rows: Sequence[Mapping[str, Any]], answers: Sequence[JudgedAnswer], design: Design
+) -> list[float]:
+    """Each row's probability of having been drawn (π), for Horvitz–Thompson weights 1/π.
+
+    ``simple``: π = n / N (rows over candidates). ``stratified``: π = n_h / N_h in the row's ``stratum`` h (the
+    rows of the stratum over its candidates). Answers of the rows that left the run count in N (as drawn then).
+
+    Source: Horvitz & Thompson 1952, "A generalization of sampling without replacement from a finite universe",
+    JASA 47(260), doi:10.1080/01621459.1952.10483446.
+    """
+    pool = {a.key: a for a in candidates(answers)}
+    keys = {(r["id"], r["repeat"]) for r in rows}
+    if design == "simple":
+        total = len(pool) + len(keys - set(pool))
+        return [len(rows) / total for _ in rows]
+    sizes: dict[str, int] = {}
+    rule = _stratifying_rule(rows)
+    for answer in pool.values():
+        name = stratum(answer, rule)
+        sizes[name] = sizes.get(name, 0) + 1
+    drawn: dict[str, int] = {}
+    for row in rows:
+        drawn[row["stratum"]] = drawn.get(row["stratum"], 0) + 1
+        if (row["id"], row["repeat"]) not in pool:
+            sizes[row["stratum"]] = sizes.get(row["stratum"], 0) + 1
+    return [drawn[r["stratum"]] / max(sizes.get(r["stratum"], 0), drawn[r["stratum"]]) for r in rows]
+
+
+def _stratifying_rule(rows: Sequence[Mapping[str, Any]]) -> Rule | None:
+    """The rule whose call made the rows' strata (their ``stratified_by``; None: faithfulness < 1)."""
+    from gate.labels.rules import RULES
+
+    names = {str(r.get("stratified_by")) for r in rows if r.get("stratified_by")}
+    return RULES.get(next(iter(names))) if len(names) == 1 else None
+
+
+def to_label_row(
+    answer: JudgedAnswer, manifest: Manifest, *, design: Design = "simple", rule: Rule | None = None
+) -> dict[str, Any]:
+    """The JSONL row of an answer to label: the answer, its chunks, the judge's call and reasons, empty labels.
+
+    ``design`` and ``rule`` are the sample's (``stratified_by`` names the metric whose rule made the strata);
+    ``inclusion_probability`` is filled in by the caller (:func:`inclusion_probabilities`, over every row of the
+    file).
+    """
     prediction, case = answer.prediction, answer.case
     claims = [
         {k: c.get(k) for k in ("claim", "verdict", "chunk_id", "reason")} for c in answer.detail.get("claims") or []
@@ -186,10 +274,14 @@ def to_label_row(answer: JudgedAnswer, manifest: Manifest) -> dict[str, Any]:
             "key": judge_key(manifest),
             "flagged": answer.flagged,
             "faithfulness": answer.faithfulness,
+            "values": {name: None if math.isnan(v) else v for name, v in sorted(answer.values.items())},
             "claims": claims,
             "reasons": reasons_of(answer.detail),
         },
-        "stratum": stratum(answer),
+        "stratum": stratum(answer, rule),
+        "design": design,
+        "stratified_by": (rule.metric if rule else FAITHFULNESS) if design == "stratified" else None,
+        "inclusion_probability": None,
         "golden_sha256": manifest.golden_sha256,
         "answer_sha256": digest(prediction.answer),
         "faithful": None,

@@ -16,6 +16,7 @@ _HOME = {  # name → the module that defines it; imported on first use (PEP 562
     "discrete_bh": "discrete", "fisher_case": "discrete", "permutation_case": "discrete",
     "MetricInput": "inputs",
     "bootstrap_ci": "intervals", "clustered_se": "intervals", "paired_se": "intervals", "t_interval": "intervals",
+    "MeanEstimate": "ppi", "classical_mean": "ppi", "judge_mean": "ppi", "ppi_mean": "ppi",
     "mde": "power", "recommendation": "power", "sample_size": "power", "variance_decomposition": "power",
     "TABLE": "selection", "CaseTest": "selection", "MetricTest": "selection", "select": "selection",
     "TestResult": "significance", "benjamini_hochberg": "significance", "holm": "significance",
