@@ -86,11 +86,24 @@ def test_declared_outputs():
 
 def test_dockerfile_shape():
     text = (REPO / "Dockerfile").read_text()
-    assert re.search(r"^ARG BASE_IMAGE=python:3\.12-slim@sha256:[0-9a-f]{64}\nFROM \$\{BASE_IMAGE\}$", text, re.M)
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.12-slim@sha256:[0-9a-f]{64}$", text, re.M)
+    # two stages from the one base: the build, and the final image that copies only the built environment
+    assert re.findall(r"^FROM .*$", text, re.M) == ["FROM ${BASE_IMAGE} AS build", "FROM ${BASE_IMAGE}"]
     assert "RAGAS_DO_NOT_TRACK=true" in text
     assert re.search(r'^ENTRYPOINT \["/[^"]+/rag-gate"\]$', text, re.M)
     assert text.index("COPY requirements-action.txt") < text.index("COPY src")  # pins before code: layer cache
     assert not re.search(r"^(USER|WORKDIR) ", text, re.M)  # GitHub mounts the workspace and runs as root
+
+
+def test_the_final_image_holds_no_build_tools_sources_or_caches():
+    text = (REPO / "Dockerfile").read_text().replace("\\\n", " ")
+    build, final = text.split("\nFROM ${BASE_IMAGE}\n")
+    assert "pip wheel" in build and "--no-build-isolation" in build and "uninstall --yes setuptools" in build
+    assert "-name tests -exec rm -rf" in build  # the packages' own test suites are not shipped
+    assert "COPY --from=build /opt/rag-gate /opt/rag-gate" in final
+    assert not re.search(r"pip (install|wheel)|COPY (src|pyproject)|/opt/rag-gate-src", final)  # nothing built here
+    assert "rm -rf /var/lib/apt/lists/*" in final and "--no-install-recommends" in final
+    assert "PIP_NO_CACHE_DIR=1" in build and "--no-cache-dir" in build
 
 
 def requirements() -> dict[str, tuple[str, list[str]]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gate.sanitize import one_line
+from gate.sanitize import one_line, shown
 
 
 class GateError(Exception):
@@ -74,9 +74,10 @@ def located(path: object, line: int | None, field: str | None, message: str) -> 
     """Format ``file:line: field: message`` on one line (parts that are unknown are left out).
 
     Each part may hold untrusted text (a PR's config key, a golden path): it is kept on one line
-    (:func:`gate.sanitize.one_line`).
+    (:func:`gate.sanitize.one_line`); the path shows its hidden characters escaped (:func:`gate.sanitize.shown`), so
+    the file named is the file meant.
     """
-    where = one_line(path)
+    where = shown(path)
     if line is not None:
         where += f":{line}"
     return f"{where}: {one_line(field)}: {one_line(message)}" if field else f"{where}: {one_line(message)}"

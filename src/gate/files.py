@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,6 +249,87 @@ def remove_tree(path: Path | str) -> None:
         pass
     except OSError as exc:
         raise WriteError(path, exc, doing="remove") from None
+
+
+def hand_over(path: Path | str, uid: int, gid: int) -> int:
+    """Give ``path`` (and, for a directory, everything under it) that this process owns to ``uid``:``gid``.
+
+    For the GitHub Action: rag-gate runs as root in its container, and the job's later steps run as the runner's
+    user on the host, where root-owned 0755 folders in the workspace cannot be written into or removed (a later
+    step's files, a self-hosted runner's next checkout clean). Handing the outputs to the workspace's owner fixes
+    that without making anything writable by anyone else.
+
+    Safe against links: a symbolic link is never followed (the walk opens each directory with ``O_NOFOLLOW``
+    relative to its parent's descriptor, and changes owners with ``follow_symlinks=False``), a link itself is left
+    as it is, and so is a file with more than one hard link (it also exists elsewhere) and every entry this process
+    does not own (it was not made by rag-gate). A path that does not exist is nothing to do.
+
+    Args:
+        path: a directory or file.
+        uid: the new owner (e.g. the owner of ``GITHUB_WORKSPACE``).
+        gid: the new group.
+
+    Returns:
+        How many entries changed owner.
+
+    Raises:
+        WriteError: an owner could not be changed (exit code 3), naming the entry.
+    """
+    path = Path(path)
+    try:
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise WriteError(path.parent, exc, doing="read") from None
+    try:
+        return _hand_over_entry(parent, path.name, path, uid, gid)
+    finally:
+        os.close(parent)
+
+
+def _hand_over_entry(parent: int, name: str, path: Path, uid: int, gid: int) -> int:
+    """:func:`hand_over` of the entry ``name`` of the directory open as ``parent``."""
+    try:
+        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return 0
+    if info.st_uid != os.geteuid() or stat.S_ISLNK(info.st_mode):
+        return 0
+    if not stat.S_ISDIR(info.st_mode):
+        if info.st_nlink != 1:
+            return 0
+        _chown(path, uid, gid, name=name, dir_fd=parent)
+        return 1
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:  # swapped for a link or a file meanwhile (ELOOP, ENOTDIR): not ours to follow
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return 0
+        raise WriteError(path, exc, doing="read") from None
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            return 0
+        changed = sum(_hand_over_entry(fd, child, path / child, uid, gid) for child in os.listdir(fd))
+        _chown(path, uid, gid, fd=fd)  # the directory last: nobody else can write into it while it is walked
+        return changed + 1
+    finally:
+        os.close(fd)
+
+
+def _chown(path: Path, uid: int, gid: int, *, fd: int | None = None, name: str = "", dir_fd: int | None = None) -> None:
+    try:
+        if fd is not None:
+            os.fchown(fd, uid, gid)
+        else:
+            os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise WriteError(path, exc, doing="change the owner of") from None
 
 
 def is_within(path: Path, root: Path) -> bool:

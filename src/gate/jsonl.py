@@ -122,7 +122,9 @@ def _describe(error: jsonschema.ValidationError) -> tuple[str | None, str]:
         value = error.instance
         if isinstance(value, int) and abs(value) > sys.float_info.max:  # its hundreds of digits would fill the line
             bound = "at most" if error.validator == "maximum" else "at least"
-            return path, f"must be {bound} {error.validator_value:g}, got an integer of {len(str(abs(value)))} digits"
+            limit = error.validator_value
+            shown = str(int(limit)) if float(limit).is_integer() and abs(limit) < 1e15 else f"{limit:g}"
+            return path, f"must be {bound} {shown}, got an integer of {len(str(abs(value)))} digits"
         if isinstance(value, float) and not math.isfinite(value):
             return path, f"must be a finite number, got {value}"
     return path, error.message

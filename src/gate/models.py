@@ -156,6 +156,11 @@ class Prediction:
         return out
 
 
+PREDICTION_FAILED = "prediction failed: "
+"""How the ``error`` of a score row begins when its prediction failed (a system error, counted by ``error_rate``),
+as opposed to a failure to score an answer (a judge failure)."""
+
+
 @dataclass(frozen=True)
 class Score:
     """One metric value for one case and one repeat (one line of ``scores.jsonl``).

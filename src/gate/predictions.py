@@ -21,7 +21,13 @@ MISSING = "missing prediction: no row for this case and repeat"
 
 Finite = Annotated[float, msgspec.Meta(ge=-sys.float_info.max, le=sys.float_info.max)]
 """A JSON number the schemas accept (finite: within ±``sys.float_info.max``), as a type for msgspec rows."""
-_NonNegative = Annotated[float, msgspec.Meta(ge=0, le=sys.float_info.max)]
+MAX_LATENCY_MS = 86_400_000
+"""The largest ``latency_ms`` (and ``warmup_ms``) a prediction may report: one day. Latency is a measured value; a
+larger one (``1e308``) is a unit or serialization bug, and would overflow the geometric mean the comparison shows."""
+MAX_COST_USD = 10_000
+"""The largest ``cost_usd`` a prediction may report for one case (a measured value, like :data:`MAX_LATENCY_MS`)."""
+_Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_LATENCY_MS)]
+_Dollars = Annotated[float, msgspec.Meta(ge=0, le=MAX_COST_USD)]
 
 
 class ChunkRow(msgspec.Struct, forbid_unknown_fields=True):
@@ -45,9 +51,9 @@ class PredictionRow(msgspec.Struct, forbid_unknown_fields=True):
     repeat: Annotated[int, msgspec.Meta(ge=0)] = 0
     answer: str | msgspec.UnsetType = msgspec.UNSET
     retrieved: list[ChunkRow] = msgspec.field(default_factory=list)
-    latency_ms: _NonNegative | None = None
-    warmup_ms: _NonNegative | None = None
-    cost_usd: _NonNegative | None = None
+    latency_ms: _Milliseconds | None = None
+    warmup_ms: _Milliseconds | None = None
+    cost_usd: _Dollars | None = None
     tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
     refused: bool | None = None
     error: str | None = None

@@ -551,3 +551,56 @@ def _write_merged(shard_dirs: list[Path], manifests: list[Manifest], out_dir: Pa
     )
     write_json(out_dir / MANIFEST, merged.to_dict())
     return out_dir
+
+
+def unmatched_retrieval(config: Config, run_dir: Path, aggregates: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """A warning when no retrieved id of any prediction of a run matches any expected document id of its golden set.
+
+    The typical cause is a pipeline that returns chunk ids where the golden set names documents: every retrieval
+    metric is then 0, which reads like a bad retriever. Only when the run has a retrieval metric whose mean is 0
+    everywhere (a positive mean proves a match, without reading the predictions) and the golden set expects some
+    document; then the predictions are read (failed ones left out) and each retrieved list compared with the
+    union of the golden set's expected document ids.
+
+    Args:
+        config: the side's config (its golden set).
+        run_dir: the finished run directory.
+        aggregates: metric name → its aggregates (``mean``), as :func:`gate.history.entries.run_aggregates` gives.
+
+    Returns:
+        One line with the counts, an example pair (:func:`~gate.metrics.retrieval.mismatch_example`) and the
+        likely fix; None when some retrieved id matches, or nothing can tell.
+    """
+    from gate.metrics import resolve
+    from gate.metrics.retrieval import ID_ADVICE, mismatch_example
+
+    means = [aggregates[name].get("mean") for name in aggregates if resolve(name).spec.stage == "retrieval"]
+    if all(mean is None for mean in means) or any(mean for mean in means):
+        return None  # no retrieval metric, none applicable (every prediction failed), or a match somewhere
+    golden = {case.id: case for case in load_golden(config.golden)}
+    expected = {doc for case in golden.values() if not case.out_of_domain for doc in case.expected_doc_ids}
+    if not expected:
+        return None
+    answered, retrieved, example = 0, 0, None
+    for prediction in load_run_predictions(run_dir):
+        case = golden.get(prediction.id)
+        if prediction.error is not None or case is None or case.out_of_domain or not case.expected_doc_ids:
+            continue
+        answered += 1
+        if not (ids := prediction.retrieved_ids):
+            continue
+        retrieved += 1
+        if not expected.isdisjoint(ids):
+            return None
+        example = example or mismatch_example(case.id, case.expected_doc_ids, ids)
+    if not answered:
+        return None
+    if example is None:
+        return (
+            f"none of the {answered} answered in-domain predictions retrieved a chunk, so every retrieval metric is 0 "
+            "(return the chunks the generator read, with their document ids)"
+        )
+    return (
+        f"no retrieved id of the {retrieved} in-domain predictions with chunks matches any of the golden set's "
+        f"{len(expected)} expected document ids, so every retrieval metric is 0; e.g. {example}. {ID_ADVICE}"
+    )

@@ -48,6 +48,7 @@ _NEWLINES = re.compile(r"\r\n?")
 _COMMAND_START = re.compile(r"^(\s*):(?=:)")
 _LEGACY_COMMAND = re.compile(r"##\[")
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+_UNSHOWN = re.compile(f"[\t\n\r{_CONTROLS}{_INVISIBLE_RANGES}\u2028\u2029\ud800-\udfff]")
 
 
 def encodable(text: str) -> str:
@@ -100,6 +101,31 @@ def one_line(text: Any) -> str:
         One line of text without control or invisible characters.
     """
     return visible(text).replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in "\t\n\r":
+        return {"\t": "\\t", "\n": "\\n", "\r": "\\r"}[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def shown(text: Any) -> str:
+    """A name (a path, an id) as printed: every character that would not show is written as its escape.
+
+    Control characters (C0 and C1, TAB, CR and LF included), :data:`INVISIBLE` characters, U+2028/U+2029 and lone
+    surrogates (a file name that is not UTF-8, as ``os.fsdecode`` gives it) become Python-style escapes (``\\x01``,
+    ``\\u200b``, ``\\udcff``), so ``x\\x01y`` is never shown as ``xy``: two different names never print alike
+    and the printed one can be typed back. Other characters stay as they are.
+
+    Args:
+        text: any value (converted with ``str``; a :class:`~pathlib.Path` too).
+
+    Returns:
+        One line without control or invisible characters.
+    """
+    return _UNSHOWN.sub(_escape, str(text))
 
 
 def neutralize_line(line: str) -> str:

@@ -27,7 +27,7 @@ from gate.metrics import Metric, resolve, score_case
 from gate.metrics.generation import strip_citations
 from gate.metrics.refusal import is_refusal
 from gate.metrics.retrieval import expected_ranks
-from gate.models import CHUNK_ID, GoldenCase, Prediction, Score
+from gate.models import CHUNK_ID, PREDICTION_FAILED, GoldenCase, Prediction, Score
 
 if TYPE_CHECKING:  # the pairwise judge needs the llm extra: imported when it is built
     from gate.judges.pairwise import PairJudgment, PairwiseJudge
@@ -121,7 +121,7 @@ def score_one(
     key = (case.id, prediction.repeat)
     metrics = [m for m in metrics if not m.spec.paired]
     if prediction.error is not None:
-        reason = f"prediction failed: {prediction.error}"
+        reason = f"{PREDICTION_FAILED}{prediction.error}"
         return [
             Score(*key, m.name, score_case(m, case, prediction, False))
             if m.spec.scores_failures

@@ -55,3 +55,50 @@ def test_init_never_overwrites_and_still_validates_what_is_there(tmp_path):
     assert "pipline" in result.stderr and "did you mean `pipeline`" in result.stderr
     again = CliRunner().invoke(main, ["init", str(tmp_path)])
     assert all(f"kept: {tmp_path / relative}" in again.stdout for relative in FILES)
+
+
+def test_init_says_how_to_pin_the_action_until_a_release_exists(tmp_path):
+    result = CliRunner().invoke(main, ["init", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    workflow = tmp_path / ".github" / "workflows" / "rag-gate.yml"
+    (note,) = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert note == (
+        f"note: {workflow}: uses rag-gate/rag-gate@v1, which works once rag-gate has a v1 release; until then "
+        "replace each `rag-gate/rag-gate@v1` with a commit of https://github.com/rag-gate/rag-gate: "
+        "rag-gate/rag-gate@<commit sha> (README: The workflow)"
+    )
+    # the workflow says the same where the user edits it, and README says it (one instruction, three places)
+    text = workflow.read_text()
+    assert text.count("rag-gate/rag-gate@v1     # no release yet: pin a commit sha") == 1
+    assert text.count("rag-gate/rag-gate@v1   # no release yet: pin a commit sha") == 1
+    assert "replace both `rag-gate/rag-gate@v1` below with a commit sha" in text
+    readme = (REPO / "README.md").read_text()
+    assert "replace `rag-gate/rag-gate@v1` with a commit sha of this repository" in readme
+    # a workflow pinned by the user: nothing to say
+    workflow.write_text(text.replace("rag-gate/rag-gate@v1", "rag-gate/rag-gate@" + "a" * 40))
+    again = CliRunner().invoke(main, ["init", str(tmp_path)])
+    assert again.exit_code == 0 and "note:" not in again.stderr
+
+
+def test_pin_advice_names_the_installed_commit_of_rag_gate_s_repository(tmp_path):
+    from gate.scaffold import installed_commit, pin_advice, scaffold
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+
+    def direct_url(url, commit=sha):  # what pip writes for `pip install "rag-gate @ git+URL@REV"` (PEP 610)
+        return json.dumps({"url": url, "vcs_info": {"vcs": "git", "commit_id": commit, "requested_revision": "main"}})
+
+    assert installed_commit(direct_url("https://github.com/rag-gate/rag-gate")) == sha
+    assert installed_commit(direct_url("https://github.com/rag-gate/rag-gate.git")) == sha
+    assert installed_commit(direct_url("ssh://git@github.com/rag-gate/rag-gate.git")) == sha
+    assert installed_commit(direct_url("https://github.com/someone/fork")) is None  # not the action's repository
+    assert installed_commit(direct_url("https://github.com/rag-gate/rag-gate", "main")) is None
+    assert installed_commit('{"url": "file:///src/rag-gate", "dir_info": {"editable": true}}') is None
+    assert installed_commit(None) is None and installed_commit("not json") is None
+    scaffold(tmp_path)
+    advice = pin_advice(
+        tmp_path / ".github" / "workflows" / "rag-gate.yml", direct_url("https://github.com/rag-gate/rag-gate")
+    )
+    assert advice is not None and advice.endswith(
+        f": rag-gate/rag-gate@{sha} (the commit installed here) (README: The workflow)"
+    )

@@ -77,10 +77,11 @@ def test_chunk_ids_on_both_sides_are_an_error_with_the_cause_and_the_fix(tmp_pat
     assert f"({N} in-domain cases)" in reason
     assert "Chunk ids?" in reason and "node.ref_doc_id" in reason and "meta['source_id']" in reason
     assert "LangChain metadata" in reason and "README: Retrieved ids" in reason
-    assert "e.g. base q0 expects doc-0, got 5b1c0e7a-0000-base".lower() in reason.lower()
+    assert 'e.g. base "q0" expects "doc-0", got "5b1c0e7a-0000-base"' in reason
     assert len(reason) <= 300  # the comment cuts a line at 300 characters: the fix must stay visible
     comment = (tmp_path / "out" / "comment.md").read_text(encoding="utf-8")
     assert "retrieval cannot be scored" in comment and "node.ref\\_doc\\_id" in comment
+    assert "README: Retrieved ids)" in comment
 
 
 def test_ids_matching_on_one_side_only_are_a_regression_not_an_error(tmp_path):

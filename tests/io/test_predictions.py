@@ -48,3 +48,34 @@ def test_error_rows_need_no_answer(tmp_path, tiny_golden):
     path = write_jsonl(tmp_path / "p.jsonl", [{"id": "q1", "error": "timeout"}])
     (p,) = load_predictions(path)
     assert p.error == "timeout" and p.answer == "" and p.latency_ms is None
+
+
+# ------------------------------------------------------------------ measured values have bounds
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("latency_ms", "1e308", "latency_ms: 1e+308 is greater than the maximum of 86400000"),
+        ("latency_ms", "86400000.5", "latency_ms: 86400000.5 is greater than the maximum of 86400000"),
+        ("warmup_ms", "1e12", "warmup_ms: 1000000000000.0 is greater than the maximum of 86400000"),
+        ("cost_usd", "1e6", "cost_usd: 1000000.0 is greater than the maximum of 10000"),
+        ("latency_ms", "1e999", "latency_ms: must be a finite number, got inf"),
+        ("cost_usd", "-1e-9", "cost_usd: -1e-09 is less than the minimum of 0"),
+    ],
+)
+def test_absurd_or_non_finite_latency_and_cost_are_refused_naming_file_line_field(tmp_path, field, value, message):
+    from click.testing import CliRunner
+
+    from gate.cli import main
+
+    write_jsonl(tmp_path / "golden.jsonl", [{"id": "q1", "question": "Q?"}, {"id": "q2", "question": "R?"}])
+    good = '{"id": "q1", "answer": "a", "latency_ms": 86400000, "cost_usd": 10000}\n'  # the bounds themselves: valid
+    (tmp_path / "base.jsonl").write_text(good + '{"id": "q2", "answer": "b"}\n')
+    (tmp_path / "head.jsonl").write_text(good + f'{{"id": "q2", "answer": "b", "{field}": {value}}}\n')
+    args = ["compare", "--golden", tmp_path / "golden.jsonl", tmp_path / "base.jsonl", tmp_path / "head.jsonl"]
+    result = CliRunner().invoke(main, [*map(str, args), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == f"rag-gate: error: {tmp_path / 'head.jsonl'}:2: {message}"
+    assert not (tmp_path / "out" / "report.json").exists()
+    assert load_predictions(tmp_path / "base.jsonl")[0].latency_ms == 86_400_000

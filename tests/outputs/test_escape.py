@@ -76,7 +76,7 @@ def test_a_lone_surrogate_in_an_answer_is_written_and_compared(project):
     assert (project / "report" / "comment.md").read_text("utf-8").startswith("<!--")
 
 
-@pytest.mark.parametrize("field, bound", [("latency_ms", "at most 1.79769e+308"), ("cost_usd", "at least 0")])
+@pytest.mark.parametrize("field, bound", [("latency_ms", "at most 86400000"), ("cost_usd", "at least 0")])
 def test_an_integer_beyond_any_float_is_bad_input_naming_the_field(tmp_path, field, bound):
     write_jsonl(tmp_path / "golden.jsonl", [{"id": "q1", "question": "Q?"}])
     value = "1" + "0" * 400 if bound.startswith("at most") else "-1" + "0" * 400

@@ -9,10 +9,12 @@ Three kinds of fault, each tested on the functions and through the real CLI:
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
 import unicodedata
+from pathlib import Path
 
 from click.testing import CliRunner
 from helpers import write_jsonl
@@ -286,3 +288,14 @@ def test_error_in_the_job_summary_and_annotation_is_escaped(tmp_path):
     assert "rag-gate.yml:2: golden: file not found: golden&lt;img src=x&gt;lookup failed%0A" in text
     assert not hidden(text, allowed="\n" + WORD_JOINER) and "<img" not in text
     assert len(emitted) == 1 and isinstance(emitted[0], WorkflowCommand) and len(runner_lines(emitted[0])) == 1
+
+
+def test_shown_escapes_every_hidden_character_of_a_name_and_keeps_the_rest():
+    from gate.sanitize import shown
+
+    assert shown("x\x01y") == "x\\x01y" and shown("a\tb\nc\rd") == "a\\tb\\nc\\rd"
+    assert shown("doc\u200b-1\u202e") == "doc\\u200b-1\\u202e"  # zero-width space, right-to-left override
+    assert shown("tag\U000e0041") == "tag\\U000e0041" and shown("x\x9by") == "x\\x9by"  # tag character, C1 CSI
+    assert shown(os.fsdecode(b"caf\xe9.jsonl")) == "caf\\udce9.jsonl"  # a file name that is not UTF-8
+    assert shown(Path("runs/é 1/ok")) == "runs/é 1/ok"  # printable text, spaces too, as typed
+    assert shown("x\x01y") != shown("xy")

@@ -314,3 +314,40 @@ def test_annotation_escapes_newlines_and_properties():
 def test_only_github_shaped_tokens_get_a_mask_command(value, masked):
     """A mask command prints the value: rag-gate prints only GitHub tokens' (which the runner may not have masked)."""
     assert gh.is_github_token(value) is masked
+
+
+OWN_LOGIN = """
+import sys
+sys.path.insert(0, {tests!r})
+from fake_github import FakeGithub
+from gate.pr import github as gh
+fake = FakeGithub().start()
+{fail}
+client = gh.make_client(fake.token, fake.api_url, gh.RetryPolicy(total=0, max_wait=1.0, timeout=5))
+print(gh.own_login(client))
+try:
+    gh.upsert_comment(client, "octo/rag", 7, "report")
+except Exception as exc:
+    print(type(exc).__name__)
+fake.stop()
+"""
+
+
+@pytest.mark.parametrize("forbid", [False, True])
+def test_the_expected_403_of_get_user_logs_nothing_and_a_real_403_still_does(forbid):
+    """PyGithub logs every 403 to stderr through its own handler; GET /user's 403 is a normal run's, not an error."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fail = 'fake.fail("POST", "/comments", 403, body={"message": "Resource not accessible by integration"})'
+    code = OWN_LOGIN.format(tests=str(Path(__file__).parents[1]), fail=fail if forbid else "")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "github-actions[bot]"
+    assert "/user failed with 403" not in done.stderr
+    if forbid:  # the token cannot comment: that 403 is reported as PyGithub reports it
+        assert done.stdout.splitlines()[1] == "GithubException"
+        assert "Request POST /api/v3/repos/octo/rag/issues/7/comments failed with 403" in done.stderr
+    else:
+        assert done.stderr == "" and len(done.stdout.splitlines()) == 1

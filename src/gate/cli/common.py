@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -21,6 +21,32 @@ from gate.redact import Redactor
 from gate.sanitize import one_line, print_line
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def aggregate_lines(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A run's aggregates as a small aligned table: per metric its mean, the cases with a value and the failed scores.
+
+    Args:
+        metrics: metric name → a history entry's per-metric object (``mean``, ``n``; ``failed`` when known, as
+            :func:`gate.history.entries.run_aggregates` gives it).
+
+    Returns:
+        The table's lines (a header, then one line per metric); a mean is ``–`` when no case has a value. Means of
+        metrics in [0, 1] have three decimals, others (latency, cost) four significant digits.
+    """
+    from gate.history.entries import value_range
+
+    failed = any("failed" in numbers for numbers in metrics.values())
+    rows = [["metric", "mean", "n", *(["failed"] if failed else [])]]
+    for name, numbers in metrics.items():
+        mean = numbers.get("mean")
+        mean_text = "–" if mean is None else f"{mean:.3f}" if value_range(name) == (0.0, 1.0) else f"{mean:.4g}"
+        rows.append([one_line(name), mean_text, str(numbers.get("n", 0)), *([str(numbers.get("failed", 0))] * failed)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
+        for row in rows
+    ]
 
 
 def shard_option(value: str | None) -> tuple[int, int] | None:

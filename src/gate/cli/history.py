@@ -16,9 +16,9 @@ from typing import Any
 
 import click
 
-from gate.cli.common import CONTEXT, handle_errors
+from gate.cli.common import CONTEXT, aggregate_lines, handle_errors
 from gate.errors import InputError
-from gate.sanitize import inert_json
+from gate.sanitize import inert_json, one_line, shown
 
 HISTORY_FILE = click.Path(dir_okay=False, path_type=Path)
 RUN_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -122,8 +122,9 @@ def add(run_dir: Path, history_path: Path, sha: str | None, ref: str | None, tim
     ref = ref or manifest.git_ref or _git_default("rev-parse", "--abbrev-ref", "HEAD")
     record = entry_from_run(run_dir, sha=sha, ref=ref, timestamp=timestamp)
     append_entry(history_path, record)
-    means = ", ".join(f"{k} {v['mean']:.3f}" for k, v in record["metrics"].items() if v["mean"] is not None)
-    click.echo(f"appended {(sha or '?')[:12]} to {history_path}: {means}", err=True)
+    click.echo(f"appended {one_line((sha or '?')[:12])} to {shown(history_path)}:", err=True)
+    for line in aggregate_lines(record["metrics"]):
+        click.echo(f"  {line}", err=True)
 
 
 @history.command()
@@ -228,7 +229,7 @@ def show(
             f"wrote {out / 'history.md'} without charts: charts need matplotlib (pip install 'rag-gate[plot]')"
         ) from None
     write_text_atomic(out / "history.md", history_markdown(series, chosen, charts))
-    click.echo(f"wrote {out / 'history.md'} and {len(charts)} chart(s)", err=True)
+    click.echo(f"wrote {shown(out / 'history.md')} and {len(charts)} chart(s)", err=True)
 
 
 @history.command()

@@ -14,7 +14,7 @@ import click
 
 from gate.cli.common import CONTEXT, handle_errors
 from gate.errors import InputError
-from gate.sanitize import inert_json, one_line
+from gate.sanitize import inert_json, one_line, shown
 
 
 def _page_path(out: Path) -> Path:
@@ -101,8 +101,8 @@ def label(
     for row in new:
         strata[row["stratum"]] = strata.get(row["stratum"], 0) + 1
     mix = ", ".join(f"{n} {name}" for name, n in sorted(strata.items())) or "none left to add"
-    click.echo(f"added {len(new)} answer(s) to {out} ({len(rows_all)} in all): {mix}", err=True)
-    click.echo(f"open {page} in a browser, label with the keyboard, press s to save labels.jsonl", err=True)
+    click.echo(f"added {len(new)} answer(s) to {shown(out)} ({len(rows_all)} in all): {mix}", err=True)
+    click.echo(f"open {shown(page)} in a browser, label with the keyboard, press s to save labels.jsonl", err=True)
 
 
 @click.command("judge-check", context_settings=CONTEXT)

@@ -19,16 +19,17 @@ from typing import TYPE_CHECKING
 import click
 
 from gate import __version__
-from gate.cli.common import CONTEXT, EchoHandler, handle_errors, shard_option, terminate
+from gate.cli.common import CONTEXT, EchoHandler, aggregate_lines, handle_errors, shard_option, terminate
 from gate.cli.history import history
 from gate.cli.importing import import_
 from gate.cli.labels import judge_check, label
 from gate.cli.pr import pr
 from gate.errors import InputError
-from gate.sanitize import guard_std_streams, inert_json, one_line
+from gate.sanitize import guard_std_streams, inert_json, one_line, shown
 
 if TYPE_CHECKING:
     from gate.config import GatePolicy
+    from gate.manifest import Counts
     from gate.models import GoldenCase
 
 
@@ -80,7 +81,7 @@ def _validate(path: Path) -> None:
         raise InputError(f"{path}: {len(problems)} problem(s)")
     if config is None:
         n_ood = sum(c.out_of_domain for c in cases)
-        click.echo(f"{path}: {len(cases)} cases ({n_ood} out-of-domain) — OK")
+        click.echo(f"{shown(path)}: {len(cases)} cases ({n_ood} out-of-domain) — OK")
         return
     from gate.golden import load_golden
 
@@ -91,13 +92,13 @@ def _validate(path: Path) -> None:
     if golden.is_relative_to(path.resolve().parent):  # as the config names it (eval/golden.jsonl), else in full
         golden = golden.relative_to(path.resolve().parent)
     click.echo(
-        f"{path}: OK — golden set {golden}: {len(cases)} cases "
+        f"{shown(path)}: OK — golden set {shown(golden)}: {len(cases)} cases "
         f"({sum(c.out_of_domain for c in cases)} out-of-domain); pipeline {source}; "
         f"{len(evaluation.metrics)} metrics ({len(evaluation.gated)} gated); judge {evaluation.judge['name']}; "
         f"repeats {config.repeats}"
     )
     for warning in _too_few_cases(cases, evaluation):
-        click.echo(f"{path}: warning: {warning}", err=True)
+        click.echo(f"{shown(path)}: warning: {warning}", err=True)
 
 
 def _foreign(path: Path) -> None:
@@ -187,16 +188,29 @@ def init(directory: Path) -> None:
       rag-gate init
       rag-gate run --config rag-gate.yml --out runs/first
     """
-    from gate.scaffold import CONFIG, scaffold
+    from gate.scaffold import CONFIG, WORKFLOW, pin_advice, scaffold
 
     for item in scaffold(directory):
-        click.echo(f"{item.action}: {item.path}" + (" (exists, left as it is)" if item.action == "kept" else ""))
+        click.echo(f"{item.action}: {shown(item.path)}" + (" (exists, left as it is)" if item.action == "kept" else ""))
+    if advice := pin_advice(directory / WORKFLOW, _direct_url()):
+        click.echo(f"note: {advice}", err=True)
     _validate(directory / CONFIG)
     click.echo(
-        f"next: edit {directory / 'rag_pipeline.py'} to call your pipeline and {directory / 'eval/golden.jsonl'} "
-        f"with your questions, then `rag-gate run --config {directory / CONFIG} --out runs/first`",
+        f"next: edit {shown(directory / 'rag_pipeline.py')} to call your pipeline and "
+        f"{shown(directory / 'eval/golden.jsonl')} with your questions, then "
+        f"`rag-gate run --config {shown(directory / CONFIG)} --out runs/first`",
         err=True,
     )
+
+
+def _direct_url() -> str | None:
+    """The installed rag-gate's ``direct_url.json`` (PEP 610), or None (see :func:`gate.scaffold.installed_commit`)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        return distribution("rag-gate").read_text("direct_url.json")
+    except PackageNotFoundError:
+        return None
 
 
 @main.command()
@@ -217,6 +231,14 @@ def init(directory: Path) -> None:
     type=click.IntRange(min=1, max=256),
     help="Worker processes that score answers (1: none); default: the config's scoring.jobs, else every core.",
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="How the side's aggregates are printed on stdout: a table, or JSON.",
+)
 @handle_errors
 def run(
     config_path: Path,
@@ -226,15 +248,18 @@ def run(
     git_sha: str | None,
     progress: bool | None,
     jobs: int | None,
+    fmt: str,
 ) -> None:
     """Run the golden set through one side's pipeline and score it.
 
     Writes OUT/predictions.jsonl, OUT/scores.jsonl and OUT/manifest.json, incrementally:
-    re-running the same command resumes an interrupted run.
+    re-running the same command resumes an interrupted run. Prints the side's aggregates
+    (per metric: mean, cases with a value, failed scores) on stdout, as a table or JSON.
 
     \b
     Example:
       rag-gate run --config examples/squad/base.yml --out out/base
+      rag-gate run --config rag-gate.yml --out runs/first --format json
     """
     from gate.config import load_config
     from gate.sandbox import protect_process
@@ -253,17 +278,39 @@ def run(
     manifest = read_manifest(out)
     counts = manifest.counts or Counts(predictions=0, prediction_errors=0, scores=0)
     click.echo(
-        f"wrote {out}: {counts.predictions} predictions ({counts.prediction_errors} failed), "
+        f"wrote {shown(out)}: {counts.predictions} predictions ({counts.prediction_errors} failed), "
         f"{counts.scores} scores ({counts.judge_failures} judge failures)",
         err=True,
     )
     kinds = manifest.prediction_errors or ()
     if kinds:
-        click.echo(f"{len(kinds)} distinct pipeline error(s), all kept in {out / 'predictions.jsonl'}:", err=True)
+        kept = shown(out / "predictions.jsonl")
+        click.echo(f"{len(kinds)} distinct pipeline error(s), all kept in {kept}:", err=True)
         for kind in kinds[:3]:
             click.echo(f"  {kind.count}× {one_line(kind.message)}", err=True)
         if len(kinds) > 3:
             click.echo(f"  … and {len(kinds) - 3} more", err=True)
+    from gate.history.entries import run_aggregates
+    from gate.produce import unmatched_retrieval
+
+    metrics = run_aggregates(out)
+    if (unmatched := unmatched_retrieval(config, out, metrics)) is not None:
+        click.echo(f"rag-gate: warning: {unmatched}", err=True)
+    _print_aggregates(out, fmt, counts, metrics)
+
+
+def _print_aggregates(out: Path, fmt: str, counts: Counts, metrics: dict[str, dict[str, float | int | None]]) -> None:
+    """The side's aggregates on stdout: the table ``history add`` prints (:func:`aggregate_lines`), or JSON."""
+    import json
+
+    import msgspec
+
+    if fmt == "json":
+        document = {"run": str(out), "counts": msgspec.to_builtins(counts), "metrics": metrics}
+        click.echo(inert_json(json.dumps(document, ensure_ascii=False, indent=2)))
+        return
+    for line in aggregate_lines(metrics):
+        click.echo(line)
 
 
 @main.command()
@@ -364,8 +411,8 @@ def compare(
         options = outputs.RenderOptions(golden_file=golden_file_of(base, golden))
         write_text_atomic(junit, outputs.render(comparison, outputs.Output.JUNIT, options))
     fmt = fmt or ("text" if sys.stdout.isatty() else "markdown")
-    shown = {"json": outputs.Output.JSON, "markdown": outputs.Output.COMMENT, "text": outputs.Output.TEXT}[fmt]
-    text = texts.get(shown) or outputs.render(comparison, shown)
+    chosen = {"json": outputs.Output.JSON, "markdown": outputs.Output.COMMENT, "text": outputs.Output.TEXT}[fmt]
+    text = texts.get(chosen) or outputs.render(comparison, chosen)
     text = inert_json(text) if fmt == "json" else text
     _echo_in_pieces(text, nl=fmt == "markdown")
     if labels_paths:
@@ -374,7 +421,7 @@ def compare(
         policy = compared.evaluation
         for found in compare_labelled(base, head, *labels_paths, policy.gated, policy.margin):
             click.echo(one_line(f"labels: {found.line()}"), err=True)
-    click.echo(f"verdict: {comparison.verdict} (report: {outputs.path(out, outputs.Output.JSON)})", err=True)
+    click.echo(f"verdict: {comparison.verdict} (report: {shown(outputs.path(out, outputs.Output.JSON))})", err=True)
     sys.exit(exit_code_for(comparison.verdict, "fail", strict=comparison.strict))
 
 
@@ -411,7 +458,7 @@ def merge(shards: tuple[Path, ...], out: Path) -> None:
     from gate.produce import merge_runs
 
     merge_runs(list(shards), out)
-    click.echo(f"wrote {out}", err=True)
+    click.echo(f"wrote {shown(out)}", err=True)
 
 
 main.add_command(pr)

@@ -21,12 +21,12 @@ from gate.comparison import (
     DefinitionScore,
     EditedCase,
     GoldenChanges,
-    clip,
 )
 from gate.config import GatePolicy
 from gate.golden import GoldenDiff
 from gate.language import f1_unreadable
 from gate.metrics import resolve, score_case
+from gate.metrics.retrieval import ID_ADVICE, mismatch_example
 from gate.models import GoldenCase
 from gate.runs import Side
 from gate.scoring import detect_refusal
@@ -61,15 +61,6 @@ def unreadable_warnings(sides: Sequence[Side], cases: Sequence[GoldenCase], poli
     return out
 
 
-ID_ADVICE = (
-    "Chunk ids? Keep each chunk's document id: LangChain metadata, LlamaIndex node.ref_doc_id, "
-    "Haystack meta['source_id'] (README: Retrieved ids)"
-)
-"""The likely cause of retrieved ids that never match (LlamaIndex node UUIDs, Haystack content hashes, LangChain
-splitter chunks without ``Document.id``) and how to keep document ids through chunking (kept short: the comment cuts
-a line at 300 characters; the README has the details)."""
-
-
 def unmatched_ids(
     base: Side, head: Side, cases: Sequence[GoldenCase], inputs: Sequence[MetricInput], *, batch: int = 2048
 ) -> str | None:
@@ -81,8 +72,10 @@ def unmatched_ids(
     otherwise every valid prediction's whole retrieved list is read (``batch`` rows at a time).
 
     Returns:
-        One line naming the cases, an example of expected and retrieved ids, the likely cause and the fix (ids are
-        clipped; the report escapes them), or None when some retrieved id matches or nothing is expected to.
+        One line naming the cases, an example of expected and retrieved ids (whole, hidden characters escaped: see
+        :func:`~gate.metrics.retrieval.mismatch_example`; the example comes before the advice, so the comment's
+        300 characters per line never cut it), the likely cause and the fix, or None when some retrieved id matches
+        or nothing is expected to.
     """
     retrieval = [inp for inp in inputs if resolve(inp.name).spec.stage == "retrieval"]
     expecting = [c for c in cases if not c.out_of_domain and c.expected_doc_ids]
@@ -120,8 +113,8 @@ def unmatched_ids(
         )
     label, case_id, expected, ids = example
     return (
-        f"retrieval cannot be scored: no retrieved id on either side matches an expected id ({what}). {ID_ADVICE}. "
-        f"E.g. {label} {clip(case_id, 20)} expects {clip(expected[0], 20)}, got {clip(ids[0], 20)}"
+        f"retrieval cannot be scored: no retrieved id on either side matches an expected id ({what}); e.g. {label} "
+        f"{mismatch_example(case_id, expected, ids)}. {ID_ADVICE}"
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from gate.files import make_parent, open_append, write_all
 from gate.jsonl import dumps, read_jsonl, validate
 from gate.manifest import Manifest
 from gate.metrics import resolve
+from gate.models import PREDICTION_FAILED, Score
 from gate.runs import SCORES, load_scores, read_manifest
 from gate.stats.summary import aggregate, run_se
 
@@ -302,6 +304,24 @@ def append_entry(path: Path | str, record: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
+def _read_run(run_dir: Path) -> tuple[Manifest, list[Score]]:
+    """A finished run directory's manifest and score rows.
+
+    Raises:
+        InputError: not a run directory, the run is not complete, or its scores are unreadable.
+    """
+    manifest = read_manifest(run_dir)
+    if manifest.status != "complete":
+        raise InputError(f"{run_dir}: the run is not complete (status {manifest.status!r}); finish it first")
+    return manifest, load_scores(run_dir / SCORES)
+
+
+def _in_order(manifest: Manifest, matrices: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``matrices`` in the order of the run's configured metrics (those without scores left out)."""
+    order = manifest.metrics or list(matrices)
+    return {name: matrices[name] for name in order if name in matrices}
+
+
 def load_run(run_dir: Path | str) -> tuple[Manifest, dict[str, np.ndarray]]:
     """A finished run directory's manifest and per-metric values (see :func:`metric_matrices`).
 
@@ -310,14 +330,35 @@ def load_run(run_dir: Path | str) -> tuple[Manifest, dict[str, np.ndarray]]:
     Raises:
         InputError: not a run directory, the run is not complete, or its scores are unreadable.
     """
-    run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
-    if manifest.status != "complete":
-        raise InputError(f"{run_dir}: the run is not complete (status {manifest.status!r}); finish it first")
+    manifest, scores = _read_run(Path(run_dir))
+    return manifest, _in_order(manifest, metric_matrices(scores, manifest.repeats or 1))
+
+
+def run_aggregates(run_dir: Path | str) -> dict[str, dict[str, float | int | None]]:
+    """The aggregates of a finished run, per metric: a history entry's numbers plus the failed scores.
+
+    Args:
+        run_dir: a complete run directory (``rag-gate run``).
+
+    Returns:
+        metric name → the :func:`summarize` fields (``mean``, ``sd``, ``p10``, ``share_below_0_5``, ``n``: cases
+        with a value, ``run_se``) and ``failed``: evaluation failures, i.e. score rows (case × repeat) of an answered
+        prediction that could not be scored (a judge failure), in the order of the run's configured metrics. A
+        failed prediction is a system error (``error_rate`` counts it), not an evaluation failure, as in the
+        comparison's error budget. Neither is averaged: a case without any valid repeat is not among ``n``.
+
+    Raises:
+        InputError: not a run directory, the run is not complete, or its scores are unreadable.
+    """
+    manifest, scores = _read_run(Path(run_dir))
     repeats = manifest.repeats or 1
-    matrices = metric_matrices(load_scores(run_dir / SCORES), repeats)
-    order = manifest.metrics or list(matrices)
-    return manifest, {name: matrices[name] for name in order if name in matrices}
+    failed = Counter(
+        s.metric
+        for s in scores
+        if s.error is not None and not s.error.startswith(PREDICTION_FAILED) and s.repeat < repeats
+    )
+    matrices = _in_order(manifest, metric_matrices(scores, repeats))
+    return {name: summarize(values) | {"failed": failed[name]} for name, values in matrices.items()}
 
 
 def entry_from_run(

@@ -344,3 +344,44 @@ def ndcg_at_k_many(ranks: ExpectedRanks, k: int) -> np.ndarray:
     ideal = np.cumsum(discounts)[np.minimum(ranks.n_expected, k)]
     with np.errstate(invalid="ignore", divide="ignore"):
         return _not_applicable(ranks, dcg / ideal)
+
+
+# ---------------------------------------------------------------------------------- ids that never match
+
+ID_ADVICE = (
+    "Chunk ids? Keep the document id (LangChain metadata, LlamaIndex node.ref_doc_id, Haystack meta['source_id']; "
+    "README: Retrieved ids)"
+)
+"""The likely cause of retrieved ids that never match (LlamaIndex node UUIDs, Haystack content hashes, LangChain
+splitter chunks without ``Document.id``) and how to keep document ids through chunking (kept short: the comment cuts
+a line at 300 characters; the README has the details)."""
+ID_LIMIT = 60
+"""Characters an id keeps in a mismatch example (:func:`mismatch_example`); a longer one loses its middle."""
+
+
+def shown_id(doc_id: str, limit: int = ID_LIMIT) -> str:
+    """An id as a mismatch example shows it: quoted, hidden characters escaped, at most ``limit`` characters inside.
+
+    What tells a chunk id from a document id sits at either end (a ``#chunk-3`` suffix, a path prefix), and
+    what makes two ids differ invisibly is a hidden character: so every control and invisible character is
+    written as its escape (:func:`gate.sanitize.shown`), and an id longer than ``limit`` (after escaping) keeps its
+    beginning and its end around an ellipsis.
+    """
+    from gate.sanitize import shown
+
+    text = shown(doc_id)
+    if len(text) > limit:
+        tail = (limit - 1) // 2
+        text = text[: limit - 1 - tail] + "…" + text[len(text) - tail :]
+    return f'"{text}"'
+
+
+def mismatch_example(case_id: str, expected: Sequence[str], retrieved: Sequence[str]) -> str:
+    """One case's expected and retrieved ids side by side, as the warnings show them.
+
+    Returns:
+        ``"CASE" expects "DOC", got "CHUNK"`` (the first of each list; ids as :func:`shown_id` writes them, the
+        case id cut to 30 characters): at most 170 characters, so that the warning that carries it keeps it whole
+        within the comment's 300 characters per line.
+    """
+    return f"{shown_id(case_id, 30)} expects {shown_id(expected[0])}, got {shown_id(retrieved[0])}"

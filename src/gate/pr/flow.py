@@ -34,6 +34,7 @@ from gate.outputs.markdown import sticky_marker
 from gate.pr import envs, git, sides, trust
 from gate.pr import github as gh
 from gate.pr.envs import Setup
+from gate.pr.ownership import hand_outputs_over
 from gate.pr.report import Reporter, redact_exception, redacting, relative
 from gate.pr.run import NotGatedYet, PrOptions, PrResult, PrRun
 from gate.pr.trend import check_head, history_store, push_summary, record_push
@@ -80,6 +81,7 @@ def run_pr(
         config=options.config.as_posix(),
         retry=policy,
     )
+    run: PrRun | None = None
     try:
         with ExitStack() as cleanup:  # the sides' temporary environments go when the run ends
             run = _prepare(options, environ, report, cleanup)
@@ -96,6 +98,10 @@ def run_pr(
         if trust.event_allowed(context, allow_privileged=options.allow_privileged_event):
             report.error_comment(error)
         raise
+    finally:  # in the action (root in a container), what rag-gate made in the workspace goes to its owner
+        if run is not None:
+            cache = run.workdir / options.cache_dir if options.cache_dir is not None else None
+            hand_outputs_over((run.out, cache, run.junit), environ)
 
 
 def _prepare(options: PrOptions, environ: Mapping[str, str], report: Reporter, cleanup: ExitStack) -> PrRun:

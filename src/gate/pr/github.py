@@ -10,6 +10,7 @@ Source: GitHub Actions "Workflow commands" and "Webhook events and payloads" doc
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -306,12 +307,33 @@ def own_login(client: Github) -> str:
     """
     from github import GithubException
 
+    retry_log = logging.getLogger("github.GithubRetry")
+    expected = _ExpectedForbidden()
+    retry_log.addFilter(expected)  # only for this call: a 403 on any other request is still logged
     try:
         return str(client.get_user().login)
     except GithubException as exc:
         if exc.status == 403:
             return ACTIONS_BOT
         raise
+    finally:
+        retry_log.removeFilter(expected)
+
+
+class _ExpectedForbidden(logging.Filter):
+    """Drops PyGithub's log line for the one 403 a normal run gets: ``GET /user`` with the Actions token.
+
+    ``GithubRetry`` logs every 403 at INFO (``Request GET /user failed with 403: Forbidden``) to a handler PyGithub
+    installs on import, before it decides whether the 403 is a rate limit. For an installation token that 403 is
+    the expected answer (:func:`own_login`), not a problem; every other record (a rate limit's waits, a 403 on
+    another request) passes.
+    """
+
+    _LINE = re.compile(r"Request GET \S*/user failed with 403\b")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for the expected line only."""
+        return not self._LINE.match(record.getMessage())
 
 
 def find_sticky(issue: Any, marker: str, login: str) -> Any | None:
