@@ -101,6 +101,8 @@ def tests(source: Path, depth: int = 0) -> Iterator[tuple[Path, int | None, Any,
         if isinstance(item, str) and item.startswith("file://"):
             if depth >= MAX_FILE_DEPTH:
                 raise InputError(located(source, line, "tests", f"file:// nested deeper than {MAX_FILE_DEPTH}"))
+            if "\x00" in item:
+                raise InputError(located(source, line, "tests", "a file:// name holds a NUL byte (\\x00)"))
             named = (source.parent / item.removeprefix("file://")).resolve()
             if named.suffix.lower() not in (".yaml", ".yml", ".json"):
                 raise InputError(located(source, line, "tests", f"{item}: only YAML or JSON test files are read"))
