@@ -22,7 +22,7 @@ from gate.config import GatePolicy, load_config
 from gate.golden import load_golden
 from gate.judges import get_judge
 from gate.judges.base import MAX_JUDGED_ANSWER_BYTES, oversize_judgment, oversize_note
-from gate.judges.claims import _same_facts, distinct_claims
+from gate.judges.claims import MAX_LIST_WORDS, _same_facts, distinct_claims, split_clauses
 from gate.judges.text import facts
 from gate.metrics import resolve
 from gate.metrics.generation import normalize_answer
@@ -144,3 +144,12 @@ def test_squad_normalisation_equals_the_official_character_loop():
         official = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
         official = " ".join(re.sub(r"\b(a|an|the)\b", " ", official).split())
         assert normalize_answer(text) == official, text
+
+
+def test_a_runaway_list_makes_its_items_claims_alone_a_normal_list_keeps_its_head():
+    # a normal list: each item keeps the clause's head (here its subject), as before the bound
+    assert split_clauses("It serves pizza, pasta and salad") == ["It serves pizza", "It pasta", "It salad"]
+    head = " ".join(["bridge river castle town"] * 1000)  # a clause of 4,000 words, then 10 list items
+    claims = split_clauses(head + ", x1, x2, x3, x4, x5, x6, x7, x8, x9, x10")
+    assert 4000 * 10 > MAX_LIST_WORDS and claims[1:] == [f"x{i}" for i in range(1, 11)]
+    assert sum(len(c) for c in claims) < len(head) + 100  # the claims are about as long as the answer

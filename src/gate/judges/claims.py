@@ -17,6 +17,10 @@ _ABBREVIATIONS = frozenset(
     """mr mrs ms dr st jr sr prof gov sen rep gen col lt sgt capt inc ltd co corp vs etc e.g eg i.e ie no nos
     approx dept est fig jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k a.m p.m mt ft ave blvd""".split()
 )
+MAX_LIST_WORDS = 20_000
+"""Words the list items of one clause may make with their shared head (head words × items). A list of normal size is
+far below (30 words × 10 items); past it (a runaway generation: a long clause, then thousands of ", x"), each item is
+a claim alone, so the claims of an answer stay about as long as the answer."""
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•·]+|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9À-Ý])")
 _SEGMENT = re.compile(
@@ -89,7 +93,9 @@ def split_clauses(sentence: str, lang: Lang = "en") -> list[str]:
         claims.append(clause)
         if items:
             prefix = _list_head(clause, max(len(item.split()) for item in items), lang)
-            claims.extend(f"{prefix} {item}" for item in items)
+            if len(prefix.split()) * len(items) > MAX_LIST_WORDS:  # a runaway list: its items alone (bounded work)
+                prefix = ""
+            claims.extend(f"{prefix} {item}".strip() for item in items)
     return claims
 
 
