@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from gate.errors import EvaluationError
 from gate.redact import SECRET_NAMES, Redactor
@@ -254,7 +254,7 @@ class Sandbox:
         Returns:
             The thread; join it once the process ended.
         """
-        raw: IO[bytes] = getattr(stream, "buffer", stream)  # type: ignore[assignment]
+        raw = cast("IO[bytes]", getattr(stream, "buffer", stream))
         budget = budget or OutputBudget()
 
         def write(text: str) -> None:

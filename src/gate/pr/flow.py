@@ -139,7 +139,8 @@ def _refuse_clashes(
     options: PrOptions, out: Path, junit: Path | None, workdir: Path, summary: Path | None, config: Path
 ) -> None:
     """The run's outputs never overwrite each other or the config: refused before any work (exit 2)."""
-    files, folders = sides_outputs(out, f"--out-dir {options.out_dir}", ("golden.jsonl", TREND_FILE, HISTORY_COPY))
+    written, folders = sides_outputs(out, f"--out-dir {options.out_dir}", ("golden.jsonl", TREND_FILE, HISTORY_COPY))
+    files: dict[str, Path | None] = dict(written)
     files[f"--junit {options.junit}"] = junit
     files["$GITHUB_STEP_SUMMARY"] = summary
     if options.history and options.history != OFF:  # a history file is appended to on pushes to the default branch
