@@ -2,7 +2,8 @@
 
 Protocol: one JSON object per line on stdin ``{"case": {...}, "options": {...}}``; one JSON object per line on the
 original stdout ``{"ok": true, "result": {...}, "latency_ms": float}`` (with ``"warmup": true`` on the worker's first
-successful call) or ``{"ok": false, "error": "..."}``.
+successful call) or ``{"ok": false, "error": "..."}`` (with ``"final": true`` when a retry would fail the same way: a
+result over :data:`MAX_REPLY_BYTES`).
 Whatever the user's code prints to stdout goes to stderr, so it cannot corrupt the protocol.
 """
 
@@ -25,6 +26,10 @@ PARENT_PID_VAR = "RAG_GATE_PARENT_PID"
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 _CO_COROUTINE = 0x80  # inspect.CO_COROUTINE: an ``async def`` function (read without importing inspect)
 _WATCH_S = 0.25  # how often the watchdog thread checks that rag-gate still runs
+MAX_REPLY_BYTES = 16 * 1024 * 1024
+"""The largest result one call may send back, in bytes of its JSON line (16 MiB: the answer, the retrieved chunks
+and the rest). A larger one (a runaway generation, a whole corpus returned) fails the case with its size, without
+being retried, instead of filling rag-gate's memory and the predictions file."""
 
 
 def _kill_group(*_: object) -> None:
@@ -202,6 +207,9 @@ def main(target: str) -> int:
                 text = json.dumps({"ok": False, "fatal": True, "input": True, "error": f"{target}: {_text(exc)}"})
         else:
             text = _encode(reply)
+            if len(text) > MAX_REPLY_BYTES:  # ASCII (json.dumps escapes the rest): characters are bytes
+                told = f"the result of {len(text):,} bytes (as JSON) exceeds the limit of {MAX_REPLY_BYTES:,} bytes"
+                text = json.dumps({"ok": False, "final": True, "error": f"{told} a pipeline call may return"})
         first = False
         try:
             protocol.write(text + "\n")

@@ -26,7 +26,17 @@ from gate.models import FormRules
 from gate.sandbox import check_passthrough
 from gate.trends import TrendBlock as TrendBlock  # re-exported: the config's ``trend:`` block
 from gate.trends import TrendPolicy
-from gate.yamlsafe import LOADER, KeyPath, Problems, check_yaml_size, key_lines, non_finite, non_json, yaml_error
+from gate.yamlsafe import (
+    LOADER,
+    KeyPath,
+    Problems,
+    check_yaml_size,
+    key_lines,
+    non_finite,
+    non_json,
+    nul_bytes,
+    yaml_error,
+)
 
 PRIMARY_FAMILIES: tuple[tuple[str, ...], ...] = (
     ("hit_rate@k",), ("mrr",),
@@ -457,6 +467,10 @@ def _check_policies(data: Mapping[str, Any], bad: set[KeyPath], problems: Proble
             problems.add(("pipeline", "env_passthrough", i), reason)
 
 
+NUL_MESSAGE = "holds a NUL byte (\\x00), which no path, environment value or command can hold; remove it"
+"""The problem reported for a setting whose text holds a NUL byte."""
+
+
 def _schema() -> Mapping[str, Any]:
     from gate.jsonl import shipped_schema
 
@@ -497,6 +511,10 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     not_finite = set(non_finite(data))
     for keys in not_finite:
         problems.add(keys, "must be a finite number")
+    for keys in (with_nul := set(nul_bytes(data))):
+        shown = tuple(k.replace("\x00", "\\x00") if isinstance(k, str) else k for k in keys)
+        problems.add(shown, NUL_MESSAGE, problems.line(keys))
+    not_finite |= with_nul  # not checked further: a path or command with a NUL byte cannot reach the OS
     yaml_typed: set[KeyPath] = set()
     for keys, data_keys, line, message in non_json(node) if node is not None else ():
         problems.add(keys, message, line)

@@ -81,3 +81,15 @@ def located(path: object, line: int | None, field: str | None, message: str) -> 
     if line is not None:
         where += f":{line}"
     return f"{where}: {one_line(field)}: {one_line(message)}" if field else f"{where}: {one_line(message)}"
+
+
+NUL_INPUT = (
+    "a path, environment value or command line read from the input holds a NUL byte (\\x00), which the operating "
+    "system refuses; remove it"
+)
+"""The message of a NUL byte that reached an OS call without a check naming its field (exit code 2)."""
+
+
+def is_nul_error(exc: BaseException) -> bool:
+    """True for the ``ValueError: embedded null byte`` an OS call raises for a NUL byte in a path or argument."""
+    return isinstance(exc, ValueError) and "null byte" in str(exc)

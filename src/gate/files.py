@@ -24,7 +24,7 @@ import shutil
 import socket
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -420,6 +420,82 @@ def refuse_inputs_inside(out_dir: Path | str, inputs: dict[str, Path | None], wh
                 f"{what}: the directory holds the run's own input ({label}: {source}); rag-gate writes "
                 "predictions.jsonl, scores.jsonl and manifest.json there, so choose a separate output directory"
             )
+
+
+def _spellings(path: Path) -> set[Path]:
+    """The names ``path`` can be reached by: its folder resolved (links followed) with its name, and in full."""
+    absolute = Path(os.path.abspath(path))
+    return {Path(os.path.realpath(absolute.parent)) / absolute.name, Path(os.path.realpath(absolute))}
+
+
+def refuse_output_clashes(
+    files: Mapping[str, Path | str | None],
+    folders: Mapping[str, Path | str | None] | None = None,
+    inputs: Mapping[str, Path | str | None] | None = None,
+) -> None:
+    """Refuse, before any work, two outputs of one command that would land on the same file.
+
+    Two output files clash when they name the same file, after relative paths and symbolic links in their folders
+    (or the file itself) are followed, or when they are the same existing file (``os.path.samefile``: a hard link,
+    a case-insensitive file system). An output file clashes with an output folder (a whole tree the command
+    writes, e.g. ``OUT/base``) that holds it or that it is, two output folders when one holds the other, and an
+    output file with one of the command's inputs (it would be replaced after being read).
+
+    Args:
+        files: how the user named each output file (e.g. ``--junit rep/x.xml``, ``--out rep (report.json)``) →
+            the file; None when that output is not written.
+        folders: the same for output folders (every file under them is written).
+        inputs: the same for the command's input files.
+
+    Raises:
+        InputError: two of them clash (exit code 2), naming both and the file.
+    """
+    named = [(what, Path(p), False) for what, p in files.items() if p is not None]
+    named += [(what, Path(p), True) for what, p in (folders or {}).items() if p is not None]
+    reached = [(what, path, tree, _spellings(path)) for what, path, tree in named]
+    for i, (what, path, tree, spelled) in enumerate(reached):
+        for other, other_path, other_tree, other_spelled in reached[:i]:
+            if (spelled & other_spelled or _same_existing(path, other_path)) and not (tree and other_tree):
+                raise InputError(
+                    f"{other} and {what} name the same file ({path}); one would overwrite the other: "
+                    "choose another path"
+                )
+            inner, outer = _nested((what, path, tree, spelled), (other, other_path, other_tree, other_spelled))
+            if outer is not None:
+                raise InputError(
+                    f"{inner[0]} ({inner[1]}) lies in {outer[0]} ({outer[1]}), a folder the same command writes: "
+                    "choose another path"
+                )
+    for label, source in (inputs or {}).items():
+        if source is None:
+            continue
+        source_spelled = _spellings(Path(source))
+        for what, path, tree, spelled in reached:
+            if tree:
+                continue
+            if spelled & source_spelled or _same_existing(path, Path(source)):
+                raise InputError(
+                    f"{what} names the input {label} ({source}); writing it would replace the input: "
+                    "choose another path"
+                )
+
+
+def _same_existing(a: Path, b: Path) -> bool:
+    """True when ``a`` and ``b`` both exist and are one file (a hard link, a case-insensitive file system)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def _nested(
+    a: tuple[str, Path, bool, set[Path]], b: tuple[str, Path, bool, set[Path]]
+) -> tuple[tuple[str, Path], tuple[str, Path] | None]:
+    """(the inner one, the output folder that holds or is it), or (a, None) when neither is in the other."""
+    for inner, outer in ((a, b), (b, a)):
+        if outer[2] and any(is_within(x, y) for x in inner[3] for y in outer[3]):
+            return (inner[0], inner[1]), (outer[0], outer[1])
+    return (a[0], a[1]), None
 
 
 def next_free_number(directory: Path, stems: tuple[str, ...]) -> int:

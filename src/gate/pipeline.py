@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import io
 import json
 import logging
 import math
@@ -36,7 +35,7 @@ from typing import Any
 
 import tenacity
 
-from gate._worker import PARENT_PID_VAR
+from gate._worker import MAX_REPLY_BYTES, PARENT_PID_VAR
 from gate.config import PipelineSpec
 from gate.errors import EvaluationError, InputError
 from gate.files import writing
@@ -45,7 +44,7 @@ from gate.jsonl import read_jsonl, validate
 from gate.models import GoldenCase, Prediction
 from gate.predictions import load_predictions, prediction_from_record
 from gate.redact import Redactor
-from gate.sandbox import Sandbox
+from gate.sandbox import OutputBudget, Sandbox
 
 log = logging.getLogger("rag-gate")
 
@@ -133,6 +132,10 @@ class CallFailed(Exception):
     """One call of the pipeline failed (exception in the user's function, crash, or timeout)."""
 
 
+class FinalCallFailed(CallFailed):
+    """A call that failed in a way a retry would repeat (a result over :data:`~gate._worker.MAX_REPLY_BYTES`)."""
+
+
 class _Worker:
     """One long-lived worker subprocess serving calls to ``module:function``.
 
@@ -148,6 +151,7 @@ class _Worker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._ready = False
         self._buffer = bytearray()
+        self._output = OutputBudget()
         self.closed = False
         """Set by :meth:`WorkerPool.close`: the worker is not started again (a call in flight fails)."""
 
@@ -170,7 +174,8 @@ class _Worker:
             **sandbox.popen_kwargs(),
         )
         assert self._proc.stderr is not None
-        sandbox.forward(io.TextIOWrapper(self._proc.stderr, encoding="utf-8", errors="replace"))
+        self._output = OutputBudget()  # the worker's output forwarded per call (reset by each call)
+        sandbox.forward(self._proc.stderr, budget=self._output)
         self._ready = False
         self._buffer = bytearray()
 
@@ -208,6 +213,9 @@ class _Worker:
             if not chunk:
                 return b""
             self._buffer += chunk
+            if len(self._buffer) > MAX_REPLY_BYTES + _READ_SIZE:  # the worker bounds its replies: this one did not
+                self.stop()
+                raise FinalCallFailed(f"the pipeline process sent a reply over {MAX_REPLY_BYTES:,} bytes")
         line = bytes(self._buffer[: newline + 1])
         del self._buffer[: newline + 1]
         return line
@@ -235,6 +243,7 @@ class _Worker:
         if self._proc is None or not self._ready:
             self._start()
         assert self._proc is not None and self._proc.stdin is not None
+        self._output.reset()
         try:
             self._proc.stdin.write((json.dumps({"case": case, "options": self._spec.options}) + "\n").encode())
             self._proc.stdin.flush()
@@ -246,7 +255,8 @@ class _Worker:
             error = self._sandbox.redactor(str(reply.get("error")))
             raise InputError(f"{self._where()}: {error} (check pipeline.options)")
         if not reply.get("ok"):
-            raise CallFailed(self._sandbox.redactor(str(reply.get("error", "unknown error"))))
+            failed = FinalCallFailed if reply.get("final") else CallFailed
+            raise failed(self._sandbox.redactor(str(reply.get("error", "unknown error"))))
         return reply
 
     @property
@@ -401,7 +411,7 @@ def _serve(
         workers.put(worker)
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(spec.retries + 1),
-        retry=tenacity.retry_if_exception_type(CallFailed),
+        retry=tenacity.retry_if_exception_type(CallFailed) & tenacity.retry_if_not_exception_type(FinalCallFailed),
         reraise=True,
     )
 

@@ -25,6 +25,7 @@ kill(2) (``kill(-1, sig)`` as an unprivileged user signals exactly that user's p
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import logging
 import os
@@ -39,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from gate.errors import EvaluationError
 from gate.redact import SECRET_NAMES, Redactor
@@ -234,32 +235,132 @@ class Sandbox:
             **self.popen_kwargs(),
         )
 
-    def forward(self, stream: IO[str], sink: IO[str] | None = None) -> threading.Thread:
-        """Copy the pipeline's output to rag-gate's stderr, line by line, redacted, in a daemon thread.
+    def forward(
+        self, stream: IO[str] | IO[bytes], sink: IO[str] | None = None, budget: OutputBudget | None = None
+    ) -> threading.Thread:
+        """Copy the pipeline's output to rag-gate's stderr, line by line, redacted, bounded, in a daemon thread.
 
-        Lines are also made unable to act as workflow commands (:func:`neutralize`).
+        Lines are also made unable to act as workflow commands (:func:`neutralize`). At most ``budget.limit`` bytes
+        are forwarded per call (:data:`MAX_FORWARDED_BYTES`) and at most :data:`MAX_FORWARDED_LINE` of one line;
+        the rest is read and dropped (memory stays bounded whatever the pipeline writes), and one line says how many
+        bytes were left out, when the call ends (:meth:`OutputBudget.reset`) or the stream does.
 
         Args:
-            stream: the pipeline's stdout or stderr (text mode).
+            stream: the pipeline's stdout or stderr (text mode over a byte stream, or bytes).
             sink: where to write (default: ``sys.stderr`` at the time of each write).
+            budget: the bytes left to forward; the caller resets it at each call of a long-lived process (the
+                ``python:`` workers). Default: a new one, so the whole stream is one call (a command, a setup step).
 
         Returns:
             The thread; join it once the process ended.
         """
+        raw = cast("IO[bytes]", getattr(stream, "buffer", stream))
+        budget = budget or OutputBudget()
+
+        def write(text: str) -> None:
+            try:
+                out = sink or sys.stderr
+                out.write(text)
+                out.flush()
+            except (OSError, ValueError):  # rag-gate's stderr closed: keep draining the pipe
+                pass
 
         def pump() -> None:
-            out = sink or sys.stderr
-            for line in stream:
-                try:
-                    out.write(neutralize(self.redactor(line)))
-                    out.flush()
-                except (OSError, ValueError):  # rag-gate's stderr closed: keep draining the pipe
-                    pass
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            skipping = False  # the rest of a line that was cut short
+            while piece := raw.readline(MAX_FORWARDED_LINE + _REDACT_MARGIN):
+                if (note := budget.note()) is not None:  # the previous call's output was cut
+                    write(note)
+                complete = piece.endswith(b"\n")
+                if skipping:
+                    budget.skip(len(piece))
+                    skipping = not complete
+                    continue
+                allowed = budget.take(len(piece))
+                if allowed == 0:
+                    skipping = not complete
+                    continue
+                text = self.redactor(decoder.decode(piece))  # the margin too: a secret across the cut is masked
+                if allowed < len(piece) or len(piece) > MAX_FORWARDED_LINE:  # over the budget, or a line too long
+                    cut = min(allowed, MAX_FORWARDED_LINE)
+                    budget.give_back(allowed - cut)
+                    shown = text.encode("utf-8", "surrogatepass")[:cut].decode("utf-8", "ignore")
+                    text = shown.rstrip("\n") + " …\n"
+                    decoder.reset()
+                    skipping = not complete
+                write(neutralize(text))
+            if (note := budget.note(final=True)) is not None:
+                write(note)
             stream.close()
 
         thread = threading.Thread(target=pump, daemon=True)
         thread.start()
         return thread
+
+
+MAX_FORWARDED_BYTES = 1024 * 1024
+"""The most bytes of a pipeline's output (stdout and stderr) rag-gate forwards to its own stderr per call (1 MiB): per
+case for ``python:`` pipelines, per run for a ``command:`` pipeline and the setup command. What is over it is read and
+dropped, and one line says how many bytes were left out: a debug print in a loop cannot fill the CI job log."""
+MAX_FORWARDED_LINE = 16 * 1024
+"""The most bytes of one line of pipeline output forwarded (16 KiB); the rest of the line is left out (counted)."""
+_REDACT_MARGIN = 4096
+"""Bytes read past a cut and redacted with it, so that a secret across the cut is masked, never printed in part."""
+
+
+class OutputBudget:
+    """The bytes of pipeline output still to forward in the current call, and those left out (thread-safe).
+
+    Args:
+        limit: bytes forwarded per call (:data:`MAX_FORWARDED_BYTES`).
+    """
+
+    def __init__(self, limit: int = MAX_FORWARDED_BYTES) -> None:
+        self.limit = limit
+        self._left = limit
+        self._dropped = 0
+        self._pending: int | None = None  # bytes left out of a call that has ended, not yet reported
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> int:
+        """Take up to ``n`` bytes of the budget; how many may be forwarded (the rest is counted as left out)."""
+        with self._lock:
+            allowed = min(n, self._left)
+            self._left -= allowed
+            self._dropped += n - allowed
+            return allowed
+
+    def give_back(self, n: int) -> None:
+        """``n`` bytes taken were not forwarded after all (a line cut short): left out, and back in the budget."""
+        with self._lock:
+            self._left += n
+            self._dropped += n
+
+    def skip(self, n: int) -> None:
+        """Count ``n`` bytes as left out without taking them (the rest of a line cut short)."""
+        with self._lock:
+            self._dropped += n
+
+    def reset(self) -> None:
+        """A new call starts: a full budget; what the previous call left out is reported with the next output."""
+        with self._lock:
+            if self._dropped:
+                self._pending = (self._pending or 0) + self._dropped
+            self._left, self._dropped = self.limit, 0
+
+    def note(self, *, final: bool = False) -> str | None:
+        """The line that reports the bytes left out of an ended call (``final``: the stream ended), once; or None."""
+        with self._lock:
+            left_out = (self._pending or 0) + (self._dropped if final else 0)
+            self._pending = None
+            if final:
+                self._dropped = 0
+        if not left_out:
+            return None
+        return (
+            f"rag-gate: … {left_out:,} bytes of pipeline output left out (at most {self.limit:,} bytes forwarded "
+            f"per call, {MAX_FORWARDED_LINE:,} per line)\n"
+        )
 
 
 # ------------------------------------------------------------------------------------ rag-gate's own process

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gate.config import GatePolicy
 from gate.errors import EvaluationError
 from gate.jsonl import dumps
-from gate.judges.base import Judge, Judgment, graded_dimensions
+from gate.judges.base import Judge, Judgment, graded_dimensions, oversize_judgment
 from gate.manifest import JudgeUsage
 from gate.metrics import Metric, resolve, score_case
 from gate.metrics.generation import strip_citations
@@ -48,10 +48,14 @@ def detect_refusal(prediction: Prediction, evaluation: GatePolicy) -> bool:
 def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, evaluation: GatePolicy) -> Judgment:
     """Judge one prediction.
 
+    An answer longer than :data:`MAX_JUDGED_ANSWER_BYTES` is not sent to the judge (:func:`oversize_judgment`).
     A judge that reads the case (``reads_case``: the rubric judge) also gets it and its form rules, and the answer
     as written (it grades the citations as form). A claim-level judge gets the answer without its citations of
     retrieved ids (:func:`gate.metrics.generation.strip_citations`): "[d1]" is no claim, and not the number 1.
     """
+    oversize = oversize_judgment(prediction)
+    if oversize is not None:
+        return oversize
     if getattr(judge, "reads_case", False):
         rules = evaluation.form.override(case.form)
         args = (case.question, prediction.answer, prediction.retrieved)
@@ -660,8 +664,8 @@ def judge_pairs(
 
     def one(pair: tuple[GoldenCase, Prediction | None, Prediction | None]) -> PairJudgment | None:
         case, base, head = pair
-        if base is None or head is None:
-            return None
+        if base is None or head is None or oversize_judgment(base) or oversize_judgment(head):
+            return None  # no valid answer, or one too long to judge: not applicable
         return judge.compare(
             case.question,
             (base.answer, base.retrieved),

@@ -241,6 +241,32 @@ class Compared:
     """The policy the sides were compared under."""
 
 
+def comparison_outputs(out_dir: Path, what: str, extra: Sequence[str] = ()) -> tuple[dict[str, Path], dict[str, Path]]:
+    """What a comparison writes into its output folder, for :func:`gate.files.refuse_output_clashes`.
+
+    Args:
+        out_dir: the output folder (``compare --out``, ``pr --out-dir``).
+        what: how the user named it (e.g. ``--out rep``); each entry is labelled ``<what> (<name>)``.
+        extra: more file names the command writes there (``pr``: the golden contract, the trend, the history copy).
+
+    Returns:
+        (label → file: report.json, comment.md, report.html, metrics.png, pairwise.jsonl and ``extra``;
+        label → folder: ``base/`` and ``head/``, the scores of sides scored here).
+    """
+    from gate import outputs
+
+    names = [
+        outputs.path(out_dir, outputs.Output.JSON).name,
+        outputs.path(out_dir, outputs.Output.COMMENT).name,
+        outputs.HTML_FILE,
+        outputs.CHART_FILE,
+        PAIRWISE_FILE,
+        *extra,
+    ]
+    files = {f"{what} ({name})": out_dir / name for name in names}
+    return files, {f"{what} ({label}/)": out_dir / label for label in ("base", "head")}
+
+
 def compare_runs(base: Path, head: Path, out_dir: Path, **options: Any) -> Comparison:
     """:func:`compare_sides`' comparison alone (the same arguments; the loaded sides are dropped)."""
     return compare_sides(base, head, out_dir, **options).comparison

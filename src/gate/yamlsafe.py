@@ -2,8 +2,9 @@
 
 Shared by the config loader (:mod:`gate.config`) and the promptfoo importer: :func:`check_yaml_size` refuses deep
 nesting and alias bombs before anything is built; :func:`key_lines` gives every key path its line and reports
-duplicate keys; :func:`non_finite` and :func:`non_json` find what a setting cannot hold (NaN, a date, an ``on:``
-key read as a boolean). :class:`Problems` collects what is wrong, each with its line, and raises them all at once.
+duplicate keys; :func:`non_finite`, :func:`nul_bytes` and :func:`non_json` find what a setting cannot hold (NaN,
+a NUL byte, a date, an ``on:`` key read as a boolean). :class:`Problems` collects what is wrong, each with its
+line, and raises them all at once.
 """
 
 from __future__ import annotations
@@ -133,6 +134,25 @@ def non_finite(data: Any, keys: KeyPath = ()) -> Iterator[KeyPath]:
     elif isinstance(data, list):
         for i, v in enumerate(data):
             yield from non_finite(v, (*keys, i))
+
+
+def nul_bytes(data: Any, keys: KeyPath = ()) -> Iterator[KeyPath]:
+    """Key paths of every string (a value or a key) that holds a NUL byte, in a loaded YAML document.
+
+    YAML's ``"\\x00"`` escape writes one; no path, environment value or command line can hold it (the OS call
+    fails with ``embedded null byte``), so a setting that holds one is refused where it is written.
+    """
+    if isinstance(data, str) and "\x00" in data:
+        yield keys
+    elif isinstance(data, Mapping):
+        for k, v in data.items():
+            if isinstance(k, str) and "\x00" in k:
+                yield (*keys, k)
+                continue
+            yield from nul_bytes(v, (*keys, k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from nul_bytes(v, (*keys, i))
 
 
 _JSON_SCALARS = {f"tag:yaml.org,2002:{t}": t for t in ("str", "int", "float", "bool", "null")}

@@ -288,3 +288,14 @@ def test_uncommitted_changes_are_evaluated_and_said(tmp_path):
         result.stderr
     )
     assert shas["head"][:12] in result.stderr
+
+
+@pytest.mark.parametrize("name", ["report.json", "comment.md", "head/scores.jsonl"])
+def test_junit_onto_the_run_s_own_outputs_is_refused_before_anything_runs(tmp_path, scratch, name):
+    out = tmp_path / "out"
+    junit = out / name
+    result = run_pr(tmp_path, scratch, dict.fromkeys(GITHUB_VARS), "--base-ref", "main", "--junit", str(junit))
+    assert result.exit_code == 2, result.output
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("rag-gate: error: ") and f"--junit {junit}" in first and f"--out-dir {out}" in first
+    assert not out.exists()  # nothing evaluated, nothing written

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from gate.errors import GateError, InputError
+from gate.errors import NUL_INPUT, GateError, InputError, is_nul_error
 from gate.redact import Redactor
 from gate.sanitize import one_line, print_line
 
@@ -106,6 +106,9 @@ def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:  # noqa: BLE001 - a bug or an environment failure: exit 3, never 1
             if debug:
                 traceback.print_exc()
+            if is_nul_error(exc):  # input the checks did not name: still bad input, not a crash
+                print_line(f"rag-gate: error: {NUL_INPUT} (re-run with --debug to see where)", err=True)
+                sys.exit(InputError.exit_code)
             message = f"rag-gate: internal error: {type(exc).__name__}: {one_line(exc)} (re-run with --debug)"
             print_line(redact(message), err=True)
             sys.exit(3)

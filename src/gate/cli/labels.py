@@ -55,7 +55,7 @@ def label(
       rag-gate label runs/head --n 20 --out to-label.jsonl
       rag-gate judge-check --labels labels.jsonl --run runs/head
     """
-    from gate.files import prepare_output_file, write_text_atomic
+    from gate.files import prepare_output_file, refuse_output_clashes, write_text_atomic
     from gate.jsonl import dumps
     from gate.labels.rules import rules_for
     from gate.labels.sampling import (
@@ -72,6 +72,10 @@ def label(
 
     if (head_dir is None) != (pairwise_file is None):
         raise InputError("--head and --pairwise go together (pairwise labels: RUN_DIR is the base run)")
+    refuse_output_clashes(  # e.g. --out x.html: the page beside it would replace the rows
+        {f"--out {out}": out, f"the page beside --out ({_page_path(out)})": _page_path(out)},
+        inputs={"--pairwise": pairwise_file},
+    )
     prepare_output_file(out, f"--out {out}")
     existing = read_to_label(out)
     done = [(row["id"], row["repeat"]) for row in existing]

@@ -389,6 +389,7 @@ def compare(
     from gate.config import load_config
     from gate.sides import compare_sides
 
+    _refuse_compare_clashes(base, head, golden, config_path, out, junit)
     config = load_config(config_path) if config_path else None
     if labels_paths:  # bad labels are refused before the comparison's work, not after
         from gate.labels.agreement import load_labels
@@ -423,6 +424,22 @@ def compare(
             click.echo(one_line(f"labels: {found.line()}"), err=True)
     click.echo(f"verdict: {comparison.verdict} (report: {shown(outputs.path(out, outputs.Output.JSON))})", err=True)
     sys.exit(exit_code_for(comparison.verdict, "fail", strict=comparison.strict))
+
+
+def _refuse_compare_clashes(
+    base: Path, head: Path, golden: Path | None, config_path: Path | None, out: Path, junit: Path | None
+) -> None:
+    """``compare``'s outputs never overwrite each other or its inputs: refused before any work (exit 2)."""
+    from gate.files import refuse_output_clashes
+    from gate.runs import MANIFEST, PREDICTIONS, SCORES
+    from gate.sides import comparison_outputs
+
+    files, folders = comparison_outputs(out, f"--out {out}")
+    inputs: dict[str, Path | None] = {"--golden": golden, "--config": config_path}
+    for which, side in (("BASE", base), ("HEAD", head)):
+        names = (PREDICTIONS, SCORES, MANIFEST) if side.is_dir() else ("",)
+        inputs.update({f"{which} ({name})" if name else which: side / name for name in names})
+    refuse_output_clashes({**files, f"--junit {junit}": junit}, folders, inputs)
 
 
 def _echo_in_pieces(text: str, *, nl: bool, size: int = 1 << 20) -> None:

@@ -142,6 +142,8 @@ def tests(source: Path, depth: int = 0) -> Iterator[Entry]:
         if isinstance(item, str) and item.startswith("file://"):
             if depth >= MAX_FILE_DEPTH:
                 raise InputError(located(source, line, "tests", f"file:// nested deeper than {MAX_FILE_DEPTH}"))
+            if "\x00" in item:
+                raise InputError(located(source, line, "tests", "a file:// name holds a NUL byte (\\x00)"))
             named = (source.parent / item.removeprefix("file://")).resolve()
             if named.suffix.lower() not in (".yaml", ".yml", ".json"):
                 hint = "import the results.json that promptfoo eval -o writes: it holds them"

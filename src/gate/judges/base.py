@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from gate.manifest import JudgeUsage
-from gate.models import Chunk
+from gate.models import Chunk, Prediction
 
 if TYPE_CHECKING:
     from gate.judges.hallucination import ClaimSignals
@@ -308,3 +308,34 @@ def judge_usage(judge: object) -> JudgeUsage:
 def graded_dimensions(judge: object) -> frozenset[str]:
     """The judged metrics a judge gives values for: its ``dimensions`` attribute, else :data:`CLAIM_DIMENSIONS`."""
     return frozenset(getattr(judge, "dimensions", CLAIM_DIMENSIONS))
+
+
+MAX_JUDGED_ANSWER_BYTES = 100_000
+"""The longest answer a judge is given, in bytes of UTF-8 (about 15,000 English words; a RAG answer is rarely over
+5,000 bytes). A longer one (a pipeline that returns a whole document, a runaway generation) is not judged: its judged
+metrics are not applicable, with the reason, so one answer cannot keep scoring (or an LLM judge's bill) busy."""
+
+
+def answer_bytes(answer: str) -> int:
+    """The size of ``answer`` in bytes of UTF-8 (a lone surrogate counts its 3 bytes)."""
+    return len(answer.encode("utf-8", "surrogatepass"))
+
+
+def oversize_judgment(prediction: Prediction) -> Judgment | None:
+    """A not-applicable judgment when the answer is longer than :data:`MAX_JUDGED_ANSWER_BYTES`, else None.
+
+    Every metric the judge grades is then NaN (not applicable) with ``answer of N bytes exceeds the limit of M bytes
+    a judge is given`` as the note: counted and shown like any other unjudged answer, and where the other side of a
+    comparison was judged it counts as an evaluation failure, never as "no change".
+    """
+    if len(prediction.answer) * 4 <= MAX_JUDGED_ANSWER_BYTES:  # at most 4 bytes per character: under the limit
+        return None
+    size = answer_bytes(prediction.answer)
+    if size <= MAX_JUDGED_ANSWER_BYTES:
+        return None
+    return Judgment(not_applicable=oversize_note(size))
+
+
+def oversize_note(size: int) -> str:
+    """The note of an answer of ``size`` bytes that is not judged (:func:`oversize_judgment`)."""
+    return f"answer of {size:,} bytes exceeds the limit of {MAX_JUDGED_ANSWER_BYTES:,} bytes a judge is given"

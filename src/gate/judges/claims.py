@@ -5,7 +5,9 @@ Refusals are detected by :func:`gate.metrics.refusal.is_refusal` (the rule scori
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 
 from gate.judges.lexicon import antonyms
 from gate.judges.text import Facts, Lang, facts, fold
@@ -15,6 +17,10 @@ _ABBREVIATIONS = frozenset(
     """mr mrs ms dr st jr sr prof gov sen rep gen col lt sgt capt inc ltd co corp vs etc e.g eg i.e ie no nos
     approx dept est fig jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k a.m p.m mt ft ave blvd""".split()
 )
+MAX_LIST_WORDS = 20_000
+"""Words the list items of one clause may make with their shared head (head words × items). A list of normal size is
+far below (30 words × 10 items); past it (a runaway generation: a long clause, then thousands of ", x"), each item is
+a claim alone, so the claims of an answer stay about as long as the answer."""
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•·]+|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9À-Ý])")
 _SEGMENT = re.compile(
@@ -87,7 +93,9 @@ def split_clauses(sentence: str, lang: Lang = "en") -> list[str]:
         claims.append(clause)
         if items:
             prefix = _list_head(clause, max(len(item.split()) for item in items), lang)
-            claims.extend(f"{prefix} {item}" for item in items)
+            if len(prefix.split()) * len(items) > MAX_LIST_WORDS:  # a runaway list: its items alone (bounded work)
+                prefix = ""
+            claims.extend(f"{prefix} {item}".strip() for item in items)
     return claims
 
 
@@ -151,19 +159,31 @@ def distinct_claims(claims: list[str], lang: Lang = "en", overlap: float = 0.8) 
     Returns:
         (the first claim of each group, in order; the number dropped).
 
-    Source: Jaccard 1912, "The distribution of the flora in the alpine zone", doi:10.1111/j.1469-8137.1912.tb05611.x.
+    Each claim is compared only with the earlier kept claims that share a word of its *prefix* (its
+    ``|key| − ⌊overlap·|key|⌋ + 1`` rarest words): two sets with Jaccard ≥ t share one of them (prefix
+    filtering), so the result is that of comparing every pair, in about linear time instead of quadratic.
+
+    Source: Jaccard 1912, "The distribution of the flora in the alpine zone", doi:10.1111/j.1469-8137.1912.tb05611.x;
+    prefix filtering: Chaudhuri, Ganti & Kaushik 2006, "A primitive operator for similarity joins in data
+    cleaning", doi:10.1109/ICDE.2006.9; Bayardo, Ma & Srikant 2007, doi:10.1145/1242572.1242591.
 
     """
+    found_all = [facts(claim, lang) for claim in claims]
+    keys = [f.content | {f"#{q.value:g}" for q in f.numbers} | {f"@{m}" for m in f.months} for f in found_all]
+    rarity = Counter(x for key in keys for x in key)  # the prefixes hold each claim's rarest words: few candidates
     kept: list[str] = []
     found_kept: list[tuple[frozenset[str], Facts]] = []
-    for claim in claims:
-        found = facts(claim, lang)
-        key = found.content | {f"#{q.value:g}" for q in found.numbers} | {f"@{m}" for m in found.months}
+    holders: dict[str, list[int]] = {}  # word → the kept claims whose prefix holds it
+    for claim, found, key in zip(claims, found_all, keys, strict=True):
+        prefix = sorted(key, key=lambda x: (rarity[x], x))[: len(key) - math.floor(overlap * len(key)) + 1]
+        candidates = sorted({i for x in prefix for i in holders.get(x, ())})
         if key and any(
             len(key & k) / len(key | k) >= overlap and _same_facts(found, key, other, k, lang)
-            for k, other in found_kept
+            for k, other in (found_kept[i] for i in candidates)
         ):
             continue
+        for x in prefix:
+            holders.setdefault(x, []).append(len(found_kept))
         kept.append(claim)
         found_kept.append((key, found))
     return kept, len(claims) - len(kept)

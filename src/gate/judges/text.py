@@ -365,8 +365,7 @@ def _quantities(text: str, tokens: list[_Token], lang: Lang) -> tuple[list[Quant
             used.update(range(i, j))
             i = j
             continue
-        tail = text[tokens[j - 1].end :]
-        percent = _PERCENT_AFTER.match(tail)
+        percent = _PERCENT_AFTER.match(text, tokens[j - 1].end)  # not a copy of the rest: linear in the text
         if percent:
             out.append(Quantity(value, "percent", step))
             if percent.group(1) != "%":

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from gate.language import f1_unreadable
 from gate.metrics.context import ScoreContext
 
-_PUNCTUATION = frozenset(string.punctuation)
+_DROP_PUNCTUATION = str.maketrans("", "", string.punctuation)  # the same deletion, in C: linear at any length
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
 
@@ -35,7 +35,7 @@ def normalize_answer(text: str) -> str:
         Liang, ACL 2018, doi:10.18653/v1/P18-2124).
 
     """
-    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    text = text.lower().translate(_DROP_PUNCTUATION)  # ASCII punctuation deleted, as the script does
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 

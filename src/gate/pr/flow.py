@@ -26,8 +26,8 @@ from pathlib import Path
 from gate import outputs
 from gate.comparison import exit_code_for, relocate
 from gate.config import load_config
-from gate.errors import EvaluationError, GateError, InputError
-from gate.files import contained_dir, prepare_output_file, remove_tree
+from gate.errors import NUL_INPUT, EvaluationError, GateError, InputError, is_nul_error
+from gate.files import contained_dir, prepare_output_file, refuse_output_clashes, remove_tree
 from gate.jsonl import write_text_atomic
 from gate.outputs import Output
 from gate.outputs.markdown import sticky_marker
@@ -37,10 +37,11 @@ from gate.pr.envs import Setup
 from gate.pr.ownership import hand_outputs_over
 from gate.pr.report import Reporter, redact_exception, redacting, relative
 from gate.pr.run import NotGatedYet, PrOptions, PrResult, PrRun
-from gate.pr.trend import check_head, history_store, push_summary, record_push
+from gate.pr.trend import HISTORY_COPY, OFF, TREND_FILE, check_head, history_store, push_summary, record_push
 from gate.produce import run_side
 from gate.redact import Redactor
 from gate.sides import compare_sides
+from gate.sides import comparison_outputs as sides_outputs
 
 log = logging.getLogger("rag-gate")
 
@@ -93,7 +94,13 @@ def run_pr(
         raise
     except Exception as exc:
         redact_exception(exc, redact)
-        error = exc if isinstance(exc, GateError) else EvaluationError(f"internal error: {type(exc).__name__}: {exc}")
+        error = (
+            exc
+            if isinstance(exc, GateError)
+            else InputError(NUL_INPUT)
+            if is_nul_error(exc)
+            else EvaluationError(f"internal error: {type(exc).__name__}: {exc}")
+        )
         report.error(error)
         if trust.event_allowed(context, allow_privileged=options.allow_privileged_event):
             report.error_comment(error)
@@ -122,14 +129,29 @@ def _prepare(options: PrOptions, environ: Mapping[str, str], report: Reporter, c
     caching = trust.cache_policy(cache_dir, context, environ)
     out = contained_dir(workdir / options.out_dir, repo, f"--out-dir {options.out_dir}")
     junit = None
-    if options.junit is not None:  # its folder is made (or refused, exit 2) now, not after the evaluations
-        where = contained_dir((workdir / options.junit).parent, repo, f"--junit {options.junit}")
-        junit = prepare_output_file(where / options.junit.name, f"--junit {options.junit}")
+    if options.junit is not None:
+        junit = contained_dir((workdir / options.junit).parent, repo, f"--junit {options.junit}") / options.junit.name
+    _refuse_clashes(options, out, junit, workdir, context.step_summary, config_path)
+    if junit is not None:  # its folder is made (or refused, exit 2) now, not after the evaluations
+        junit = prepare_output_file(junit, f"--junit {options.junit}")
     stale_files = (outputs.path(out, Output.JSON), outputs.path(out, Output.COMMENT), out / outputs.CHART_FILE)
     for stale in (*stale_files, out / outputs.HTML_FILE):
         stale.unlink(missing_ok=True)  # a run that reaches no verdict must not leave the previous run's verdict
     store = history_store(options.history, options.history_branch, repo, workdir, context, report.token)
     return PrRun(options, report, environ, head, repo, workdir, config_rel, out, junit, caching, store, cleanup)
+
+
+def _refuse_clashes(
+    options: PrOptions, out: Path, junit: Path | None, workdir: Path, summary: Path | None, config: Path
+) -> None:
+    """The run's outputs never overwrite each other or the config: refused before any work (exit 2)."""
+    written, folders = sides_outputs(out, f"--out-dir {options.out_dir}", ("golden.jsonl", TREND_FILE, HISTORY_COPY))
+    files: dict[str, Path | None] = dict(written)
+    files[f"--junit {options.junit}"] = junit
+    files["$GITHUB_STEP_SUMMARY"] = summary
+    if options.history and options.history != OFF:  # a history file is appended to on pushes to the default branch
+        files[f"--history {options.history}"] = workdir / options.history
+    refuse_output_clashes(files, folders, {"--config": config})
 
 
 def _base_commit(run: PrRun) -> tuple[str, str]:
