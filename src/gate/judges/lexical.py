@@ -11,13 +11,13 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
 from gate.judges.base import ClaimVerdict, ContradictionLevel, Judgment
-from gate.judges.claims import distinct_claims, extract_claims, split_sentences
+from gate.judges.claims import claim_spans, distinct_claims, split_sentences
 from gate.judges.lexicon import antonyms
 from gate.judges.text import Facts, Lang, Quantity, analyzer, detect_language, facts
 from gate.language import unreadable
@@ -195,13 +195,15 @@ class LexicalJudge:
 
         Args:
             question: the user question; its words need no support when no chunk has them.
-            answer: the generated answer; a refusal or an empty answer gives no claims (faithfulness NaN).
+            answer: the generated answer as written; its citation markers are not judged
+                (:func:`gate.judges.claims.claim_spans`); a refusal or an empty answer gives no claims.
             chunks: retrieved chunks, rank order; may be empty (every claim is then unverifiable).
             repeat: the repeat index; ignored (the lexical judge is deterministic).
 
         Returns:
             A :class:`Judgment` with one :class:`ClaimVerdict` per distinct claim, in answer order (a claim that
-            repeats an earlier one is dropped and counted in ``extra["duplicates"]``). When the answer or the
+            repeats an earlier one is dropped and counted in ``extra["duplicates"]``); each verdict's ``claim`` is
+            the claim's span of ``answer`` as written. When the answer or the
             context is in a language other than English or Italian, no claim is judged and ``not_applicable``
             names the language.
 
@@ -211,7 +213,8 @@ class LexicalJudge:
         if warning is not None:
             return Judgment(claims=(), not_applicable=warning)
         lang = detect_language(" ".join([answer, *(c.text[:2000] for c in chunks[:3])]))
-        claims, duplicates = distinct_claims(extract_claims(answer, lang), lang)
+        spans, duplicates = distinct_claims(claim_spans(answer, lang, [c.id for c in chunks]), lang)
+        claims = [span.text for span in spans]  # judged; a verdict shows span.shown, the answer as written
         extra = {"language": lang, "duplicates": duplicates}
         if not claims:
             return Judgment(claims=(), extra=extra)
@@ -227,7 +230,7 @@ class LexicalJudge:
                 row_sims = sims[row][offset : offset + len(ev.sentences)]
                 checks.append(self._check(claim_facts, given, index, ev, row_sims, lang, lower_case))
                 offset += len(ev.sentences)
-            verdicts.append(self._verdict(claim, checks, evidence))
+            verdicts.append(replace(self._verdict(claim, checks, evidence), claim=spans[row].shown))
         hallucinated = any(v.verdict == "contradicted" or v.unsupported_facts for v in verdicts)
         return Judgment(claims=tuple(verdicts), extra=extra, hallucinated=hallucinated)
 
