@@ -507,8 +507,8 @@ def facts(text: str, lang: Lang = "en") -> Facts:
             scope -= 1
         else:
             positive.add(term)
-        if tok.start not in starts and (tok.text[0].isupper() or tok.text.isupper()) and len(low) > 1:
-            entities.add(term)
+        if tok.start not in starts and (tok.text[0].isupper() or tok.text.isupper()) and not low.startswith("i'"):
+            entities.add(term)  # a capitalised word in mid-sentence; "I'm", "I've" are no names
     return Facts(
         terms=tuple(terms),
         numbers=tuple(numbers),
