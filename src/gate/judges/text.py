@@ -275,11 +275,12 @@ def fold_offsets(text: str) -> tuple[str, list[int], list[int]] | None:
         case where normalising run by run does not give :func:`fold`'s text (the caller then keeps whole spans).
 
     """
+    starts: list[int] = []
+    ends: list[int] = []
     if unicodedata.is_normalized("NFKC", text):
-        normal, starts, ends = text, range(len(text)), range(1, len(text) + 1)
+        normal, starts, ends = text, list(range(len(text))), list(range(1, len(text) + 1))
     else:
         pieces: list[str] = []
-        starts, ends = [], []
         k = 0
         while k < len(text):
             end = k + 1
