@@ -24,7 +24,6 @@ from gate.jsonl import dumps
 from gate.judges.base import Judge, Judgment, graded_dimensions, oversize_judgment
 from gate.manifest import JudgeUsage
 from gate.metrics import Metric, resolve, score_case
-from gate.metrics.generation import strip_citations
 from gate.metrics.refusal import is_refusal
 from gate.metrics.retrieval import expected_ranks
 from gate.models import CHUNK_ID, PREDICTION_FAILED, GoldenCase, Prediction, Score
@@ -49,9 +48,10 @@ def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, evaluatio
     """Judge one prediction.
 
     An answer longer than :data:`MAX_JUDGED_ANSWER_BYTES` is not sent to the judge (:func:`oversize_judgment`).
-    A judge that reads the case (``reads_case``: the rubric judge) also gets it and its form rules, and the answer
-    as written (it grades the citations as form). A claim-level judge gets the answer without its citations of
-    retrieved ids (:func:`gate.metrics.generation.strip_citations`): "[d1]" is no claim, and not the number 1.
+    Every judge gets the answer as written. A judge that reads the case (``reads_case``: the rubric judge) also gets
+    it and its form rules (it grades the citations as form). A claim-level judge leaves the citation markers out of
+    what it judges ("[d1]" is no claim, and not the number 1: :func:`gate.metrics.generation.citation_markers`),
+    never a word of the sentence, and the lexical and nli judges show each claim as written.
     """
     oversize = oversize_judgment(prediction)
     if oversize is not None:
@@ -60,8 +60,7 @@ def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, evaluatio
         rules = evaluation.form.override(case.form)
         args = (case.question, prediction.answer, prediction.retrieved)
         return judge.judge(*args, repeat=prediction.repeat, case=case, form=rules)  # type: ignore[call-arg]
-    answer = strip_citations(prediction.answer, prediction.retrieved_ids)
-    return judge.judge(case.question, answer, prediction.retrieved, repeat=prediction.repeat)
+    return judge.judge(case.question, prediction.answer, prediction.retrieved, repeat=prediction.repeat)
 
 
 TEXTLESS_CHUNK = (

@@ -53,6 +53,27 @@ def test_number_absent_from_a_sentence_without_numbers_is_unverifiable_not_contr
     assert verdicts("Parking is free for 3 hours on weekends.", [NOISE]) == ["unverifiable"]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Sorry, I'm not able to help with that one.",
+        "That one is closed.",
+        "The one near the lobby is closed.",
+        "One of the pools is closed.",
+        "No one answered the phone.",
+        "Anyone can book it.",
+        "Someone left it open.",
+    ],
+)
+def test_one_as_a_pronoun_is_no_number_and_i_am_no_name(text):
+    """'one' counts only before a scale word ("one thousand"); "I'm" in mid-sentence is no entity (it was read as
+    the name "i'm", an unsupported fact that made a polite refusal a hallucination)."""
+    found = facts(text)
+    assert found.numbers == () and found.entities == frozenset()
+    assert [q.value for q in facts("One hundred people came.").numbers] == [100.0]
+    assert facts("Yesterday I'm told Rome was busy.").entities == {"rome"}
+
+
 def test_money_and_percent_normalisation():
     parsed = facts("It earned $1.3 million, up 50 percent, in 2014")
     values = sorted((q.kind, q.value) for q in parsed.numbers)

@@ -169,6 +169,25 @@ def test_judge_matches_the_aggregation_of_oracle_probabilities(models, random_ju
         assert verdict.similarity == pytest.approx(expected.similarity, abs=1e-5)
 
 
+def test_claims_are_judged_without_markers_and_shown_as_written(models, random_judge):
+    """The model reads "It opened in 1889." (no "[doc-7]", which would read as the number 7); the verdict shows the
+    claim as the answer wrote it, a span the labelling page can highlight."""
+    answer = "The Eiffel Tower is 330 metres tall [doc-7].\nIt opened in  1889 (source: doc-2)."
+    judgment = random_judge.judge("How tall?", answer, CHUNKS)
+    assert [c.claim for c in judgment.claims] == [
+        "The Eiffel Tower is 330 metres tall [doc-7].",
+        "It opened in  1889 (source: doc-2).",
+    ]
+    premises = build_premises(CHUNKS, 2)
+    for verdict, judged in zip(
+        judgment.claims, ["The Eiffel Tower is 330 metres tall.", "It opened in 1889."], strict=True
+    ):
+        probs = oracle_probabilities(models["random"], [(p.text, judged) for p in premises])
+        expected = aggregate(judged, CHUNKS, premises, probs)
+        assert (verdict.verdict, verdict.chunk_text) == (expected.verdict, expected.chunk_text)
+        assert verdict.similarity == pytest.approx(expected.similarity, abs=1e-5)
+
+
 def test_threads_get_the_same_verdicts(random_judge):
     expected = random_judge.judge("q", ANSWER, CHUNKS)
     results = []

@@ -7,15 +7,18 @@ explanation, others are real answers that quote the phrase further on.
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 
 import pytest
+from helpers import EXAMPLE, SHARED_DATA
 
 import gate.judges.claims
 import gate.scoring
 from gate.config import GatePolicy
 from gate.judges import get_judge
-from gate.metrics.refusal import DEFAULT_REFUSAL_PHRASES, MAX_REFUSAL_WORDS, is_refusal
+from gate.metrics.refusal import DEFAULT_REFUSAL_PHRASES, is_refusal
 from gate.models import Chunk, Prediction
 from gate.scoring import detect_refusal
 
@@ -50,12 +53,49 @@ def test_hand_labelled_answers(answer, expected):
     assert is_refusal(answer) is expected
 
 
-def test_the_word_limit_separates_short_and_long_answers():
-    base = "The hotel has a spa but no information is given about the pool"
-    short = base + "."
-    assert len(short.split()) <= MAX_REFUSAL_WORDS and is_refusal(short)
-    long = "The hotel has a spa. " + " ".join(["word"] * MAX_REFUSAL_WORDS) + ". No information about the pool."
-    assert len(long.split()) > MAX_REFUSAL_WORDS and not is_refusal(long)
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I'm afraid I can't help with this request.",
+        "Sorry, I'm not able to help with that one.",
+        "I am unable to assist with that.",
+        "That is outside what I can answer.",
+        "We are not in a position to provide that.",
+        "It is not possible for me to answer this question.",
+        "Thanks for asking! Unfortunately, I can't really assist with that.",
+        "Sorry, but I can't help with that. Please contact the front desk.",  # the opening sentence declines
+        "Hello! That's beyond my knowledge, I'm afraid. Is there anything else I can do?",
+        "Non posso aiutarti con questa richiesta.",
+    ],
+)
+def test_refusals_of_any_wording_are_refusals(answer):
+    """None of these holds a listed phrase: the inability rule finds them (an unlisted refusal is no answer)."""
+    assert not _pattern_only(answer)
+    assert is_refusal(answer)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The documents do not specify the year, but the treaty was signed in Paris.",
+        "The hotel has a spa but no information is given about the pool.",
+        "The hotel has a spa. No information is given about the pool.",  # the opening sentence answers
+        "The passage does not say how long. However, it mentions that large cloves take an hour.",
+        "There is no information about Brooks in the passage, but rather a mention of Einstein.",
+        "I cannot stress enough how important the treaty was.",
+        "It cannot offer parking to guests.",  # not first person: a fact about "it"
+        "Paris. I don't know its population.",
+        "Here is the answer:",
+    ],
+)
+def test_answers_that_mention_a_limitation_are_answers(answer):
+    assert not is_refusal(answer)
+
+
+def _pattern_only(answer: str) -> bool:
+    """The old rule: a built-in phrase anywhere in the answer."""
+    folded = " ".join(answer.casefold().replace("’", "'").split())
+    return any(phrase in folded for phrase in DEFAULT_REFUSAL_PHRASES)
 
 
 def test_an_explicit_flag_wins():
@@ -68,6 +108,8 @@ def test_custom_phrases_replace_the_defaults():
     assert not is_refusal("I don't know.", None, ("keine angabe",))
     assert is_refusal("Je ne sais pas", None, ("Je ne sais pas",))
     assert not is_refusal("I don't know.", None, ())
+    assert is_refusal("I can't help with that.", None, ())  # the inability rule is no phrase: it always applies
+    assert not is_refusal("The documents do not specify the year, but it was in Paris.", None, ("do not specify",))
     assert "i don't have that information" in DEFAULT_REFUSAL_PHRASES
     assert all(p == p.casefold() for p in DEFAULT_REFUSAL_PHRASES)
 
@@ -96,3 +138,29 @@ def test_detect_refusal_follows_the_configured_policy():
     custom = GatePolicy(refusal_phrases=("keine angabe",))
     assert detect_refusal(Prediction(id="a", answer="Keine Angabe."), custom)
     assert not detect_refusal(Prediction(id="a", answer="I don't know."), custom)
+
+
+@pytest.mark.shared_data("ragtruth-subset", "faithbench")
+def test_few_real_answers_are_read_as_refusals():
+    """False positives, measured: RAGTruth responses and FaithBench summaries are real answers of real models; the
+    only refusals among them are RAGTruth QA answers that open with the phrase its prompt asks for when the passages
+    do not answer ("Unable to answer based on given passages."). Measured: 5 of 676 RAGTruth responses (all five
+    that open with or lead in to that sentence), 0 of 600 FaithBench summaries."""
+    sys.path.insert(0, str(EXAMPLE.parents[1] / "benchmarks"))
+    from judgeeval import load_faithbench, load_ragtruth
+
+    ragtruth = [c for c in load_ragtruth(SHARED_DATA / "ragtruth-subset") if is_refusal(c.response)]
+    faithbench = [c for c in load_faithbench(SHARED_DATA / "faithbench") if is_refusal(c.response)]
+    assert len(ragtruth) <= 6 and not faithbench
+    assert all("unable to answer based on given passages" in c.response.casefold() for c in ragtruth)
+    assert all(c.task_type == "QA" and not c.hallucinated for c in ragtruth)
+
+
+def test_the_bundled_example_refusals_are_the_pipeline_refusals():
+    """The example pipeline's refusal flag and the text rule agree on every golden question."""
+    sys.path.insert(0, str(EXAMPLE))
+    import rag
+
+    answers = [rag.answer(case) for case in map(json.loads, (EXAMPLE / "golden.jsonl").open(encoding="utf-8"))]
+    assert sum(a["refused"] for a in answers) >= 1
+    assert [is_refusal(a["answer"]) for a in answers] == [a["refused"] for a in answers]

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from gate.judges.base import ClaimVerdict, ContradictionLevel, Judgment
-from gate.judges.claims import distinct_claims, extract_claims, split_sentences
+from gate.judges.claims import claim_spans, distinct_claims, split_sentences
 from gate.judges.hallucination import ClaimSignals, HallucinationModel, shipped_model
 from gate.judges.lexicon import antonyms
 from gate.judges.text import Facts, Lang, Quantity, analyzer, detect_language, facts
@@ -186,7 +186,8 @@ class LexicalJudge:
     states the claim with exactly its words outweighs a negated neighbour with more words; 5: a near-duplicate claim
     that differs from its twin by negation, a number, a month, a name or a listed antonym is kept and judged; 6: each
     claim's hallucination probability and the answer's grounded score (1 − its hallucination score; 0 when no claim is
-    supported) from the fitted hallucination model."""
+    supported) from the fitted hallucination model; only citation markers are left out of the judged text (never a
+    word that is a retrieved id), and each claim is shown as written."""
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -208,13 +209,15 @@ class LexicalJudge:
 
         Args:
             question: the user question; its words need no support when no chunk has them.
-            answer: the generated answer; a refusal or an empty answer gives no claims (faithfulness NaN).
+            answer: the generated answer as written; its citation markers are not judged
+                (:func:`gate.judges.claims.claim_spans`); a refusal or an empty answer gives no claims.
             chunks: retrieved chunks, rank order; may be empty (every claim is then unverifiable).
             repeat: the repeat index; ignored (the lexical judge is deterministic).
 
         Returns:
             A :class:`Judgment` with one :class:`ClaimVerdict` per distinct claim, in answer order (a claim that
-            repeats an earlier one is dropped and counted in ``extra["duplicates"]``). When the answer or the
+            repeats an earlier one is dropped and counted in ``extra["duplicates"]``); each verdict's ``claim`` is
+            the claim's span of ``answer`` as written. When the answer or the
             context is in a language other than English or Italian, no claim is judged and ``not_applicable``
             names the language.
 
@@ -224,7 +227,8 @@ class LexicalJudge:
         if warning is not None:
             return Judgment(claims=(), not_applicable=warning)
         lang = detect_language(" ".join([answer, *(c.text[:2000] for c in chunks[:3])]))
-        claims, duplicates = distinct_claims(extract_claims(answer, lang), lang)
+        spans, duplicates = distinct_claims(claim_spans(answer, lang, [c.id for c in chunks]), lang)
+        claims = [span.text for span in spans]  # judged; a verdict shows span.shown, the answer as written
         extra = {"language": lang, "duplicates": duplicates}
         if not claims:
             return Judgment(claims=(), extra=extra)
@@ -240,11 +244,17 @@ class LexicalJudge:
                 row_sims = sims[row][offset : offset + len(ev.sentences)]
                 checks.append(self._check(claim_facts, given, index, ev, row_sims, lang, lower_case))
                 offset += len(ev.sentences)
-            verdicts.append(self._verdict(claim, checks, evidence))
+            verdicts.append(replace(self._verdict(claim, checks, evidence), claim=spans[row].shown))
         hallucinated = any(v.verdict == "contradicted" or v.unsupported_facts for v in verdicts)
-        signals = [_signals(facts(c, lang), given, v, evidence, question or "", lang) for c, v in zip(claims, verdicts, strict=True)]
+        signals = [
+            _signals(facts(c, lang), given, v, evidence, question or "", lang)
+            for c, v in zip(claims, verdicts, strict=True)
+        ]
         model = self.model
-        verdicts = [replace(v, p_hallucinated=round(model.claim_probability(s), 6), signals=s) for v, s in zip(verdicts, signals, strict=True)]
+        verdicts = [
+            replace(v, p_hallucinated=round(model.claim_probability(s), 6), signals=s)
+            for v, s in zip(verdicts, signals, strict=True)
+        ]
         # a non-answer is not grounded: no claim of it is supported (98 % of the faithful answers of RAGTruth and
         # FaithBench have one)
         grounded = 1.0 - model.answer_score(signals) if any(v.verdict == "supported" for v in verdicts) else 0.0
@@ -396,9 +406,13 @@ def _signals(
         q
         for q in claim.numbers
         if q.value not in asked_values
-        and not any(q.kind != "time" and q.value in ev.values or any(q.matches(o) for o in ev.numbers) for ev in evidence)
+        and not any(
+            q.kind != "time" and q.value in ev.values or any(q.matches(o) for o in ev.numbers) for ev in evidence
+        )
     ]
-    months = claim.months - frozenset().union(*(ev.months for ev in evidence)) - (asked.months if asked else frozenset())
+    months = (
+        claim.months - frozenset().union(*(ev.months for ev in evidence)) - (asked.months if asked else frozenset())
+    )
     names = [
         e
         for e in claim.entities

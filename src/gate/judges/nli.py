@@ -1,6 +1,6 @@
 """The ``nli`` judge: claims checked by a local NLI cross-encoder against chunks and sentence windows.
 
-Each claim of the answer (``gate.judges.claims.extract_claims``) is paired with every premise: each chunk's
+Each claim of the answer (``gate.judges.claims.claim_spans``) is paired with every premise: each chunk's
 whole text and every window of ``window`` adjacent sentences in it (a cross-encoder truncates long inputs, a
 window keeps the evidence inside its limit). The model gives probabilities (softmax over its logits) whose
 label order is read from the model's ``config.json`` ``id2label``, never assumed. A premise's label is its
@@ -18,14 +18,14 @@ import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from gate.judges.base import ClaimVerdict, ContradictionLevel, Judgment
-from gate.judges.claims import extract_claims, split_sentences
+from gate.judges.claims import claim_spans, split_sentences
 from gate.models import Chunk
 
 NLILabel = Literal["entailment", "neutral", "contradiction"]
@@ -298,7 +298,8 @@ class NLIJudge:
 
         Args:
             question: the user question (unused: NLI checks the answer against the evidence only).
-            answer: the answer; a refusal or empty answer has no claims (NaN faithfulness).
+            answer: the answer as written (its citation markers are not judged; each verdict's ``claim`` is its
+                span of the answer); a refusal or empty answer has no claims (NaN faithfulness).
             chunks: retrieved chunks, rank 1 first.
             repeat: accepted for interface parity; the model is deterministic.
 
@@ -306,7 +307,8 @@ class NLIJudge:
             One :class:`ClaimVerdict` per claim, or ``Judgment(error=reason)`` when the model fails to run.
 
         """
-        claims = extract_claims(answer)
+        spans = claim_spans(answer, retrieved_ids=[c.id for c in chunks])
+        claims = [span.text for span in spans]  # judged; a verdict shows span.shown, the answer as written
         if not claims:
             return Judgment()
         premises = build_premises(chunks, self.window)
@@ -317,6 +319,7 @@ class NLIJudge:
             return Judgment(error=f"{self.id}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
         n = len(premises)
         verdicts = tuple(
-            aggregate(claim, chunks, premises, probs[i * n : (i + 1) * n]) for i, claim in enumerate(claims)
+            replace(aggregate(claim, chunks, premises, probs[i * n : (i + 1) * n]), claim=spans[i].shown)
+            for i, claim in enumerate(claims)
         )
         return Judgment(claims=verdicts)

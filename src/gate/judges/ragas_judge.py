@@ -34,6 +34,7 @@ from gate.judges.llm.config import EndpointConfig
 from gate.judges.llm.endpoint import Endpoint
 from gate.judges.llm.retry import JudgeCallError, describe_error
 from gate.manifest import JudgeUsage
+from gate.metrics.generation import strip_citations
 from gate.models import Chunk
 
 REASKS = 2
@@ -190,7 +191,8 @@ class RagasJudge:
 
         Args:
             question: the user question.
-            answer: the answer to judge; an empty answer is not judged (NaN, no error).
+            answer: the answer to judge, as written; its citation markers are removed first
+                (:func:`gate.metrics.generation.strip_citations`); an empty answer is not judged (NaN, no error).
             chunks: retrieved chunks, rank 1 first; their texts are joined by ragas.
             repeat: 0-based repeat index (part of the cache key).
 
@@ -205,6 +207,7 @@ class RagasJudge:
                 the run must stop (exit code 3).
 
         """
+        answer = strip_citations(answer, [c.id for c in chunks])  # "[d1]" is no statement
         if not answer.strip():
             return Judgment(extra={"reason": "empty answer: nothing to judge"})
         contexts = [c.text for c in chunks] or [NO_CONTEXT]

@@ -109,6 +109,8 @@ _PERCENT_AFTER = re.compile(r"\s*(%|percent\b|per\s+cent\b|per\s+cento\b)", re.I
 _OUT_OF = re.compile(r"\bout of\s*$|\bsu\s*$", re.IGNORECASE)
 _TIME = re.compile(r"(\d{1,2})(?::(\d{2}))?\s*([ap])?", re.IGNORECASE)
 _DASHES = re.compile(r"[‐‑‒–—]")
+_FOLD_CHARS = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"', "‐": "-", "‑": "-", "‒": "-", "–": "-", "—": "-"})
+"""What :func:`fold` does to one character after NFKC: quotes straightened, dashes to "-"."""
 _SCOPE_END = re.compile(r"[.,;:!?()]")
 """Punctuation that ends a negation's scope."""
 
@@ -259,6 +261,55 @@ def fold(text: str) -> str:
     text = text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
     text = _DASHES.sub("-", text)
     return " ".join(text.split())  # whitespace runs to one space (str.split and \s agree on what is a space)
+
+
+def fold_offsets(text: str) -> tuple[str, list[int], list[int]] | None:
+    """:func:`fold` of ``text`` with, per character of the result, the ``[start, end)`` of ``text`` it comes from.
+
+    Each run of characters that starts with a non-combining one is NFKC-normalised on its own (a character that
+    expands, "…" → "...", maps each of its pieces to itself); the one space that replaces a run of whitespace maps
+    to the run.
+
+    Returns:
+        ``(folded, starts, ends)``, three sequences of the same length, ``folded == fold(text)``; None in the rare
+        case where normalising run by run does not give :func:`fold`'s text (the caller then keeps whole spans).
+
+    """
+    starts: list[int] = []
+    ends: list[int] = []
+    if unicodedata.is_normalized("NFKC", text):
+        normal, starts, ends = text, list(range(len(text))), list(range(1, len(text) + 1))
+    else:
+        pieces: list[str] = []
+        k = 0
+        while k < len(text):
+            end = k + 1
+            while end < len(text) and unicodedata.combining(text[end]):
+                end += 1
+            piece = unicodedata.normalize("NFKC", text[k:end])
+            pieces.append(piece)
+            same = len(piece) == end - k
+            starts.extend(range(k, end) if same else [k] * len(piece))
+            ends.extend(range(k + 1, end + 1) if same else [end] * len(piece))
+            k = end
+        normal = "".join(pieces)
+    normal = normal.translate(_FOLD_CHARS)
+    folded: list[str] = []
+    out_starts: list[int] = []
+    out_ends: list[int] = []
+    previous = -1  # index in normal of the last character of the previous word
+    for word in re.finditer(r"\S+", normal):
+        a, b = word.span()
+        if previous >= 0:  # the space between two words stands for the whitespace between them
+            folded.append(" ")
+            out_starts.append(ends[previous])
+            out_ends.append(starts[a])
+        folded.append(word.group())
+        out_starts.extend(starts[a:b])
+        out_ends.extend(ends[a:b])
+        previous = b - 1
+    result = "".join(folded)
+    return (result, out_starts, out_ends) if result == fold(text) else None
 
 
 def detect_language(text: str) -> Lang:
@@ -456,8 +507,8 @@ def facts(text: str, lang: Lang = "en") -> Facts:
             scope -= 1
         else:
             positive.add(term)
-        if tok.start not in starts and (tok.text[0].isupper() or tok.text.isupper()) and len(low) > 1:
-            entities.add(term)
+        if tok.start not in starts and (tok.text[0].isupper() or tok.text.isupper()) and not low.startswith("i'"):
+            entities.add(term)  # a capitalised word in mid-sentence; "I'm", "I've" are no names
     return Facts(
         terms=tuple(terms),
         numbers=tuple(numbers),

@@ -208,29 +208,99 @@ def form_rules_met(answer: str, retrieved_ids: Sequence[str], max_words: int | N
     return sum(checks) / len(checks) if checks else math.nan
 
 
-_EMPTY_CITATION = re.compile(r"\s*[\[(]\s*(?:(?:sources?|see|ref|refs|cf)\.?\s*:?\s*)?[\s,;:&]*(?:and\s*)?[\])]", re.I)
+_MARKER = re.compile(r"[ \t]*(?:\[([^\[\]\n]{1,200})\]|\(([^()\n]{1,200})\)|【[^【】\n]{0,200}】)")
+_SOURCE_WORD = re.compile(
+    r"(?:sources?|src|refs?|references?|citations?|cited|see|cf|docs?|documents?|chunks?|passages?)\b\.?\s*(:)?\s*",
+    re.IGNORECASE,
+)
+_REFERENCE = re.compile(r"\^?[\w./:#–-]*\d[\w./:#–-]*")
+"""A reference token: it holds a digit ("1", "^1", "d1", "doc-7", "4:0", "1–3")."""
+_LIST_SEPARATOR = re.compile(r"\s*(?:[,;&]|\band\b)\s*", re.IGNORECASE)
+
+
+def _references(text: str, ids: frozenset[str], bare: bool) -> bool:
+    """Whether ``text`` is a non-empty list of references: retrieved ids, or (``bare``) reference tokens."""
+    pieces = [p for p in _LIST_SEPARATOR.split(text.strip()) if p]
+    return bool(pieces) and all(p in ids or (bare and all(_REFERENCE.fullmatch(t) for t in p.split())) for p in pieces)
+
+
+def citation_markers(answer: str, retrieved_ids: Iterable[str]) -> list[tuple[int, int]]:
+    """Where the citation markers of an answer are: ``[d1]``, ``[1]``, ``[1, 2]``, ``[^1]``, ``(source: …)``, ``【…】``.
+
+    A marker is one of:
+
+    - square brackets holding a list (``,``, ``;``, ``&``, "and") of retrieved ids or of reference tokens (a token
+      with a digit: ``[1]``, ``[1-3]``, ``[^2]``, ``[d1, d2]``, ``[doc-7]``, also an id that was not retrieved),
+      optionally after a source word (``[source 2]``, ``[see d1]``); or anything after a source word and a colon
+      (``[source: annual report]``);
+    - parentheses holding a source word and a colon, then anything (``(source: d1)``, ``(sources: d1, d2)``,
+      ``(see: the manual)``); a source word and references (``(see d1)``, ``(doc 7)``); or only retrieved ids that
+      contain a digit (``(doc-7)``). A parenthesis without them is prose: ``(1889)``, ``(COVID-19)``, ``(Paris)``;
+    - lenticular brackets, whatever they hold (``【4:0†source】``, the OpenAI file-search form).
+
+    Source words: source(s), src, ref(s), reference(s), citation(s), cited, see, cf, doc(s), document(s),
+    chunk(s), passage(s), any case. A bare id in running text is a word of the sentence, never a marker.
+
+    Args:
+        answer: The generated answer.
+        retrieved_ids: Ids of the chunks retrieved for it (any order).
+
+    Returns:
+        ``(start, end)`` character offsets of each marker in ``answer``, in order, not overlapping; a marker's span
+        includes the spaces or tabs before it.
+
+    """
+    ids = frozenset(i.strip() for i in retrieved_ids if i and i.strip())
+    found = []
+    for match in _MARKER.finditer(answer):
+        square, round_ = match.group(1), match.group(2)
+        inside = square if square is not None else round_
+        if inside is None:  # 【…】
+            found.append(match.span())
+            continue
+        inside = inside.strip()
+        word = _SOURCE_WORD.match(inside)
+        rest = inside[word.end() :] if word else inside
+        if word and word.group(1) and (rest or square is not None):
+            found.append(match.span())
+        elif square is not None and _references(rest, ids, bare=True):
+            found.append(match.span())
+        elif round_ is not None and word and _references(rest, ids, bare=True):
+            found.append(match.span())
+        elif round_ is not None and _references(
+            inside, frozenset(i for i in ids if any(c.isdigit() for c in i)), False
+        ):
+            found.append(match.span())
+    return found
 
 
 def strip_citations(answer: str, retrieved_ids: Iterable[str]) -> str:
-    """The answer without its citations of retrieved chunk ids (``[doc-7]``, ``(source: d1, d2)``, a bare id).
+    """The answer without its citation markers (:func:`citation_markers`), words of the sentence untouched.
 
     A claim-level judge reads the remaining text: a citation is not a claim, and an id such as ``d1`` would read
-    as the number 1. Ids are matched as in :func:`cites_retrieved` (whole tokens, only retrieved ids); brackets
-    left empty (or holding only "source:", "see", commas) are removed with the space before them.
+    as the number 1. A marker goes with the spaces before it ("tall [d1]." → "tall."); one between two letters or
+    digits leaves a space ("Paris[1]is" → "Paris is"). A bare id in running text stays ("Paris is the capital"
+    with a chunk id "Paris").
 
     Args:
         answer: The generated answer.
         retrieved_ids: Ids of the chunks retrieved for it.
 
     Returns:
-        The answer without those citations (unchanged when it cites none).
+        The answer without those markers (unchanged when it has none).
 
     """
-    out = answer
-    for doc_id in sorted({i for i in retrieved_ids if i}, key=len, reverse=True):
-        if doc_id in out:  # else the pattern cannot match: not compiled (one per id would thrash re's cache)
-            out = re.sub(rf"(?<![\w-]){re.escape(doc_id)}(?![\w-])", "", out)
-    return _EMPTY_CITATION.sub("", out) if out != answer else answer
+    spans = citation_markers(answer, retrieved_ids)
+    if not spans:
+        return answer
+    out, last = [], 0
+    for start, end in spans:
+        out.append(answer[last:start])
+        if start and end < len(answer) and answer[start - 1].isalnum() and answer[end].isalnum():
+            out.append(" ")
+        last = end
+    out.append(answer[last:])
+    return "".join(out)
 
 
 # ------------------------------------------------------------------------------------- per case (the registry's fn)

@@ -52,12 +52,47 @@ DEFAULT_REFUSAL_PHRASES: tuple[str, ...] = (
 """Phrases that mark an answer as a refusal (English and Italian, lower case). A configuration may replace them
 (``refusal: {phrases: [...]}``)."""
 
-MAX_REFUSAL_WORDS = 40
-"""An answer longer than this is a refusal only when its opening sentence is one: longer answers carry claims
-even when they mention, further on, that something is "not provided in the passages"."""
-
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'", "\u201c": '"', "\u201d": '"'})
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+_SUBJECT = r"(?:^|\b(?:i|we)(?:'m|'re|\s+am|\s+are)?\s+|\bi'm\s+|\bwe're\s+)"
+_HELP_VERB = (
+    r"(?:help|assist|answer|respond|reply|provide|offer|give|share|comply|fulfil|fulfill|support|say|tell|"
+    r"determine|locate|disclose|elaborate|comment|address|handle|identify|confirm|verify|discuss|"
+    r"find\s+(?:\w+\s+)?(?:information|answer|details|data)|do\s+(?:that|this|so|it))"
+)
+_INABILITY = re.compile(
+    rf"""{_SUBJECT}(?:\w+ly\s+)?
+        (?:can't|cannot|can\s+not|couldn't|could\s+not|won't\s+be\s+able\s+to|will\s+not\s+be\s+able\s+to|
+           wouldn't\s+be\s+able\s+to|would\s+not\s+be\s+able\s+to|(?:am|are|'m|'re)?\s*not\s+able\s+to|
+           (?:am|are|'m|'re)?\s*unable\s+to|(?:am|are|'m|'re)?\s*not\s+in\s+a\s+position\s+to)
+        (?:\s+\w+){{0,2}}?\s+{_HELP_VERB}\w*\b
+      | \b(?:it|this|that)(?:'s|\s+is|\s+was)\s+(?:not\s+possible|impossible)\s+(?:for\s+(?:me|us)\s+)?to\s+
+        (?:\w+\s+){{0,2}}?{_HELP_VERB}\w*\b
+      | \b(?:outside|beyond)\s+(?:of\s+)?(?:what\s+(?:i|we)\s+(?:can|am\s+able\s+to|are\s+able\s+to)\b
+           |(?:the\s+)?scope\b|my\s+(?:knowledge|abilities|capabilities|scope)\b)
+      | \bnot\s+something\s+(?:i|we)\s+can\s+{_HELP_VERB}
+      | \bnon\s+(?:posso|possiamo|riesco\s+a|sono\s+in\s+grado\s+di|siamo\s+in\s+grado\s+di)\s+(?:\w+\s+){{0,2}}?
+        (?:aiutar|assister|risponder|fornir|dar)\w*""",
+    re.VERBOSE,
+)
+"""The inability rule: first-person inability with a verb of helping or answering ("I'm afraid I can't help",
+"I am unable to assist", "we are not able to answer"), the impersonal form ("it is not possible to answer"), or
+"outside what I can answer" / "beyond my knowledge" / "not something I can help with" (and the Italian "non posso
+aiutarti", "non sono in grado di rispondere"). Matched on the folded, lower-cased sentence."""
+
+_CONTRAST = re.compile(r"\s*;\s*|,?\s+\b(?:but|however|although|though|whereas|ma|però|tuttavia)\b,?\s*")
+"""Where a sentence turns to something else ("..., but the treaty was signed in Paris")."""
+_COURTESY_WORDS = frozenset(
+    """sorry unfortunately please thanks thank you apologies apologize apologise afraid i i'm am we we're are
+    regret but however so well ok okay oh hello hi dear""".split()
+)
+_COURTESY = re.compile(
+    r"^(?:thanks?\b|thank\s+you|hello|hi\b|hey\b|dear\b|greetings|sorry|apologies|(?:i|we)\s+apologi[sz]e|"
+    r"(?:i'm|i\s+am|we're|we\s+are)\s+sorry|unfortunately|good\s+(?:morning|afternoon|evening)|"
+    r"(?:please\s+)?(?:let\s+me\s+know|feel\s+free)|is\s+there\s+anything\s+else)"
+)
+"""A sentence of courtesy (greeting, thanks, apology, offer of more help): neither an answer nor a refusal."""
 
 
 def _fold(text: str) -> str:
@@ -75,22 +110,46 @@ def _pattern(phrases: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(r"(?<!\w)(?:" + "|".join(re.escape(p) for p in alternatives) + r")(?!\w)")
 
 
-def _opening(answer: str) -> str:
-    """The first sentence (or line) of ``answer`` that is not a lead-in ending with ``:``."""
-    for piece in _SENTENCE_END.split(answer.strip()):
-        if piece.strip() and not piece.rstrip().endswith(":"):
-            return piece
-    return ""
+def _sentences(answer: str) -> list[str]:
+    """The folded sentences (or lines) of ``answer``, lead-ins ending with ``:`` left out."""
+    pieces = (_fold(piece) for piece in _SENTENCE_END.split(answer.strip()))
+    return [p for p in pieces if p and not p.endswith(":")]
+
+
+def _says_something(part: str) -> bool:
+    """Whether a piece of a sentence has two words or more other than courtesy words ("Sorry" has none)."""
+    words = re.findall(r"[^\W_]+(?:'[^\W_]+)?", part)
+    return sum(w not in _COURTESY_WORDS for w in words) >= 2
+
+
+def _declines(sentence: str, pattern: re.Pattern[str]) -> bool:
+    """Whether a folded sentence declines to answer.
+
+    It does when a part of it (split at "but", "however", ";") holds a refusal phrase or meets the inability rule,
+    and no other part says something without either.
+    """
+    parts = _CONTRAST.split(sentence)
+    declining = [bool(pattern.search(p) or _INABILITY.search(p)) for p in parts]
+    return any(declining) and not any(
+        _says_something(p) for p, declines in zip(parts, declining, strict=True) if not declines
+    )
 
 
 def is_refusal(answer: str, refused_flag: bool | None = None, phrases: Iterable[str] = DEFAULT_REFUSAL_PHRASES) -> bool:
-    """Whether an answer is a refusal ("I don't have that information").
+    """Whether an answer is a refusal or a non-answer ("I don't have that information", "I can't help with that").
 
     Rule: an explicit flag from the pipeline wins when it is not None. Otherwise the answer is a refusal when it
-    is empty (or whitespace only), or when one of ``phrases`` occurs as whole words in the answer (answers of
-    at most :data:`MAX_REFUSAL_WORDS` words) or in its opening sentence (longer answers; a lead-in line ending
-    with ``:`` is skipped). Comparison is case-insensitive after NFKC normalisation, with curly quotes folded to
-    straight ones and whitespace collapsed.
+    is empty (or whitespace only), when its opening sentence declines, or when every sentence declines or is a
+    courtesy (a greeting, thanks, an apology, an offer of more help, a question) and one declines. A sentence
+    declines when one of ``phrases`` occurs in it as whole words, or when it states an inability to help or answer
+    (:data:`_INABILITY`: "I'm afraid I can't help with this request", "I am unable to assist with that", "that is
+    outside what I can answer"; first person or impersonal, with a verb of helping, answering or providing) — and
+    no other part of it, after "but", "however" or ";", says something ("The documents do not specify the year,
+    but the treaty was signed in Paris." answers; so does a next sentence that opens with "However," and says
+    something). Sentences end at ``. ! ?`` before a space and at line breaks; a
+    lead-in line ending with ``:`` is skipped. Comparison is case-insensitive after NFKC normalisation, with curly
+    quotes folded to straight ones and whitespace collapsed. ``phrases`` replace the built-in phrases; the
+    inability rule always applies.
 
     Args:
         answer: The generated answer.
@@ -103,18 +162,28 @@ def is_refusal(answer: str, refused_flag: bool | None = None, phrases: Iterable[
     Source: negative rejection in RGB, Chen, Lin, Han & Sun, "Benchmarking Large Language Models in
         Retrieval-Augmented Generation", AAAI 2024, doi:10.1609/aaai.v38i16.29728 (rejection detected by
         matching "insufficient information"); abstention on SQuAD 2.0 (Rajpurkar, Jia & Liang, ACL 2018,
-        doi:10.18653/v1/P18-2124).
+        doi:10.18653/v1/P18-2124); refusal wordings ("I'm sorry, but I cannot assist") after XSTest's
+        full-refusal class (Röttger et al., NAACL 2024, doi:10.18653/v1/2024.naacl-long.301).
 
     """
     if refused_flag is not None:
         return bool(refused_flag)
-    text = _fold(answer)
-    if not text:
+    if not answer.strip():
         return True
+    sentences = _sentences(answer)
+    if not sentences:
+        return False
     pattern = _pattern(tuple(phrases))
-    if len(text.split()) <= MAX_REFUSAL_WORDS:
-        return bool(pattern.search(text))
-    return bool(pattern.search(_fold(_opening(answer))))
+    declined = [_declines(s, pattern) for s in sentences]
+    for k in range(len(sentences) - 1):  # "The passage does not say. However, it mentions that ..." answers
+        turn = _CONTRAST.match(" " + sentences[k + 1])
+        if declined[k] and turn and not declined[k + 1] and _says_something(sentences[k + 1][turn.end() - 1 :]):
+            declined[k] = False
+    if declined[0]:
+        return True
+    return any(declined) and all(
+        d or s.endswith("?") or _COURTESY.match(s) for s, d in zip(sentences, declined, strict=True)
+    )
 
 
 def refusal(ctx: ScoreContext) -> float:
