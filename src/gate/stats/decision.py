@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from gate.results import Decision, ErrorBudgetUse, MetricResult, Status, raw_difference
+from gate.results import OOD_ANSWERED, Decision, ErrorBudgetUse, MetricResult, MustPassFailure, Status, raw_difference
 from gate.results import Verdict as Verdict  # re-exported: the types' home is gate.results
 from gate.stats import numbers
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
@@ -485,6 +485,7 @@ def gate_decision(
     error_budget: float = 0.05,
     strict: bool = False,
     unscorable: Sequence[str] = (),
+    must_pass: Sequence[MustPassFailure] = (),
 ) -> Decision:
     """The verdict of the whole gate (DESIGN §8: four outcomes).
 
@@ -501,6 +502,11 @@ def gate_decision(
     metric is never inconclusive); otherwise PASS. Metrics that apply
     to no case are left out. ``strict`` turns INCONCLUSIVE into FAIL.
 
+    Before all of these, FAIL when a must-pass case flipped certainly (``must_pass``: passed on base in every repeat,
+    failed on head in every repeat, with R ≥ 3, or R ≥ 2 on a deterministic pipeline; STATISTICS.md §7): a contract,
+    like a failing assertion, whatever the statistics say. A flip that is not certain is a warning. New out-of-domain
+    failures that are such flips are not warned about twice.
+
     Args:
         results: from :func:`analyze_metrics`; ungated ones are ignored.
         new_ood_failures: out-of-domain cases refused on base and answered on head, ≥ 0.
@@ -512,6 +518,7 @@ def gate_decision(
         error_budget: largest tolerated share of evaluation failures of one gated metric on one side, in [0, 1].
         strict: release mode.
         unscorable: one line per gated metric (or family) that cannot be scored on either side, and why.
+        must_pass: the must-pass cases that flipped (:func:`gate.compare.mustpass.must_pass_failures`).
 
     Returns:
         The :class:`Decision`.
@@ -520,9 +527,18 @@ def gate_decision(
 
     """
     fails, broken, doubts, warnings = [], list(unscorable), [], []
+    certain = [f for f in must_pass if f.certain]
+    if certain:
+        ids = ", ".join(f.id for f in certain[:5]) + (", …" if len(certain) > 5 else "")
+        fails.append(
+            f"{len(certain)} must-pass case(s) passed on base in every repeat and fail on head in every repeat ({ids})"
+        )
+    if doubtful := [f for f in must_pass if not f.certain]:
+        warnings.append(_must_pass_warning(doubtful))
     if new_system_failures:
         fails.append(f"the pipeline fails on {new_system_failures} case(s) the base answered (system errors)")
-    if new_ood_failures and fail_on_new_ood:
+    new_ood_failures -= sum(f.why == OOD_ANSWERED for f in must_pass)  # listed already (blocking when certain)
+    if new_ood_failures > 0 and fail_on_new_ood:
         p_refusal = None if refusal is None else (refusal.p_adjusted if refusal.gated else refusal.p_value)
         if p_refusal is None or p_refusal <= alpha:
             fails.append(f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head")
@@ -531,7 +547,7 @@ def gate_decision(
             warnings.append(
                 f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head, but the fall "
                 f"in refusals is not significant ({numbers.p_clause(label, p_refusal)}): listed, not blocking "
-                "(more cases or repeats tell a real fall from noise)"
+                "(more out-of-domain cases tell a real fall from noise; must-pass cases block on a certain flip)"
             )
     for res in results:
         if res.gated and res.status == "fail":
@@ -556,3 +572,17 @@ def gate_decision(
         f"all {n_gated} gated metric(s) non-inferior within their margins or better" if n_gated else "no gated metrics"
     )
     return Decision("pass", (reason,), tuple(warnings))
+
+
+def _must_pass_warning(doubtful: Sequence[MustPassFailure]) -> str:
+    """The warning for must-pass flips that are not certain (R = 1, or repeats that vary at R = 2)."""
+    r = min(min(f.repeats_base, f.repeats_head) for f in doubtful)
+    why = (
+        "one run per side cannot tell a flip from a sampled generator's noise"
+        if r == 1
+        else f"{r} repeats that vary cannot tell a flip from noise"
+    )
+    return (
+        f"{len(doubtful)} must-pass case(s) passed on base and failed on head in every repeat, but {why}: listed, "
+        "not blocking (`repeats: 2` on a deterministic pipeline, or `repeats: 3`, makes such a flip block)"
+    )
