@@ -173,3 +173,22 @@ def test_an_unchanged_policy_has_no_line(tmp_path):
     CliRunner().invoke(main, ["compare", str(base), str(head), "--out", str(tmp_path / "out")])
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["policy_changes"] == [] and "policy" not in (tmp_path / "out" / "comment.md").read_text()
+
+
+# ------------------------------------------------------------------ a margin relative to the base's value
+
+
+def test_a_relative_margin_is_the_share_of_the_base_and_the_comment_shows_it(tmp_path):
+    """false_refusal on base 4/40 = 0.1; `{relative: 0.5}` makes the margin 0.05 (shown "0.050 (50 % of base)")."""
+    cases = golden(40)
+    rows = [answer(c, text="I don't have that information." if i < 4 else None) for i, c in enumerate(cases)]
+    write_pair(tmp_path, cases, rows, rows)
+    (tmp_path / "rag-gate.yml").write_text(
+        "golden: golden.jsonl\npipeline: {predictions: head.jsonl}\nmetrics: [hit_rate@5, false_refusal]\n"
+        "margins: {false_refusal: {relative: 0.5, min: 0.01}}\n"
+    )
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out", "--config", str(tmp_path / "rag-gate.yml"))
+    assert result.exit_code == 0
+    row = next(m for m in report["metrics"] if m["name"] == "false_refusal")
+    assert (row["base_mean"], row["margin"], row["margin_relative"]) == (0.1, pytest.approx(0.05), 0.5)
+    assert "| False refusal | 0.050 (50 % of base) |" in (tmp_path / "out" / "comment.md").read_text()

@@ -308,8 +308,10 @@ def detection_power(
         return float(np.sum(stats.binom.pmf(k, n, q) * stats.binom.sf(needed - 1, k, share)))
     z = float(special.ndtri(1 - level))
     sd = math.sqrt(max(var0 + kappa * delta * (1 - delta), 0.0))
-    if n <= z * z or sd == 0:
-        return float(delta > margin)
+    if 0.5**n > level or n <= z * z:  # the sign-flip test's smallest p is 2^−n
+        return 0.0
+    if sd == 0:  # every case moved by exactly δ
+        return float(delta >= margin)
     threshold = max(z * sd / math.sqrt(n - z * z), margin)
     return float(special.ndtr((delta - threshold) / (sd / math.sqrt(n))))
 
