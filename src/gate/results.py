@@ -86,7 +86,8 @@ class MetricResult:
     ratio_ci_high: float | None
     """Ratio metrics: upper end of the ratio's interval."""
     mde: float
-    """Minimum detectable drop at 80 % power, one-sided level α′: (z_{1−α′} + z_{0.8})·SE (Miller Eq. 10)."""
+    """Minimum detectable worsening: the drop the gate's own rule (the test at Holm's first-step level, and Δ̂ ≤ −m)
+    fails with 80 % power (:func:`gate.stats.power.detectable_drop`); NaN when the metric did not vary."""
     omega2: float
     """ω̂², variance of the per-case true differences (Var̂(d) when R = 1)."""
     sigma2_base: float

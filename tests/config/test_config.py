@@ -648,8 +648,8 @@ def test_the_readme_config_block_loads_and_states_the_defaults(tmp_path):
     for name in ("concurrency", "timeout_s", "startup_timeout_s", "retries"):
         assert getattr(pipeline, name) == getattr(default_pipeline, name), name
     assert pipeline.workdir == tmp_path.resolve()  # `.`: the config's directory
-    for name in ("seed", "alpha", "strict", "error_budget", "fail_on_new_ood", "trend", "golden_changes", "metrics",
-                 "judge_concurrency"):  # fmt: skip
+    for name in ("seed", "alpha", "strict", "error_budget", "fail_on_new_ood", "must_pass", "trend", "golden_changes",
+                 "metrics", "judge_concurrency"):  # fmt: skip
         assert getattr(evaluation, name) == getattr(defaults, name), name
     assert config.repeats == next(f.default for f in dataclasses.fields(Config) if f.name == "repeats") == 1
     assert evaluation.judge == defaults.judge
