@@ -118,5 +118,8 @@ def test_a_certain_must_pass_flip_fails_first_and_a_doubtful_one_warns():
     decision = gate_decision([res], must_pass=[_flip(True)], new_ood_failures=1)
     assert decision.verdict == "fail" and decision.reasons[0].startswith("1 must-pass case(s)")
     assert len(decision.reasons) == 1  # the new out-of-domain failure is that flip: not counted twice
-    doubtful = gate_decision([res], must_pass=[_flip(False)], new_ood_failures=1)
-    assert doubtful.verdict == "pass" and "not blocking" in doubtful.warnings[0]
+    head = np.ones(12)
+    head[0] = 0
+    (refusal,) = analyze_metrics([metric("refusal", "binary", np.ones(12), head, margin=0.03)])  # p = ½
+    doubtful = gate_decision([res, refusal], must_pass=[_flip(False)], new_ood_failures=1, refusal=refusal)
+    assert doubtful.verdict != "fail" and len(doubtful.warnings) == 1 and "not blocking" in doubtful.warnings[0]

@@ -578,8 +578,9 @@ def gate_decision(
 
     Before all of these, FAIL when a must-pass case flipped certainly (``must_pass``: passed on base in every repeat,
     failed on head in every repeat, with R ≥ 3, or R ≥ 2 on a deterministic pipeline; STATISTICS.md §7): a contract,
-    like a failing assertion, whatever the statistics say. A flip that is not certain is a warning. New out-of-domain
-    failures that are such flips are not warned about twice.
+    like a failing assertion, whatever the statistics say. A flip that is not certain is a warning (and, out of
+    domain, still blocks by the refusal test above when that drop is significant). New out-of-domain failures that
+    are such flips are neither counted nor warned about twice.
 
     Args:
         results: from :func:`analyze_metrics`; ungated ones are ignored.
@@ -611,12 +612,13 @@ def gate_decision(
         warnings.append(_must_pass_warning(doubtful))
     if new_system_failures:
         fails.append(f"the pipeline fails on {new_system_failures} case(s) the base answered (system errors)")
-    new_ood_failures -= sum(f.why == OOD_ANSWERED for f in must_pass)  # listed already (blocking when certain)
+    new_ood_failures -= sum(f.why == OOD_ANSWERED for f in certain)  # blocking already
+    covered = new_ood_failures <= sum(f.why == OOD_ANSWERED for f in doubtful)  # warned about as must-pass flips
     if new_ood_failures > 0 and fail_on_new_ood:
         p_refusal = None if refusal is None else (refusal.p_adjusted if refusal.gated else refusal.p_value)
         if p_refusal is None or p_refusal <= alpha:
             fails.append(f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head")
-        else:
+        elif not covered:
             label = "p (Holm-adjusted)" if refusal is not None and refusal.gated else "p"
             warnings.append(
                 f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head, but the fall "
