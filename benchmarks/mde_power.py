@@ -10,7 +10,7 @@ sides. Binary: each repeat passes with probability x_i (a sampled generator); th
 fails on head in every repeat with probability q = δ / E[x], so the expected fall is δ. Graded: each repeat scores
 x_i + N(0, 0.15²); the drop shifts head's scores by −δ. One gated metric, margin 0.03, α = 0.05.
 
-Run ``python benchmarks/mde_power.py`` (about 5 minutes on a shared 2-core machine; ``--quick``: about 1).
+Run ``python benchmarks/mde_power.py`` (about 10 minutes on a shared 2-core machine; ``--quick``: about 2).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer simulated PRs (wider intervals)")
     args = parser.parse_args()
-    aa, prs = (10, 100) if args.quick else (30, 300)
+    aa, prs = (10, 100) if args.quick else (30, 600)
     print(f"| kind | N | R | printed MDE (median of {aa} A/A) | power at it ({prs} PRs, 95 % Wilson) |")
     print("|---|---:|---:|---:|---|")
     rows = [("binary", 30, 1), ("binary", 100, 1), ("binary", 500, 1), ("binary", 100, 3), ("graded", 100, 3)]

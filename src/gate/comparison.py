@@ -615,8 +615,8 @@ def relocate(comparison: Comparison, lines: Mapping[str, int]) -> Comparison:
     def moved(entries: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(replace(entry, line=lines.get(entry.id, 0)) for entry in entries)
 
-    changes: dict[str, Any] = {name: moved(getattr(comparison, name)) for name in (*CASE_FIELDS, "ood_failures")}
-    return replace(comparison, **changes)
+    listed = (*CASE_FIELDS, "ood_failures", "must_pass_failures")
+    return replace(comparison, **{name: moved(getattr(comparison, name)) for name in listed})
 
 
 def _float(value: Any) -> float:
