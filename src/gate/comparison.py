@@ -18,10 +18,10 @@ from typing import Any, Literal
 from gate.errors import InputError
 from gate.jsonl import clean_nan, pretty_json
 from gate.manifest import JudgeUsage as JudgeUsage  # re-exported: part of the comparison
-from gate.results import OOD_ANSWERED as OOD_ANSWERED  # re-exported: part of the comparison
 from gate.results import Aggregate, CaseStatus, ErrorBudgetUse, MetricResult, Verdict, raw_difference
-from gate.results import MustPassFailure as MustPassFailure
-from gate.results import PolicyChange as PolicyChange
+
+# isort: split
+from gate.results import MustPassFailure, PolicyChange
 from gate.trends import TrendBlock, TrendReport
 
 SCHEMA_VERSION = 5
@@ -608,15 +608,15 @@ def exit_code_for(
 def relocate(comparison: Comparison, lines: Mapping[str, int]) -> Comparison:
     """The comparison with each listed case's ``line`` taken from ``lines`` (case id → line; 0 when absent).
 
-    The PR flow evaluates a contract golden set written to the output directory; reviewers and annotations need
-    the lines of the PR's own golden file.
+    The PR flow evaluates a contract golden set in its output directory; reviewers need the PR's own file's lines.
     """
 
     def moved(entries: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(replace(entry, line=lines.get(entry.id, 0)) for entry in entries)
 
     listed = (*CASE_FIELDS, "ood_failures", "must_pass_failures")
-    return replace(comparison, **{name: moved(getattr(comparison, name)) for name in listed})
+    changes: dict[str, Any] = {name: moved(getattr(comparison, name)) for name in listed}
+    return replace(comparison, **changes)
 
 
 def _float(value: Any) -> float:
@@ -664,7 +664,7 @@ def _migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
 
 def _migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
     """Schema 4 → 5: must-pass failures, policy changes, relative margins (none recorded before)."""
-    rows = [{"margin_relative": None} | row for row in data.get("metrics", [])]
+    rows = [{"margin_relative": None} | row for row in data.get("metrics", [])]  # absolute margins only, before
     return dict(data, schema_version=5, metrics=rows, must_pass_failures=[], policy_changes=[])
 
 

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from gate.compare.inputs import score_matrix, system_errors
-from gate.comparison import OOD_ANSWERED, MustPassFailure, clip
+from gate.comparison import clip
 from gate.config import GatePolicy
 from gate.models import GoldenCase
+from gate.results import OOD_ANSWERED, MustPassFailure
 from gate.runs import Side
 from gate.scoring import detect_refusal
 from gate.stats import MetricInput

@@ -21,7 +21,6 @@ from gate.comparison import (
     DefinitionScore,
     EditedCase,
     GoldenChanges,
-    PolicyChange,
     clip,
 )
 from gate.config import GatePolicy
@@ -29,6 +28,7 @@ from gate.golden import GoldenDiff
 from gate.language import f1_unreadable
 from gate.metrics import resolve, score_case
 from gate.models import GoldenCase
+from gate.results import PolicyChange
 from gate.runs import Side
 from gate.scoring import detect_refusal
 from gate.stats import MetricInput
