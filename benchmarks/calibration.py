@@ -9,6 +9,8 @@ vary case by case — binary pass rates near 1 (easy), near 0 (hard) or anywhere
 scores clipped to [0, 1] with a per-case noise SD (stable 0.005–0.05, flaky 0.1–0.35), some flaky cases
 failing outright in 20 % of runs (bimodal noise), optionally on a rubric grid of 0.25 (tied scores).
 
+Must-pass rows (6): out-of-domain cases whose refusal probability is drawn per case, through ``gate.compare.compare``.
+
 Every simulated PR is analysed with the real ``analyze_metrics`` / ``analyze_cases``; every rate is printed
 with its 95 % Wilson interval. Run ``python benchmarks/calibration.py`` (about 15 minutes on a shared 2-core
 machine; ``--quick``: about 3). ``tests/stats/test_calibration.py`` runs a reduced version in CI.
@@ -202,6 +204,38 @@ def power_curve_80(
     return float(drops[j - 1] + (0.8 - rates[j - 1]) / (rates[j] - rates[j - 1]) * (drops[j] - drops[j - 1]))
 
 
+def must_pass_aa_rate(*, n_ood: int, r: int, prs: int, seed: int, stable: tuple[float, float], flaky: float) -> float:
+    """Share of A/A PRs of a sampled generator that fail with the must-pass defaults (out-of-domain cases must-pass).
+
+    ``n_ood`` out-of-domain cases; each refuses with its own probability, U(``stable``) for most and U(0.5, 0.95) for
+    a share ``flaky`` of them; base and head draw their ``r`` repeats independently. Every PR goes through
+    :func:`gate.compare.compare` (sides built in memory, the refusal metric gated, its scores given).
+    """
+    from gate.compare import compare
+    from gate.config import GatePolicy
+    from gate.models import GoldenCase, Prediction, Score
+    from gate.runs import Side
+
+    golden = [GoldenCase(f"o{i}", f"Out of scope {i}?", out_of_domain=True) for i in range(n_ood)]
+    policy = GatePolicy(metrics=("refusal",), gated=("refusal",))
+
+    def side(label: str, refused: np.ndarray) -> Side:
+        table = {(c.id, k): Prediction(id=c.id, answer="I don't have that information." if refused[i, k] else "Paris.")
+                 for i, c in enumerate(golden) for k in range(r)}  # fmt: skip
+        scores = [Score(c.id, k, "refusal", float(refused[i, k])) for i, c in enumerate(golden) for k in range(r)]
+        return Side(label, golden, table, r, scores, {"golden_sha256": "0" * 64})  # type: ignore[arg-type]
+
+    rng = np.random.default_rng(seed)
+    fails = 0
+    for _ in range(prs):
+        p = rng.uniform(*stable, size=n_ood)
+        shaky = rng.random(n_ood) < flaky
+        p[shaky] = rng.uniform(0.5, 0.95, size=int(shaky.sum()))
+        base, head = (rng.random((n_ood, r)) < p[:, None] for _ in range(2))
+        fails += compare(side("base", base), side("head", head), policy).verdict == "fail"
+    return fails / prs
+
+
 def main() -> None:
     """Print the measured rates for the issue's calibration grid."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -259,6 +293,14 @@ def main() -> None:
             drop = smallest_flaggable_change(kind, r)
             cells.append(f"R={r}: {'never' if drop is None else f'{drop:.2f}'}")
         print(f"    {kind}: " + ", ".join(cells))
+    must_prs = prs // 4
+    print(
+        f"(6) must-pass A/A (out-of-domain cases must-pass, sampled generator): fail rate over {must_prs} PRs, ≤ 0.05"
+    )
+    for n_ood, r, flaky in ((12, 2, 0.0), (12, 3, 0.0), (12, 3, 0.3), (50, 3, 0.0), (50, 3, 0.3)):
+        rate = must_pass_aa_rate(n_ood=n_ood, r=r, prs=must_prs, seed=6000 + n_ood + r, stable=(0.9, 1.0), flaky=flaky)
+        what = f"refusal p ~ U(0.9, 1){f', {flaky:.0%} flaky U(0.5, 0.95)' if flaky else ''}"
+        print(f"    {n_ood} out-of-domain cases, R={r}, {what}: {rate_ci(round(rate * must_prs), must_prs)}")
     print(f"done in {time.perf_counter() - start:.0f} s")
 
 

@@ -19,9 +19,12 @@ from gate.errors import InputError
 from gate.jsonl import clean_nan, pretty_json
 from gate.manifest import JudgeUsage as JudgeUsage  # re-exported: part of the comparison
 from gate.results import Aggregate, CaseStatus, ErrorBudgetUse, MetricResult, Verdict, raw_difference
+
+# isort: split
+from gate.results import MustPassFailure, PolicyChange
 from gate.trends import TrendBlock, TrendReport
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of ``report.json``; :func:`load_report` migrates older versions."""
 TEXT_LIMIT = 600
 """Characters of untrusted text (questions, answers, chunks) kept per field in a comparison."""
@@ -94,6 +97,8 @@ class MetricRow(MetricResult):
     """The interval excludes "no change": the movement is more than noise at the metric's level."""
     timed: bool
     """A wall-clock measurement (latency): noisy on shared CI runners."""
+    margin_relative: float | None = None
+    """r of a margin relative to the base's value (``margin`` is then r × base, at least ``min``); None: absolute."""
 
 
 def metric_row(
@@ -104,6 +109,7 @@ def metric_row(
     base_value: float,
     head_value: float,
     statistic: Literal["mean", "geometric mean"],
+    margin_relative: float | None = None,
 ) -> MetricRow:
     """A :class:`MetricRow`: ``result`` with its label, aggregates and the values, movement and change it shows.
 
@@ -114,6 +120,7 @@ def metric_row(
         base_value: base's ``statistic`` over the paired cases.
         head_value: head's ``statistic`` over the paired cases.
         statistic: ``mean`` (binary, graded) or ``geometric mean`` (ratio metrics).
+        margin_relative: the factor of a margin relative to the base's value, None for an absolute margin.
 
     Returns:
         The row; ``moved`` and ``change`` follow the sign of the oriented Δ̂ (0: unchanged; NaN: None).
@@ -146,6 +153,7 @@ def metric_row(
         change=change,
         beyond_noise=bool(result.ci_low > 0 or result.ci_high < 0),
         timed=result.name in TIMED_METRICS,
+        margin_relative=margin_relative,
     )
 
 
@@ -501,6 +509,10 @@ class Comparison:
     """The pairwise judge's wins, ties and losses (``pairwise:`` in the config); None without a pairwise judge."""
     judge_labels: str | None = None
     """The judge's agreement with the answers labelled by hand (``judge_labels:``), one line; None without labels."""
+    must_pass_failures: tuple[MustPassFailure, ...] = ()
+    """Must-pass cases base passed in every repeat and head failed in every repeat (certain ones, first, block)."""
+    policy_changes: tuple[PolicyChange, ...] = ()
+    """Gate settings the PR's config changes (applied after merge; this PR is judged under the base's)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form of ``report.json`` (NaN and ±inf as None; tuples as lists)."""
@@ -596,14 +608,14 @@ def exit_code_for(
 def relocate(comparison: Comparison, lines: Mapping[str, int]) -> Comparison:
     """The comparison with each listed case's ``line`` taken from ``lines`` (case id → line; 0 when absent).
 
-    The PR flow evaluates a contract golden set written to the output directory; reviewers and annotations need
-    the lines of the PR's own golden file.
+    The PR flow evaluates a contract golden set in its output directory; reviewers need the PR's own file's lines.
     """
 
     def moved(entries: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(replace(entry, line=lines.get(entry.id, 0)) for entry in entries)
 
-    changes: dict[str, Any] = {name: moved(getattr(comparison, name)) for name in (*CASE_FIELDS, "ood_failures")}
+    listed = (*CASE_FIELDS, "ood_failures", "must_pass_failures")
+    changes: dict[str, Any] = {name: moved(getattr(comparison, name)) for name in listed}
     return replace(comparison, **changes)
 
 
@@ -650,13 +662,19 @@ def _migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
     return dict(data, schema_version=4, metrics=rows)
 
 
+def _migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 4 → 5: must-pass failures, policy changes, relative margins (none recorded before)."""
+    rows = [{"margin_relative": None} | row for row in data.get("metrics", [])]  # absolute margins only, before
+    return dict(data, schema_version=5, metrics=rows, must_pass_failures=[], policy_changes=[])
+
+
 _RESULT_FIELDS = frozenset(f.name for f in fields(MetricResult))
 _FLOAT_FIELDS = frozenset(f.name for f in fields(MetricResult) if f.type in ("float", "float | None"))
-_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3}
+_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3, 4: _migrate_v4}
 
 
 def load_report(path: Path | str) -> Comparison:
-    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 to 4).
+    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 to 5).
 
     Raises:
         InputError: the file is missing, not JSON, of an unknown schema version, or does not match the schema.

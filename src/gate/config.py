@@ -86,6 +86,26 @@ def _key(name: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class MustPassPolicy:
+    """Which golden cases are must-pass by default, and what passing an in-domain one means (``must_pass:``)."""
+
+    out_of_domain: bool = True
+    """Out-of-domain cases are must-pass unless their own ``must_pass`` says otherwise (passed = refused)."""
+    metrics: tuple[str, ...] | None = None
+    """Binary metrics an in-domain must-pass case must score 1 on in a repeat to pass it (besides answering without
+    error and not refusing); None: the gated binary higher-is-better in-domain metrics (e.g. ``hit_rate@5``)."""
+
+    def __post_init__(self) -> None:
+        """Lists as tuples."""
+        if self.metrics is not None:
+            object.__setattr__(self, "metrics", tuple(self.metrics))
+
+
+RELATIVE = "relative"
+"""The key of a margin given relative to the base's value: ``margins: {hallucinated_claim_rate: {relative: 0.5}}``."""
+
+
+@dataclass(frozen=True)
 class GatePolicy:
     """How predictions are scored and compared: the part of the config that defines the gate's policy."""
 
@@ -94,8 +114,10 @@ class GatePolicy:
     gated: tuple[str, ...] = field(default=None, metadata=_key("gate"))  # type: ignore[assignment]
     """The metrics whose regression fails the gate; the others are reported only. Not given: the primary
     families among ``metrics`` (:func:`default_gated`)."""
-    margins: Mapping[str, float] = field(default_factory=dict)
-    """Per-metric margins overriding the registry defaults (absolute; relative for latency and cost)."""
+    margins: Mapping[str, float | Mapping[str, float]] = field(default_factory=dict)
+    """Per-metric margins overriding the registry defaults (absolute; relative for latency and cost). A binary or
+    graded metric's margin may be a mapping ``{relative: r, min: m}``: r times the base's value, at least m
+    (default 0), for rates whose base is near 0."""
     judge: Mapping[str, Any] = field(default_factory=lambda: {"name": "lexical"})
     """Judge spec, e.g. ``{"name": "lexical"}`` (a bare name is accepted and wrapped)."""
     pairwise: Mapping[str, Any] | None = None
@@ -123,6 +145,8 @@ class GatePolicy:
     fail_on_new_ood: bool = True
     """Fail the gate on new out-of-domain failures (refused on base in every repeat, answered on head in every
     repeat) when the refusal metric shows a significant drop, whatever its margin (DESIGN §4)."""
+    must_pass: MustPassPolicy = field(default_factory=MustPassPolicy)
+    """Must-pass cases (``must_pass:``): which are must-pass by default and what passing an in-domain one means."""
     trend: TrendPolicy = field(default_factory=TrendPolicy)
     """The trend alarm against the main-branch history (``trend:``; a mapping is accepted and converted)."""
     golden_changes: Literal["base", "head"] = "base"
@@ -143,15 +167,47 @@ class GatePolicy:
         if isinstance(self.form, Mapping):
             set_(self, "form", FormRules(**self.form))
         set_(self, "gated", default_gated(self.metrics) if self.gated is None else tuple(self.gated))
-        set_(self, "margins", {name: float(value) for name, value in self.margins.items()})
+        set_(self, "margins", {name: _margin_value(value) for name, value in self.margins.items()})
+        if isinstance(self.must_pass, Mapping):
+            set_(self, "must_pass", MustPassPolicy(**self.must_pass))
         set_(self, "judge", {"name": self.judge} if isinstance(self.judge, str) else dict(self.judge))
         set_(self, "refusal_phrases", tuple(self.refusal_phrases))
         if isinstance(self.trend, Mapping):
             set_(self, "trend", TrendPolicy(**self.trend))
 
-    def margin(self, name: str) -> float:
-        """The margin for a metric: configured, else the registry default."""
-        return self.margins.get(name, resolve(name).spec.default_margin)
+    def margin(self, name: str, base: float = math.nan) -> float:
+        """The margin for a metric: configured, else the registry default.
+
+        A relative margin (``{relative: r, min: m}``) is max(m, r·base) with ``base`` the base's value of the
+        metric (metric units, ≥ 0); m when ``base`` is NaN (unknown).
+        """
+        value = self.margins.get(name, resolve(name).spec.default_margin)
+        if isinstance(value, Mapping):
+            floor = value.get("min", 0.0)
+            return floor if math.isnan(base) else max(floor, value[RELATIVE] * abs(base))
+        return value
+
+    def relative_margin(self, name: str) -> float | None:
+        """The factor r of a margin given relative to the base's value, None for an absolute margin."""
+        value = self.margins.get(name)
+        return value[RELATIVE] if isinstance(value, Mapping) else None
+
+    @property
+    def must_pass_metrics(self) -> tuple[str, ...]:
+        """The binary metrics an in-domain must-pass case must score 1 on in a repeat.
+
+        ``must_pass.metrics``, else the gated binary higher-is-better in-domain metrics scored per answer.
+        """
+        if self.must_pass.metrics is not None:
+            return self.must_pass.metrics
+        return tuple(
+            name
+            for name in self.gated
+            if (spec := resolve(name).spec).kind == "binary"
+            and spec.direction == "higher"
+            and not spec.out_of_domain
+            and not spec.paired
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, stored in manifest.json so that ``compare`` can reuse it (one key per field)."""
@@ -232,6 +288,13 @@ class Config:
     def root(self) -> Path:
         """The config file's directory."""
         return self.path.parent
+
+
+def _margin_value(value: Any) -> float | dict[str, float]:
+    """A configured margin: a number, or ``{relative: r, min: m}`` kept as a mapping of floats."""
+    if isinstance(value, Mapping):
+        return {key: float(v) for key, v in value.items()}
+    return float(value)
 
 
 def config_keys(cls: type) -> dict[str, str]:
@@ -408,10 +471,24 @@ def _check_metrics(data: Mapping[str, Any], bad: set[KeyPath], problems: Problem
                 problems.add(("margins", name), message)
                 continue
             spec = resolve(name).spec
+            if isinstance(value, Mapping):
+                if spec.kind == "ratio":
+                    problems.add(("margins", name), "a ratio metric's margin is relative already: give a number")
+                value = value.get("min", 0.0)
             if math.isfinite(value) and value >= spec.margin_limit:
                 scale = "relative drop" if spec.kind == "ratio" else "difference of a metric in [0, 1]"
                 message = f"{value:g} is outside the metric's range: must be < {spec.margin_limit:g} (a {scale})"
                 problems.add(("margins", name), message)
+    must_pass = data.get("must_pass") if ("must_pass",) not in bad else None
+    for i, name in enumerate((must_pass or {}).get("metrics", ())):
+        if name not in metrics:
+            problems.add(
+                ("must_pass", "metrics", i), f"'{name}' is not in metrics{computed}{did_you_mean(name, metrics)}"
+            )
+        elif (spec := resolve(name).spec).kind != "binary" or spec.paired or spec.out_of_domain:
+            problems.add(
+                ("must_pass", "metrics", i), f"'{name}' is not a binary metric of one answer (e.g. hit_rate@5)"
+            )
     return metrics
 
 

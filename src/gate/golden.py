@@ -55,6 +55,7 @@ def check_golden(path: Path | str) -> tuple[list[GoldenCase], list[str]]:
                 cluster=record.get("cluster"),
                 required_points=tuple(record.get("required_points", ())),
                 form=FormRules(**record["form"]) if "form" in record else None,
+                must_pass=record.get("must_pass"),
                 line=line,
             )
         )

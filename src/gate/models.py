@@ -64,6 +64,10 @@ class GoldenCase:
     """Points a complete answer must make (one short statement each), for the ``completeness`` metric."""
     form: FormRules | None = None
     """Form rules of this case, overriding the config's ``form:`` key by key; None: the config's."""
+    must_pass: bool | None = None
+    """A must-pass case (``must_pass: true``): a certain flip from passed on base to failed on head blocks the merge
+    whatever the statistics say. None: the config's default (``must_pass.out_of_domain`` for out-of-domain cases,
+    false for in-domain ones)."""
     line: int = 0
     """1-based line number in the golden file (for error messages)."""
 
@@ -85,6 +89,8 @@ class GoldenCase:
             out["required_points"] = list(self.required_points)
         if self.form is not None:
             out["form"] = self.form.to_dict()
+        if self.must_pass is not None:
+            out["must_pass"] = self.must_pass
         return out
 
 

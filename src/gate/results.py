@@ -86,7 +86,8 @@ class MetricResult:
     ratio_ci_high: float | None
     """Ratio metrics: upper end of the ratio's interval."""
     mde: float
-    """Minimum detectable drop at 80 % power, one-sided level α′: (z_{1−α′} + z_{0.8})·SE (Miller Eq. 10)."""
+    """Minimum detectable worsening: the drop the gate's own rule (the test at Holm's first-step level, and Δ̂ ≤ −m)
+    fails with 80 % power (:func:`gate.stats.power.detectable_drop`); NaN when the metric did not vary."""
     omega2: float
     """ω̂², variance of the per-case true differences (Var̂(d) when R = 1)."""
     sigma2_base: float
@@ -147,6 +148,51 @@ class ErrorBudgetUse:
     """``failed / expected`` in [0, 1]."""
     messages: tuple[str, ...]
     """The most frequent reasons, most frequent first, each as ``"N× reason"``."""
+
+
+OOD_ANSWERED = "answered instead of refusing"
+"""Why an out-of-domain must-pass case failed in a repeat that did not error (:attr:`MustPassFailure.why`)."""
+
+
+@dataclass(frozen=True)
+class MustPassFailure:
+    """A must-pass case the base passed in every repeat and head failed in every repeat (STATISTICS.md §7).
+
+    Passed means, per repeat: an out-of-domain case refused; an in-domain case answered without error, did not
+    refuse, and scored 1 on each of the policy's must-pass metrics that apply to it (``must_pass.metrics``).
+    """
+
+    id: str
+    """Golden case id."""
+    question: str
+    """The question (clipped)."""
+    line: int
+    """1-based line of the case in the golden file (0 when unknown)."""
+    out_of_domain: bool
+    """An out-of-domain case (passed = refused)."""
+    why: str
+    """What head did instead, e.g. ``answered instead of refusing`` or ``hit_rate@5 = 0``."""
+    answer: str | None
+    """Head's first valid answer (clipped); None when every repeat failed."""
+    repeats_base: int
+    """Base repeats, all passed."""
+    repeats_head: int
+    """Head repeats, all failed."""
+    certain: bool
+    """The flip is certain and blocks: R ≥ 3 on both sides, or R ≥ 2 with repeats that vary nowhere on either
+    side (a deterministic pipeline). Otherwise listed with a warning, not blocking."""
+
+
+@dataclass(frozen=True)
+class PolicyChange:
+    """A gate setting the PR's config changes: it applies after merge (the PR is judged under the base's)."""
+
+    key: str
+    """Config key, e.g. ``margins.refusal`` or ``fail_on_new_ood``."""
+    base: str
+    """The base's value, as written in YAML flow style (``–`` when unset)."""
+    head: str
+    """The PR's value."""
 
 
 @dataclass(frozen=True)

@@ -324,6 +324,7 @@ def compare_sides(
     head_side, _ = _load_side("head", Path(head), golden, evaluation, out_dir, jobs)
     if not {c.id for c in base_side.golden} & {c.id for c in head_side.golden}:
         raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
+    judged_under = evaluation
     if strict and not evaluation.strict:
         evaluation = dataclasses.replace(evaluation, strict=True)
     pairwise = None
@@ -332,6 +333,11 @@ def compare_sides(
     from gate.compare import compare
 
     comparison = compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
+    if Path(head).is_dir() and head_side.manifest.evaluation is not None:  # the head run's own policy
+        from gate.compare.notes import policy_changes
+
+        moved = policy_changes(judged_under, GatePolicy.from_dict(head_side.manifest.evaluation))
+        comparison = dataclasses.replace(comparison, policy_changes=moved)
     if evaluation.judge_labels:
         root = config.root if config is not None else Path(base_side.manifest.config or ".").parent
         run_dir = Path(base) if Path(base).is_dir() else None

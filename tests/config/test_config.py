@@ -648,8 +648,8 @@ def test_the_readme_config_block_loads_and_states_the_defaults(tmp_path):
     for name in ("concurrency", "timeout_s", "startup_timeout_s", "retries"):
         assert getattr(pipeline, name) == getattr(default_pipeline, name), name
     assert pipeline.workdir == tmp_path.resolve()  # `.`: the config's directory
-    for name in ("seed", "alpha", "strict", "error_budget", "fail_on_new_ood", "trend", "golden_changes", "metrics",
-                 "judge_concurrency"):  # fmt: skip
+    for name in ("seed", "alpha", "strict", "error_budget", "fail_on_new_ood", "must_pass", "trend", "golden_changes",
+                 "metrics", "judge_concurrency"):  # fmt: skip
         assert getattr(evaluation, name) == getattr(defaults, name), name
     assert config.repeats == next(f.default for f in dataclasses.fields(Config) if f.name == "repeats") == 1
     assert evaluation.judge == defaults.judge
@@ -666,3 +666,31 @@ def test_scoring_jobs_is_read_and_checked(tmp_path):
     config.write_text("golden: g.jsonl\npipeline: {python: m:f}\nscoring: {jobs: 0}\n")
     with pytest.raises(InputError, match=r"rag-gate.yml:3: scoring.jobs"):
         load_config(config)
+
+
+def test_a_relative_margin_and_must_pass_settings_are_read(tmp_path):
+    text = GOOD + "margins: {false_refusal: {relative: 0.5, min: 0.01}}\nmust_pass: {out_of_domain: false}\n"
+    policy = load_config(write(tmp_path, text)).evaluation
+    assert policy.margin("false_refusal", 0.1) == pytest.approx(0.05)  # 50 % of a base of 0.1
+    assert policy.margin("false_refusal", 0.0) == 0.01  # never below its min
+    assert policy.relative_margin("false_refusal") == 0.5 and policy.relative_margin("refusal") is None
+    assert policy.must_pass.out_of_domain is False and policy.must_pass_metrics == ("hit_rate@5",)
+
+
+BAD_SETTINGS = [
+    ("margins: {false_refusal: {relativ: 0.5}}", "margins.false_refusal.relativ: unknown key; did you mean "
+     "`relative`?"),
+    ("margins: {false_refusal: {relative: 0}}", "margins.false_refusal.relative: 0 is less than or equal to the "
+     "minimum of 0"),
+    ("metrics: [latency_ms, hit_rate@5]\nmargins: {latency_ms: {relative: 0.5}}",
+     "margins.latency_ms: a ratio metric's margin is relative already: give a number"),
+    ("must_pass: {metrics: [mrr]}", "must_pass.metrics.0: 'mrr' is not a binary metric of one answer (e.g. "
+     "hit_rate@5)"),
+    ("must_pass: {cases: true}", "must_pass.cases: unknown key (allowed: metrics, out_of_domain)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("setting", "message"), BAD_SETTINGS)
+def test_bad_relative_margins_and_must_pass_settings_name_their_key(tmp_path, setting, message):
+    (line,) = problems(tmp_path, GOOD + setting + "\n")
+    assert line.endswith(message), line

@@ -39,7 +39,7 @@ def test_compare_predictions_files_matches_pytrec_eval(squad_pair, squad_compare
     result, _ = squad_compared
     assert result.exit_code == 1, result.output
     report = json.loads((tmp / "report" / "report.json").read_text())
-    assert report["verdict"] == "fail" and report["schema_version"] == 4
+    assert report["verdict"] == "fail" and report["schema_version"] == 5
     assert json.loads(result.stdout) == report
     metrics = {m["name"]: m for m in report["metrics"]}
     pairs = {
@@ -196,7 +196,7 @@ def test_report_statistics_agree_with_scipy(squad_pair, squad_compared):
 def test_new_out_of_domain_failures(tmp_path, n_answered, hard_rule, fails):
     """200 OOD questions, n answered on head. 5 consistent flips are a significant drop in refusals (McNemar
     p = 2^-5) but smaller than the 0.03 margin: only the out-of-domain rule blocks them. A single flip is not
-    evidence (it could be sampling noise): listed with a warning, not blocking."""
+    evidence (it could be sampling noise): listed with a warning, not blocking (a must-pass flip at R = 1)."""
     golden = [{"id": f"o{i:03d}", "question": f"Unknowable {i}?", "out_of_domain": True} for i in range(200)]
     write_jsonl(tmp_path / "golden.jsonl", golden)
     base = [{"id": c["id"], "answer": REFUSAL, "retrieved": []} for c in golden]
@@ -211,7 +211,9 @@ def test_new_out_of_domain_failures(tmp_path, n_answered, hard_rule, fails):
     assert [f["id"] for f in report["ood_failures"] if f["new"]] == [f"o{i:03d}" for i in range(n_answered)]
     assert report["metrics"][0]["status"] != "fail"
     assert (report["verdict"] == "fail") == fails and result.exit_code == int(fails)
-    assert any("not significant" in w for w in report["warnings"]) == (n_answered == 1)
+    # out-of-domain cases are must-pass by default: a flip of one run per side is listed with the must-pass warning
+    assert any("one run per side cannot tell a flip" in w for w in report["warnings"])
+    assert not any("not significant" in w for w in report["warnings"])  # not warned twice
 
 
 def test_cluster_by_tag_gives_clustered_standard_errors(squad_pair, squad_runs):

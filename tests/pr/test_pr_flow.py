@@ -299,3 +299,32 @@ def test_junit_onto_the_run_s_own_outputs_is_refused_before_anything_runs(tmp_pa
     first = result.stderr.splitlines()[0]
     assert first.startswith("rag-gate: error: ") and f"--junit {junit}" in first and f"--out-dir {out}" in first
     assert not out.exists()  # nothing evaluated, nothing written
+
+
+def test_a_pr_that_relaxes_the_gate_is_judged_under_the_base_and_says_so(tmp_path):
+    """The issue's relaxation, in the PR's own rag-gate.yml: still judged (and failed) under the base's policy; the
+    comment, report.json and the JUnit property say what changes after merge."""
+    repo = tmp_path / "repo"
+    shas = make_scratch_repo(repo)
+    config = (repo / "rag-gate.yml").read_text()
+    (repo / "rag-gate.yml").write_text(config + "gate: [hit_rate@5]\nmargins: {refusal: 0.5}\nfail_on_new_ood: false\n")
+    junit = tmp_path / "junit.xml"
+    result = run_pr(
+        tmp_path,
+        (repo, shas, tmp_path / "cache"),
+        dict.fromkeys(GITHUB_VARS),
+        "--base-ref",
+        "main",
+        "--junit",
+        str(junit),
+    )
+    assert result.exit_code == 1, result.output  # the PR's break still fails under the base's gate
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    changes = {c["key"]: (c["base"], c["head"]) for c in report["policy_changes"]}
+    assert changes["margins.refusal"] == ("0.03", "0.5") and changes["fail_on_new_ood"] == ("true", "false")
+    assert changes["gate"][1] == "[hit_rate@5]"
+    comment = (tmp_path / "out" / "comment.md").read_text()
+    assert "**This PR changes the gate's policy** (applies after merge; this PR is judged under the base's)" in comment
+    assert "margins.refusal 0.03 → 0.5" in comment
+    properties = {p.get("name"): p.get("value") for p in assert_valid_junit(junit.read_text()).iter("property")}
+    assert "fail_on_new_ood true → false" in properties["policy_changes"]

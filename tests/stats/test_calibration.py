@@ -62,3 +62,10 @@ def test_per_case_aa_false_list_rate_holds_q_on_heterogeneous_cases(kind, rubric
 def test_smallest_flaggable_change_table():
     assert [calibration.smallest_flaggable_change("binary", r) for r in (2, 3, 5)] == [None, 1.0, 0.6]
     assert [calibration.smallest_flaggable_change("graded", r) for r in (2, 3)] == [None, 0.2]
+
+
+def test_must_pass_aa_on_a_sampled_generator_stays_within_alpha():
+    """12 out-of-domain must-pass cases refusing with probability U(0.9, 1), R = 3 (a flip is certain there), A/A."""
+    prs = 100
+    rate = calibration.must_pass_aa_rate(n_ood=12, r=3, prs=prs, seed=6015, stable=(0.9, 1.0), flaky=0.0)
+    assert rate <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / prs)

@@ -255,8 +255,27 @@ def test_analyze_metrics_ex1_binary_fails():
     assert res.delta == pytest.approx(-0.2333333, abs=1e-7) and res.se == pytest.approx(0.0920187, abs=1e-7)
     assert (res.base_mean, res.head_mean) == pytest.approx((0.8, 0.5666667), abs=1e-7)
     assert res.confidence == pytest.approx(0.90) and res.ci_high < 0
-    assert res.mde == pytest.approx((1.644854 + 0.841621) * 0.0920187, abs=1e-5)
+    assert _mcnemar_rule_power(res.mde, 30, 9 / 30, 0.8, margin=0.05) == pytest.approx(0.80, abs=0.01)
+    assert _mcnemar_rule_power(res.mde - 0.01, 30, 9 / 30, 0.8, margin=0.05) < 0.80
     assert res.n_pairs == 30 and res.ratio is None
+
+
+def _mcnemar_rule_power(
+    delta: float, n: int, discordant: float, base_rate: float, *, margin: float, alpha: float = 0.05
+) -> float:
+    """Oracle: P(exact McNemar rejects at α and Δ̂ ≤ −m) when a drop breaks each case with probability δ/p (p the
+    base's pass rate; a broken case cannot improve): better with π_b = π₀(1 − δ/p), worse with π_b + δ
+    (2π₀ = ``discordant``), summed over every (worse, better) count with scipy's multinomial and binomtest."""
+    from scipy.stats import binomtest, multinomial
+
+    better = discordant / 2 * (1 - delta / base_rate)
+    law = multinomial(n, [better + delta, better, 1 - 2 * better - delta])
+    total = 0.0
+    for worse in range(n + 1):
+        for better in range(n + 1 - worse):
+            if worse - better >= margin * n and binomtest(better, worse + better, 0.5, "less").pvalue <= alpha:
+                total += law.pmf([worse, better, n - worse - better])
+    return total
 
 
 def test_analyze_metrics_ex2_margin_decides():

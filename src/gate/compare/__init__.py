@@ -17,6 +17,7 @@ import numpy as np
 from gate import __version__
 from gate.compare.cases import case_lists, case_results, error_entries, ood_failures
 from gate.compare.inputs import metric_inputs, shown_values, system_errors
+from gate.compare.mustpass import must_pass_failures
 from gate.compare.notes import changes, golden_changes, golden_warnings, unmatched_ids, unreadable_warnings
 from gate.comparison import (
     MESSAGE_LIMIT,
@@ -169,6 +170,7 @@ def compare(
     case_inputs = metric_inputs(base, head, cases, policy)[0] if added else inputs
     lists = case_lists(base, head, cases, case_results(case_inputs, broke), k_docs)
     ood = ood_failures(base, head, cases, policy)
+    must_pass = must_pass_failures(base, head, cases, policy, inputs)
     unmatched = unmatched_ids(base, head, contract, inputs)
     gated_retrieval = any(resolve(n).spec.stage == "retrieval" for n in policy.gated)
     decision = gate_decision(
@@ -182,6 +184,7 @@ def compare(
         error_budget=policy.error_budget,
         strict=policy.strict,
         unscorable=(unmatched,) if unmatched and gated_retrieval else (),
+        must_pass=must_pass,
     )
     if unmatched and not gated_retrieval:
         decision = replace(decision, warnings=(*decision.warnings, unmatched))
@@ -198,6 +201,7 @@ def compare(
             base_value=(shown := shown_values(inp))[0],
             head_value=shown[1],
             statistic="geometric mean" if inp.kind == "ratio" else "mean",
+            margin_relative=policy.relative_margin(inp.name),
         )
         for result, inp in zip(results, inputs, strict=True)
     )
@@ -234,4 +238,5 @@ def compare(
         golden_changes=golden_changes(head, diff, policy) if diff else None,
         changes=changes(base, head, files, commits),
         pairwise=pairwise_report(pairwise, cases) if pairwise is not None else None,
+        must_pass_failures=tuple(must_pass),
     )

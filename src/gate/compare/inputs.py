@@ -142,7 +142,7 @@ def metric_inputs(
     """One :class:`~gate.stats.MetricInput` per configured metric, and each gated metric's evaluation failures.
 
     Inputs hold the scores of ``cases`` (rows) × repeats; failures are counted per side over every repeat, before
-    repeats that never vary are collapsed into one.
+    repeats that never vary are collapsed into one. A relative margin is taken relative to :func:`base_value`.
     """
     clusters = cluster_labels(cases, evaluation.cluster_by)
     inputs, budget = [], []
@@ -164,7 +164,7 @@ def metric_inputs(
                 name=name,
                 kind=metric.spec.kind,
                 direction=metric.spec.direction,
-                margin=evaluation.margin(name),
+                margin=evaluation.margin(name, base_value(b)),
                 gated=name in evaluation.gated,
                 base=b,
                 head=h,
@@ -198,6 +198,13 @@ def _unreadable_by_change(
         out.append((values, failed | counted))
         added.append(int(counted.sum()))
     return out[0], out[1], (added[0], added[1])
+
+
+def base_value(values: np.ndarray) -> float:
+    """The base's value of a metric, the mean of its per-case means (what a relative margin is relative to)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(np.nanmean(np.nanmean(values, axis=1))) if values.size else math.nan
 
 
 def shown_values(inp: MetricInput) -> tuple[float, float]:

@@ -28,6 +28,7 @@ from gate.language import f1_unreadable
 from gate.metrics import resolve, score_case
 from gate.metrics.retrieval import ID_ADVICE, mismatch_example
 from gate.models import GoldenCase
+from gate.results import PolicyChange
 from gate.runs import Side
 from gate.scoring import detect_refusal
 from gate.stats import MetricInput
@@ -193,3 +194,41 @@ def changes(
         files=None if files is None else tuple(files),
         commits=commits,
     )
+
+
+POLICY_KEYS = ("gated", "margins", "alpha", "strict", "fail_on_new_ood", "must_pass", "error_budget", "trend")
+"""The :class:`~gate.config.GatePolicy` fields that decide what blocks a merge (DESIGN §8: a PR's changes to them
+apply after merge only, and are shown)."""
+
+
+def _flow(value: object) -> str:
+    """A setting as one line of YAML flow style, e.g. ``[hit_rate@5, mrr]`` or ``{refusal: 0.5}``."""
+    plain = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000).strip()
+    return plain.removesuffix("\n...").removesuffix("...").strip()
+
+
+def policy_changes(base: GatePolicy, head: GatePolicy) -> tuple[PolicyChange, ...]:
+    """The gate settings ``head`` (the PR's config) changes from ``base``, one per config key, in field order.
+
+    Margins, must-pass and trend settings are compared key by key (``margins.refusal``, ``must_pass.out_of_domain``,
+    ``trend.critical``), so one line says exactly what moved; ``gated`` is the config's ``gate``; an unset margin
+    shows the metric's default.
+    """
+    out = []
+    old, new = base.to_dict(), head.to_dict()
+    for policy, plain in ((base, old), (head, new)):  # an unset margin is the metric's default: show its value
+        names = base.margins.keys() | head.margins.keys()
+        plain["margins"] = {n: policy.margins.get(n, resolve(n).spec.default_margin) for n in names}
+    for name in POLICY_KEYS:
+        key = "gate" if name == "gated" else name
+        a, b = old.get(name), new.get(name)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            for sub in sorted(a.keys() | b.keys()):
+                if a.get(sub) != b.get(sub):
+                    shown = (_flow(a[sub]) if sub in a else "–", _flow(b[sub]) if sub in b else "–")
+                    out.append(PolicyChange(f"{key}.{sub}", *shown))
+        else:
+            out.append(PolicyChange(key, _flow(a), _flow(b)))
+    return tuple(out)

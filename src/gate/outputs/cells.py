@@ -149,8 +149,19 @@ def case_change(m: CaseMetric, label: str) -> str:
 
 
 def margin_cell(row: MetricRow) -> str:
-    """The margin: absolute for binary and graded metrics, relative (``10 %``) for ratio metrics."""
-    return numbers.percent(row.margin) if row.kind == "ratio" else numbers.number(row.margin)
+    """The margin: absolute for binary and graded metrics, relative (``10 %``) for ratio metrics.
+
+    A margin given relative to the base's value shows the effective margin and its rule: ``0.020 (50 % of base)``.
+    """
+    if row.kind == "ratio":
+        return numbers.percent(row.margin)
+    rule = f" ({numbers.percent(row.margin_relative)} of base)" if row.margin_relative is not None else ""
+    return numbers.number(row.margin) + rule
+
+
+def policy_changes_text(comparison: Comparison) -> str:
+    """The PR's changes to the gate's policy in one line: ``key old → new; …`` (empty when none)."""
+    return "; ".join(f"{c.key} {c.base} → {c.head}" for c in comparison.policy_changes)
 
 
 def mde_cell(row: MetricRow) -> str:

@@ -2,9 +2,10 @@
 
 Two test suites: one test case per gated metric (a failed metric is a ``<failure>`` carrying its reason; an
 inconclusive or not-applicable one is ``<skipped>``, the reason as its text; a metric whose evaluation failures
-broke the error budget an ``<error>``), and one per regressed case and per new out-of-domain failure (each a
-``<failure>`` saying what changed, and where the case is in the golden set). Built with the standard library's
-ElementTree; untrusted text is cut and stripped of the characters XML 1.0 cannot hold.
+broke the error budget an ``<error>``), and one per must-pass flip (first: a ``<failure>`` when certain, else
+``<skipped>``), per regressed case and per new out-of-domain failure (each a ``<failure>`` saying what changed,
+and where the case is in the golden set). A policy change of the PR is the ``policy_changes`` property. Built
+with the standard library's ElementTree; untrusted text is cut and stripped of the characters XML 1.0 cannot hold.
 
 The document is valid against both schemas CI reporters are written for (``tests/schemas/``): Jenkins' (dtkit
 ``junit-4.xsd``) and the stricter Apache Ant one (windyroad ``JUnit.xsd``). What that asks of it: every
@@ -142,6 +143,7 @@ def render_junit(
             ("repeats", f"{comparison.repeats.base}/{comparison.repeats.head}"),
             ("base", comparison.base.git_sha or ""),
             ("head", comparison.head.git_sha or ""),
+            *([("policy_changes", cells.policy_changes_text(comparison))] if comparison.policy_changes else []),
         ],
     )
     figures = [_metric_case(metrics, row, broken) for row in comparison.gated]
@@ -149,6 +151,18 @@ def render_junit(
     cases = _suite(root, "rag-gate.cases", 1, when, host)
     _properties(cases, [("golden", golden_file or ""), ("cases", comparison.n_cases)])
     labels = {m.name: m.label for m in comparison.metrics}
+    new_ood = {f.id for f in comparison.ood_failures if f.new}
+    for flip in comparison.must_pass_failures:  # first: a contract, not a statistic
+        if not flip.certain and flip.id in new_ood:
+            continue  # listed below as an out-of-domain failure, as before must-pass cases existed
+        case = _case(cases, "rag-gate.must-pass", flip.id)
+        lines = [*_where(golden_file, flip.line), f"question: {flip.question}", f"head answered: {flip.answer}"]
+        message = f"must-pass case passed on base, failed on head in every repeat: {flip.why}"
+        if flip.certain:
+            ET.SubElement(case, "failure", message=_text(message, 500), type="must-pass").text = _text("\n".join(lines))
+        else:
+            ET.SubElement(case, "skipped").text = _text(f"{message} (not certain: not blocking)\n" + "\n".join(lines))
+    listed = {flip.id for flip in comparison.must_pass_failures if flip.certain}
     for entry in comparison.regressed_cases:
         case = _case(cases, "rag-gate.cases", entry.id, entry.latency_ms)
         changes = [cells.case_change(m, labels.get(m.name, m.name)) for m in entry.metrics]
@@ -161,7 +175,7 @@ def render_junit(
         message = f"regressed ({entry.cause}): " + "; ".join(changes)
         ET.SubElement(case, "failure", message=_text(message, 500), type="regression").text = _text("\n".join(detail))
     for failure in comparison.ood_failures:
-        if not failure.new:
+        if not failure.new or failure.id in listed:
             continue
         case = _case(cases, "rag-gate.out-of-domain", failure.id, failure.latency_ms)
         message = "out-of-domain question refused on base, answered on head"

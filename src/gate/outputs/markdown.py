@@ -34,7 +34,15 @@ SUMMARY_LIMIT = 1_000_000
 """The job summary of one step is limited to 1 MiB; stay a little below it (characters)."""
 DEFAULT_MAX_CHARS = 60_000
 """Default cap: below GitHub's limit, with room for the marker and a footer."""
-CASE_LISTS = ("regressed_cases", "suspected_cases", "ood_failures", "improved_cases", "flaky_cases", "errors")
+CASE_LISTS = (
+    "must_pass_failures",
+    "regressed_cases",
+    "suspected_cases",
+    "ood_failures",
+    "improved_cases",
+    "flaky_cases",
+    "errors",
+)
 """The per-case lists of a :class:`~gate.comparison.Comparison` that are shortened when a comment is too long."""
 MAX_FILES = 30
 """Changed files listed in the comment (the rest are counted)."""
@@ -93,6 +101,7 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         usage=cells.usage_text,
         pairwise_line=cells.pairwise_text,
         margin=cells.margin_cell,
+        policy_changes=cells.policy_changes_text,
         mde=cells.mde_cell,
         files_total=cells.files_total,
         file_change=cells.file_change,

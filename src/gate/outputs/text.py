@@ -71,7 +71,12 @@ def render_text(comparison: Comparison, *, max_items: int = MAX_ITEMS) -> str:
     out = [f"rag-gate: {c.verdict.upper()}", ""]
     out += [f"- {plain(reason, 400)}" for reason in c.reasons]
     out += [f"! {plain(warning, 400)}" for warning in c.warnings]
-    regressed = f"{len(c.regressed_cases)} regressed"
+    if c.policy_changes:
+        moved = plain(cells.policy_changes_text(c), 400)
+        out.append(f"! This PR changes the gate's policy (applies after merge; judged under the base's): {moved}")
+    blocking = sum(f.certain for f in c.must_pass_failures)
+    must = f"{len(c.must_pass_failures)} must-pass failed ({blocking} blocking) · " if c.must_pass_failures else ""
+    regressed = f"{must}{len(c.regressed_cases)} regressed"
     out += [
         "",
         f"{c.n_cases} paired cases ({c.n_out_of_domain} out-of-domain) · repeats base {c.repeats.base} / head "
@@ -90,6 +95,11 @@ def render_text(comparison: Comparison, *, max_items: int = MAX_ITEMS) -> str:
         rows.append((m.metric, m.base, m.head, m.delta, m.interval, m.p, m.counts, m.status))
     out += _table(rows)
     out += [f"  {note}" for note in cells.table_notes(c)]
+    if c.must_pass_failures:
+        out += ["", f"Must-pass cases that failed: {len(c.must_pass_failures)}"]
+        out += [f"- {'blocking' if f.certain else 'not certain'} {f.id}: {plain(f.question, 100)} · {f.why}"
+                for f in c.must_pass_failures[:max_items]]  # fmt: skip
+        out += _more(list(c.must_pass_failures), max_items)
     out += _cases("Regressed cases", c.regressed_cases, labels, max_items)
     new = [f for f in c.ood_failures if f.new]
     if c.ood_failures:

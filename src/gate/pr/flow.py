@@ -24,6 +24,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from gate import outputs
+from gate.compare.notes import policy_changes
 from gate.comparison import exit_code_for, relocate
 from gate.config import load_config
 from gate.errors import NUL_INPUT, EvaluationError, GateError, InputError, is_nul_error
@@ -228,7 +229,8 @@ def _compare(run: PrRun) -> PrResult:
     trend, trend_note = (
         check_head(store, head_run, base, base_sha=base_sha, head_sha=head_sha, out=out) if store else (None, "")
     )
-    comparison = relocate(dataclasses.replace(compared.comparison, trend=trend), head_lines)
+    moved = policy_changes(base.evaluation, run.head.evaluation)  # the PR's own config: applies after merge
+    comparison = relocate(dataclasses.replace(compared.comparison, trend=trend, policy_changes=moved), head_lines)
     render_options = outputs.RenderOptions(
         details_url=context.run_url,
         golden_file=relative(head_golden, repo),

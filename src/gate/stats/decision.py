@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
-from gate.results import Decision, ErrorBudgetUse, MetricResult, Status, raw_difference
+from gate.results import OOD_ANSWERED, Decision, ErrorBudgetUse, MetricResult, MustPassFailure, Status, raw_difference
 from gate.results import Verdict as Verdict  # re-exported: the types' home is gate.results
 from gate.stats import numbers
 from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
@@ -24,7 +23,13 @@ from gate.stats.intervals import (
     paired_se,
     units_of,
 )
-from gate.stats.power import ZERO_MARGIN_ALPHA, recommendation, variance_decomposition
+from gate.stats.power import (
+    ZERO_MARGIN_ALPHA,
+    cases_needed,
+    detectable_drop,
+    recommendation,
+    variance_decomposition,
+)
 from gate.stats.selection import MetricTest, select
 from gate.stats.significance import EXACT_MAX_UNITS, holm, mcnemar_exact, sign_flip_draws
 
@@ -269,13 +274,17 @@ def _decide(
     n_pairs: int,
     n_worse: int,
     shown: _Shown,
+    resolution: float = 0.0,
 ) -> tuple[Status, str]:
     """Apply the outcome rule on the oriented scale (``margin`` already on that scale).
 
     FAIL: U < 0 (the test's p ≤ α: they are one procedure) and Δ̂ ≤ −m. PASS: L ≥ −m (non-inferior), or Δ̂ > 0
     (head better: an improvement, significant or not, never reads as inconclusive and never blocks), or no paired
-    case got worse (``n_worse`` 0: however wide the interval on few cases, no regression). Else INCONCLUSIVE: worse
-    (or unchanged on average while some cases got worse), but not significantly beyond the margin.
+    case got worse (``n_worse`` 0: however wide the interval on few cases, no regression), or the margin is smaller
+    than one case (``resolution``, 1/N for a binary metric) and the worsening is at most one case: N cases cannot
+    show a change smaller than one case, and one case is never significant (exact McNemar 1 vs 0: p = ½), so such a
+    margin would turn every single flip into "inconclusive". Else INCONCLUSIVE: worse (or unchanged on average while
+    some cases got worse), but not significantly beyond the margin.
     """
     if n_pairs < 2:
         return "inconclusive", f"only {n_pairs} paired case(s)"
@@ -303,6 +312,11 @@ def _decide(
         return "pass", f"non-inferior{minor}: {shown.effect}, CI {shown.interval} excludes a {drop} of {shown.margin}"
     if n_worse == 0:
         return "pass", f"no paired case got worse ({n_pairs} of {n_pairs} unchanged)"
+    if margin < resolution and -delta <= resolution * (1 + 1e-9):
+        return "pass", (
+            f"within one case: {shown.effect} is at most one case of {n_pairs}, and the margin of {shown.margin} is "
+            f"smaller than one case ({numbers.number(resolution)}): {n_pairs} cases cannot show a smaller change"
+        )
     if delta <= -margin:  # beyond the margin on average, but the test (and so the interval) is not significant
         return "inconclusive", (
             f"{shown.worse} beyond the margin of {shown.margin}: {shown.effect}, CI {shown.interval}, but "
@@ -372,8 +386,11 @@ def analyze_metrics(
     testable = np.array([bool(np.any(pair.d != 0)) for pair in pairs], dtype=bool)
     p_adj, levels = _holm_levels(p, alphas, gated, testable)
     intervals = _intervals(tested, levels)
+    # The MDE's level: a worsening of one metric alone is tested at α_k/M by Holm's first step (M: the family)
+    family = int(np.sum(gated & testable & ~np.isnan(p)))
+    first_step = np.where(gated, alphas / max(family, 1), alphas)
     return [
-        _result(inp, pairs[k], intervals[k], p[k], p_adj[k], tested[k][1], alphas[k], levels[k], strict)
+        _result(inp, pairs[k], intervals[k], p[k], p_adj[k], tested[k][1], alphas[k], levels[k], strict, first_step[k])
         for k, inp in enumerate(inputs)
     ]
 
@@ -388,6 +405,7 @@ def _result(
     alpha_k: float,
     level: float,
     strict: bool,
+    mde_level: float,
 ) -> MetricResult:
     d, n = pair.d, pair.d.size
     margin = ratio_scale(inp.margin, inp.direction) if inp.kind == "ratio" else inp.margin
@@ -404,9 +422,8 @@ def _result(
     clipped = inp.kind != "ratio" and bool(low < -1.0 or high > 1.0)
     if clipped:
         low, high = max(low, -1.0), min(high, 1.0)
-    # With no variation at all (se 0: a deterministic, unchanged pipeline) the formula gives 0, which would claim
-    # any drop is detectable; the MDE is undefined there (NaN, shown as "–").
-    mde = float((special.ndtri(1 - level) + special.ndtri(POWER)) * se) if se > 0 else float("nan")
+    # With no variation at all (se 0: a deterministic, unchanged pipeline) the MDE is undefined (NaN, shown "–").
+    mde = _mde(inp, pair, se, margin, mde_level) if n >= 2 and se > 0 else float("nan")
     r_base, r_head = inp.base.shape[1], inp.head.shape[1]
     label = numbers.percent(inp.margin) if inp.kind == "ratio" else numbers.number(inp.margin)
     advice = recommendation(
@@ -424,7 +441,11 @@ def _result(
     )
     delta = float(np.mean(d)) if n else float("nan")
     n_worse = int(np.count_nonzero(d < 0))
-    status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, n_worse, _shown(inp, delta, low, high))
+    resolution = 1 / n if inp.kind == "binary" and n else 0.0
+    shown = _shown(inp, delta, low, high)
+    status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, n_worse, shown, resolution)
+    if status == "inconclusive" and n >= 2 and se > 0:
+        reason += _settle(inp, pair, se, margin, mde_level, -delta, (omega2, s2_a, s2_b))
     if n == 0 and not _has_values(inp):
         status, reason = "not_applicable", "applies to no case on either side: left out of the decision"
     if strict and status == "inconclusive":
@@ -473,6 +494,59 @@ def _result(
     )
 
 
+def _power_model(inp: MetricInput, pair: _Paired, se: float) -> dict[str, float | bool]:  # noqa: D103
+    """The arguments of :func:`gate.stats.power.detection_power` that describe this metric's data and test."""
+    n = pair.d.size
+    mcnemar = select(inp.kind, pair.base_rep.shape[1], pair.head_rep.shape[1], inp.clusters is not None).metric
+    if mcnemar is MetricTest.MCNEMAR_EXACT:
+        passed = float(np.mean(pair.base_means)) if inp.direction == "higher" else 1 - float(np.mean(pair.base_means))
+        return {"var0": float(np.mean(pair.d**2)), "mcnemar": True, "base_rate": passed}
+    return {"var0": n * se * se, "kappa": 1.0 if inp.kind == "binary" else 0.0, "mcnemar": False}
+
+
+def _mde(inp: MetricInput, pair: _Paired, se: float, margin: float, level: float) -> float:
+    """The worsening the gate's own rule catches with 80 % power (:func:`gate.stats.power.detectable_drop`)."""
+    largest = 1.0 if inp.kind != "ratio" else math.log(10.0)  # a tenfold slow-down at most
+    model = _power_model(inp, pair, se)
+    return detectable_drop(pair.d.size, level=level, margin=margin, power=POWER, largest=largest, **model)  # type: ignore[arg-type]
+
+
+def _settle(
+    inp: MetricInput, pair: _Paired, se: float, margin: float, level: float, worsening: float, split: tuple
+) -> str:
+    """What would settle an inconclusive metric, from the power model of the MDE: "; to settle it: …" or "".
+
+    A worsening beyond the margin: the cases (and, where repeats vary, the repeats) with which the gate's rule
+    catches a true worsening of the observed size with 80 % power. Within the margin: those with which the
+    non-inferiority bound rules a worsening of the margin out, with 80 % power, if the true change is the observed
+    one. Repeats are advised only when they vary (σ² > 0 on a side): repeats of a deterministic pipeline add nothing.
+    """
+    n = pair.d.size
+    model = _power_model(inp, pair, se)
+    rule_out = worsening < margin
+    what = (
+        f"rule out a {'drop' if inp.direction == 'higher' else 'rise'} beyond the margin"
+        if rule_out
+        else ("show a worsening of this size significantly")
+    )
+    need = cases_needed(max(worsening, 0.0), level=level, margin=margin, power=POWER, rule_out=rule_out, **model)  # type: ignore[arg-type]
+    if need is None:
+        return ""
+    if need <= n:  # the data are on the edge: the model says this N suffices
+        return f"; to settle it: the same N = {n} again with fresh runs ({what} with 80 % power)"
+    text = f"; to settle it: N ≈ {need} paired cases ({need - n} more) would {what} with 80 % power"
+    omega2, s2_a, s2_b = split
+    if not model["mcnemar"] and np.isfinite(s2_a) and np.isfinite(s2_b) and s2_a + s2_b > 0:
+        for r in range(max(inp.base.shape[1], inp.head.shape[1]) + 1, 21):
+            enough = cases_needed(
+                max(worsening, 0.0), level=level, margin=margin, power=POWER, rule_out=rule_out,
+                var0=omega2 + (s2_a + s2_b) / r, kappa=float(model.get("kappa", 0.0)),
+            )  # fmt: skip
+            if enough is not None and enough <= n:
+                return text + f", or R = {r} repeats per side at this N"
+    return text
+
+
 def gate_decision(
     results: Sequence[MetricResult],
     *,
@@ -485,6 +559,7 @@ def gate_decision(
     error_budget: float = 0.05,
     strict: bool = False,
     unscorable: Sequence[str] = (),
+    must_pass: Sequence[MustPassFailure] = (),
 ) -> Decision:
     """The verdict of the whole gate (DESIGN §8: four outcomes).
 
@@ -501,6 +576,12 @@ def gate_decision(
     metric is never inconclusive); otherwise PASS. Metrics that apply
     to no case are left out. ``strict`` turns INCONCLUSIVE into FAIL.
 
+    Before all of these, FAIL when a must-pass case flipped certainly (``must_pass``: passed on base in every repeat,
+    failed on head in every repeat, with R ≥ 3, or R ≥ 2 on a deterministic pipeline; STATISTICS.md §7): a contract,
+    like a failing assertion, whatever the statistics say. A flip that is not certain is a warning (and, out of
+    domain, still blocks by the refusal test above when that drop is significant). New out-of-domain failures that
+    are such flips are neither counted nor warned about twice.
+
     Args:
         results: from :func:`analyze_metrics`; ungated ones are ignored.
         new_ood_failures: out-of-domain cases refused on base and answered on head, ≥ 0.
@@ -512,6 +593,7 @@ def gate_decision(
         error_budget: largest tolerated share of evaluation failures of one gated metric on one side, in [0, 1].
         strict: release mode.
         unscorable: one line per gated metric (or family) that cannot be scored on either side, and why.
+        must_pass: the must-pass cases that flipped (:func:`gate.compare.mustpass.must_pass_failures`).
 
     Returns:
         The :class:`Decision`.
@@ -520,18 +602,28 @@ def gate_decision(
 
     """
     fails, broken, doubts, warnings = [], list(unscorable), [], []
+    certain = [f for f in must_pass if f.certain]
+    if certain:
+        ids = ", ".join(f.id for f in certain[:5]) + (", …" if len(certain) > 5 else "")
+        fails.append(
+            f"{len(certain)} must-pass case(s) passed on base in every repeat and fail on head in every repeat ({ids})"
+        )
+    if doubtful := [f for f in must_pass if not f.certain]:
+        warnings.append(_must_pass_warning(doubtful))
     if new_system_failures:
         fails.append(f"the pipeline fails on {new_system_failures} case(s) the base answered (system errors)")
-    if new_ood_failures and fail_on_new_ood:
+    new_ood_failures -= sum(f.why == OOD_ANSWERED for f in certain)  # blocking already
+    covered = new_ood_failures <= sum(f.why == OOD_ANSWERED for f in doubtful)  # warned about as must-pass flips
+    if new_ood_failures > 0 and fail_on_new_ood:
         p_refusal = None if refusal is None else (refusal.p_adjusted if refusal.gated else refusal.p_value)
         if p_refusal is None or p_refusal <= alpha:
             fails.append(f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head")
-        else:
+        elif not covered:
             label = "p (Holm-adjusted)" if refusal is not None and refusal.gated else "p"
             warnings.append(
                 f"{new_ood_failures} out-of-domain question(s) refused on base are answered on head, but the fall "
                 f"in refusals is not significant ({numbers.p_clause(label, p_refusal)}): listed, not blocking "
-                "(more cases or repeats tell a real fall from noise)"
+                "(more out-of-domain cases tell a real fall from noise; must-pass cases block on a certain flip)"
             )
     for res in results:
         if res.gated and res.status == "fail":
@@ -556,3 +648,17 @@ def gate_decision(
         f"all {n_gated} gated metric(s) non-inferior within their margins or better" if n_gated else "no gated metrics"
     )
     return Decision("pass", (reason,), tuple(warnings))
+
+
+def _must_pass_warning(doubtful: Sequence[MustPassFailure]) -> str:
+    """The warning for must-pass flips that are not certain (R = 1, or repeats that vary at R = 2)."""
+    r = min(min(f.repeats_base, f.repeats_head) for f in doubtful)
+    why = (
+        "one run per side cannot tell a flip from a sampled generator's noise"
+        if r == 1
+        else f"{r} repeats that vary cannot tell a flip from noise"
+    )
+    return (
+        f"{len(doubtful)} must-pass case(s) passed on base and failed on head in every repeat, but {why}: listed, "
+        "not blocking (`repeats: 2` on a deterministic pipeline, or `repeats: 3`, makes such a flip block)"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -248,3 +249,169 @@ def smallest_holm_p(n_units: int, n_tests: int) -> float:
     if n_units < 0 or n_tests < 1:
         raise ValueError(f"need n_units ≥ 0 and n_tests ≥ 1, got {n_units}, {n_tests}")
     return min(1.0, n_tests * 0.5**n_units)
+
+
+def detection_power(
+    delta: float,
+    n: int,
+    *,
+    level: float,
+    margin: float,
+    var0: float,
+    kappa: float = 0.0,
+    mcnemar: bool = False,
+    base_rate: float = 1.0,
+) -> float:
+    """Power of the gate's own FAIL rule against a true worsening ``delta``: P(U < 0 at ``level`` and Δ̂ ≤ −m).
+
+    Two models of the paired differences d_i (oriented, negative = worse):
+
+    - ``mcnemar`` (binary, one run per side, no clusters): a diffuse drop breaks each case with probability
+      q = δ/p (p = ``base_rate``, the base's pass rate), and a broken case can no longer improve: each case is
+      better with probability π_b = π₀(1 − q) and worse with π_w = π_b + δ, where 2π₀ = ``var0`` is the share of
+      discordant cases without a change (A/A noise). Exact: n_d ~ Bin(n, π_w + π_b), b | n_d ~ Bin(n_d,
+      π_w/(π_w + π_b)); FAIL iff exact McNemar rejects (P(Bin(n_d, ½) ≥ b) ≤ ``level``) and (b − c)/n ≥ m, i.e.
+      b ≥ (n_d + m·n)/2.
+    - otherwise (the sign-flip test): d̄ ~ N(δ, σ_δ²/n) with σ_δ² = ``var0`` + κ·δ(1 − δ) (κ = 1 for binary
+      metrics, whose drop flips cases; 0 for a shift of graded scores or log-ratios). The sign-flip test's null
+      spread is the raw second moment of the d_i, so it rejects iff d̄ ≥ z·σ_δ/√(n − z²) (z = Φ⁻¹(1 − ``level``));
+      the margin rule adds d̄ ≥ m.
+
+    Args:
+        delta: the true worsening, ≥ 0, in metric units (log-ratio units for ratio metrics).
+        n: paired cases (units), ≥ 1.
+        level: the one-sided level the test runs at (α′ of Holm), in (0, 0.5).
+        margin: m ≥ 0 on the same scale.
+        var0: the per-case variance of d without a change (binary R = 1: the discordant share), ≥ 0.
+        kappa: growth of the variance with the drop (see above).
+        mcnemar: use the exact McNemar model.
+        base_rate: the base's pass rate p in (0, 1] (McNemar model).
+
+    Returns:
+        The power in [0, 1].
+
+    Source: Miller (2024), arXiv:2411.00640, Eq. 10 (normal model); exact McNemar power by conditioning on the
+    discordant pairs (Lachin 1992, Stat. Med. 11(9), doi:10.1002/sim.4780110907); the outcome rule of STATISTICS.md §3.
+    """
+    from scipy import special, stats
+
+    if mcnemar:
+        better = var0 / 2 * max(0.0, 1 - delta / max(base_rate, 1e-12))
+        q = min(1.0, 2 * better + delta)
+        if q <= 0:
+            return 0.0
+        spread = 12 * math.sqrt(n * q * (1 - q)) + 12  # discordant counts beyond ±12 SD carry no probability
+        k = np.arange(max(0, math.floor(n * q - spread)), min(n, math.ceil(n * q + spread)) + 1)
+        critical = stats.binom.isf(level, k, 0.5) + 1  # smallest b with P(Bin(k, ½) ≥ b) ≤ level
+        needed = np.maximum(critical, np.ceil((k + margin * n) / 2 - 1e-9))
+        share = min(1.0, (better + delta) / q)
+        return float(np.sum(stats.binom.pmf(k, n, q) * stats.binom.sf(needed - 1, k, share)))
+    z = float(special.ndtri(1 - level))
+    sd = math.sqrt(max(var0 + kappa * delta * (1 - delta), 0.0))
+    if 0.5**n > level or n <= z * z:  # the sign-flip test's smallest p is 2^−n
+        return 0.0
+    if sd == 0:  # every case moved by exactly δ
+        return float(delta >= margin)
+    threshold = max(z * sd / math.sqrt(n - z * z), margin)
+    return float(special.ndtr((delta - threshold) / (sd / math.sqrt(n))))
+
+
+def detectable_drop(
+    n: int,
+    *,
+    level: float,
+    margin: float,
+    var0: float,
+    kappa: float = 0.0,
+    mcnemar: bool = False,
+    base_rate: float = 1.0,
+    power: float = 0.8,
+    largest: float = 1.0,
+) -> float:
+    """The minimum detectable worsening: the smallest δ that :func:`detection_power` catches with ``power``.
+
+    The drop the gate's own rule (the test at the Holm level it runs at, and Δ̂ ≤ −m) fails with probability
+    ``power`` at this N, R and margin; always above the margin (a drop of exactly m is caught at most half the time).
+
+    Args:
+        n: paired cases (units), ≥ 1.
+        level: one-sided test level α′.
+        margin: m ≥ 0.
+        var0: per-case variance of d without a change (see :func:`detection_power`).
+        kappa: growth of the variance with the drop.
+        mcnemar: the exact McNemar model.
+        base_rate: the base's pass rate (McNemar model).
+        power: target power in (0, 1).
+        largest: the largest worsening possible (1 for metrics in [0, 1]).
+
+    Returns:
+        δ in (0, ``largest``], found by bisection to 1e-4; NaN when no worsening up to ``largest`` is caught with
+        that power (too few cases).
+
+    Source: :func:`detection_power`.
+    """
+    if mcnemar:
+        largest = min(largest, base_rate)
+    power_at = functools.partial(detection_power, n=n, level=level, margin=margin, var0=var0, kappa=kappa,
+                                 mcnemar=mcnemar, base_rate=base_rate)  # fmt: skip
+    if power_at(largest) < power:
+        return math.nan
+    low, high = 0.0, largest
+    while high - low > 1e-4:
+        mid = (low + high) / 2
+        low, high = (low, mid) if power_at(mid) >= power else (mid, high)
+    return high
+
+
+def cases_needed(
+    delta: float,
+    *,
+    level: float,
+    margin: float,
+    var0: float,
+    kappa: float = 0.0,
+    mcnemar: bool = False,
+    base_rate: float = 1.0,
+    power: float = 0.8,
+    rule_out: bool = False,
+    limit: int = 1_000_000,
+) -> int | None:
+    """Paired cases that settle a worsening ``delta`` with ``power``, by the model of :func:`detection_power`.
+
+    ``rule_out`` False: cases for which the gate's rule fails a true worsening ``delta`` (> m) with ``power``.
+    ``rule_out`` True (``delta`` < m): cases for which the non-inferiority bound L = Δ̂ − z·σ/√n clears −m with
+    ``power``: n = ((z_{1−α′} + z_power)·σ_δ/(m − δ))².
+
+    Returns:
+        The smallest such n, or None when none ≤ ``limit`` does (e.g. δ = m).
+
+    Source: :func:`detection_power`; Miller (2024), arXiv:2411.00640, Eq. 9 (rule-out case).
+    """
+    from scipy import special
+
+    if rule_out:
+        sd2 = var0 + kappa * delta * (1 - delta) if not mcnemar else var0 + delta - delta * delta
+        if margin <= delta:
+            return None
+        z = float(special.ndtri(1 - level) + special.ndtri(power))
+        need = math.ceil(z * z * sd2 / (margin - delta) ** 2)
+        return need if need <= limit else None
+    if delta <= margin:
+        return None
+
+    def caught(n: int) -> bool:
+        chance = detection_power(
+            delta, n, level=level, margin=margin, var0=var0, kappa=kappa, mcnemar=mcnemar, base_rate=base_rate
+        )
+        return chance >= power
+
+    high = 2
+    while not caught(high):
+        high *= 2
+        if high > limit:
+            return None
+    low = high // 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if caught(mid) else (mid, high)
+    return high
