@@ -331,7 +331,7 @@ def _start_worker(evaluation: GatePolicy, with_judge: bool) -> None:
     die_with_parent(os.getppid())  # a worker left by a killed rag-gate (SIGKILL, OOM) exits, not orphaned
     _WORKER["metrics"] = [resolve(name) for name in evaluation.metrics]
     _WORKER["evaluation"] = evaluation
-    _WORKER["judge"] = get_judge(evaluation.judge) if with_judge else None
+    _WORKER["judge"] = get_judge(evaluation.judge_spec()) if with_judge else None
     _WORKER["chunks"] = 0
     gc.freeze()  # as gc_frozen: the collector's passes skip the libraries and the judge's tables
 
