@@ -286,7 +286,7 @@ def _score_pairs(
         yield from map(one, range(len(pairs)))
         return
     with ThreadPoolExecutor(evaluation.judge_concurrency, thread_name_prefix="rag-gate-judge-call") as pool:
-        judgments = pool.map(lambda pair: judgment_of(*pair, metrics, evaluation, judge), pairs)
+        judgments = pool.map(lambda pair: judgment_of(pair[0], pair[1], metrics, evaluation, judge), pairs)
         yield from itertools.starmap(one, enumerate(judgments))
 
 
