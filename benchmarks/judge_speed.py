@@ -64,20 +64,22 @@ def serve(portfile: str, latency: float) -> None:
     """Run the stub on 127.0.0.1 (a free port, written to ``portfile``) until killed."""
     from aiohttp import web
 
-    busy = {"seconds": 0.0, "requests": 0}
+    busy = {"seconds": 0.0, "requests": 0, "first": None, "last": None}  # first arrival, last answer (epoch s)
 
     async def stats(request: web.Request) -> web.Response:
         out = dict(busy)
         if request.method == "POST":  # reset
-            busy.update(seconds=0.0, requests=0)
+            busy.update(seconds=0.0, requests=0, first=None, last=None)
         return web.json_response(out)
 
     async def completions(request: web.Request) -> web.Response:
         arrived = time.perf_counter()
+        busy["first"] = busy["first"] or time.time()
         body = await request.json()
         await asyncio.sleep(latency)
         busy["seconds"] += time.perf_counter() - arrived
         busy["requests"] += 1
+        busy["last"] = time.time()
         return web.json_response({
             "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": body.get("model", "stub"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": stub_answer(body)},

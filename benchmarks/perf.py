@@ -19,6 +19,10 @@ a shared machine: the ratios are the claim, not the seconds). Rows:
 6. LLM judges against a 200 ms local endpoint (``benchmarks/judge_speed.py``'s stub and runners): efficiency
    (ideal / measured) of the rubric (llm) judge and the ragas judge, and the ragas judge against ragas' own
    ``ascore``.
+6b. The rubric (llm) judge through a whole ``rag-gate run`` (section ``judges-cli``): 400 answers (``pipeline:
+    predictions:``, the default metrics), the 200 ms stub on 127.0.0.1, ``judge_concurrency`` C = 8 and 32, the answer
+    cache on (a fresh directory per run). Judge phase = the run's wall time − the same run with the lexical judge;
+    efficiency = ceil(requests / C) × latency / judge phase (goal ≥ 0.95); both runs at this process's priority.
 7. ``rag-gate pr`` with the base cache: a push to main stores the base, then two pushes to a PR (fake GitHub on
    127.0.0.1, the tests' scratch repository); base cases run each time are counted by the pipeline itself.
 8. Scoring on every core, on ``perfdata.make_project``'s answers (default metrics, lexical judge):
@@ -59,7 +63,19 @@ sys.path[:0] = [str(HERE), str(ROOT / "tests"), str(ROOT / "tests" / "pr")]  # p
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
 RAG_GATE = str(Path(sys.executable).with_name("rag-gate"))
-SECTIONS = ("compare", "retrieval", "startup", "run", "sleep", "judges", "cache", "scoring", "compare2k", "e2e")
+SECTIONS = (
+    "compare",
+    "retrieval",
+    "startup",
+    "run",
+    "sleep",
+    "judges",
+    "judges-cli",
+    "cache",
+    "scoring",
+    "compare2k",
+    "e2e",
+)
 NO_JUDGE_METRICS = (
     "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "answer_f1", "exact_match", "refusal",
     "false_refusal", "error_rate", "latency_ms", "cost_usd",
@@ -513,6 +529,92 @@ def judge_rows_at(url: str, c: int, rounds: int, runs: int, latency: float) -> l
     return rows
 
 
+def judge_cli_rows(concurrencies: Sequence[int], n: int, runs: int, work: Path, latency: float = 0.2) -> list[Row]:
+    """Row 6b: the rubric judge's efficiency through ``rag-gate run`` (the judge phase against the lexical run)."""
+    import math
+
+    import judge_speed as js
+
+    root = work / "judges-cli"
+    root.mkdir()
+    with (root / "golden.jsonl").open("w") as golden, (root / "preds.jsonl").open("w") as preds:
+        for i in range(n):
+            golden.write(
+                json.dumps(
+                    {
+                        "id": f"q{i}",
+                        "question": f"What colour is item {i}?",
+                        "expected_doc_ids": [f"d{i}"],
+                        "reference_answers": ["blue"],
+                    }
+                )
+                + "\n"
+            )
+            preds.write(
+                json.dumps(
+                    {
+                        "id": f"q{i}",
+                        "answer": f"Item {i} is blue. It was made in {1900 + i % 100}.",
+                        "retrieved": [
+                            {"id": f"d{i}", "text": f"Item {i} is a blue widget made in {1900 + i % 100} by Acme."}
+                        ],
+                        "latency_ms": 100.0,
+                    }
+                )
+                + "\n"
+            )
+    stub, url = js.start_stub(latency)
+    runs_done = iter(range(10**6))
+
+    def run(judge: dict, c: int) -> Callable[[], float]:
+        def measure() -> float:
+            k = next(runs_done)
+            spec = {**judge, "cache_dir": str(root / f"cache-{k}")} if judge["name"] == "llm" else judge
+            config = root / f"run-{k}.yml"
+            config.write_text(
+                f"golden: golden.jsonl\npipeline: {{predictions: preds.jsonl}}\n"
+                f"judge: {json.dumps(spec)}\njudge_concurrency: {c}\n"
+            )
+            js.stub_stats(url, reset=True)
+            wall, _, _ = child(
+                [RAG_GATE, "run", "--config", str(config), "--out", str(root / f"out-{k}"), "--no-progress"]
+            )
+            if judge["name"] == "llm":
+                stats = js.stub_stats(url)
+                requests[c] = json.loads((root / f"out-{k}" / "manifest.json").read_text())["judge_usage"]["requests"]
+                spans[c].append(stats["last"] - stats["first"])
+            return wall
+
+        return measure
+
+    requests: dict[int, int] = {}
+    spans: dict[int, list[float]] = defaultdict(list)  # the stub's first request to its last answer, per llm run
+    rows = []
+    try:
+        llm = {"name": "llm", "model": "stub", "base_url": url}
+        run(llm, 8)()  # warm-up: the stub's and the files' first use
+        for c in concurrencies:
+            say(f"judges-cli: measuring C = {c} ({runs} run(s) of each side)")
+            walls = interleaved(runs, lexical=run({"name": "lexical"}, c), llm=run(llm, c))
+            phase = walls["llm"] - walls["lexical"]
+            ideal = math.ceil(requests[c] / c) * latency
+            efficiency = ideal / phase if phase > 0 else math.inf
+            span = statistics.median(spans[c])
+            # above 1, the lexical run was the slower one (a loaded machine): not a measurement of the judge
+            met = efficiency >= 0.95 if efficiency <= 1 else None
+            rows.append(Row(f"rubric (llm) judge through rag-gate run, {n} answers, judge_concurrency C={c}, "
+                            f"{latency * 1000:g} ms endpoint: judge phase (run {seconds(walls['llm'])} − lexical run "
+                            f"{seconds(walls['lexical'])}) vs ideal (efficiency {efficiency:.2f}; {median_of(runs)}; "
+                            f"the requests alone, first sent to last answered: {seconds(span)}, {ideal / span:.2f})",
+                            seconds(phase), f"{seconds(ideal)} (ideal)", phase / ideal,
+                            "efficiency ≥ 0.95 (≤ 1.05×)", met))  # fmt: skip
+    finally:
+        stub.kill()
+        stub.wait()
+        shutil.rmtree(root)
+    return rows
+
+
 # ------------------------------------------------------------------------------------------------ 7. cache
 def cache_rows(work: Path) -> list[Row]:
     """Row 7: ``rag-gate pr`` on the tests' scratch repository with a fake GitHub: a push to main stores the base,
@@ -717,7 +819,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     sections = set(args.only.split(",")) if args.only else set(SECTIONS)
     if args.skip_judges:
-        sections.discard("judges")
+        sections -= {"judges", "judges-cli"}
     if unknown := sections - set(SECTIONS):
         parser.error(f"unknown section(s): {', '.join(sorted(unknown))}")
     quick = args.quick
@@ -743,6 +845,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             rows += sleep_rows(10 if quick else 140, runs, work)
         if "judges" in sections:
             rows += judge_rows((8,) if quick else (8, 32), 1.0 if quick else 4.0, runs)
+        if "judges-cli" in sections:
+            rows += judge_cli_rows((8, 32), 400, runs, work)
         if "cache" in sections:
             rows += cache_rows(work)
         if "scoring" in sections:

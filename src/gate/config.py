@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
@@ -37,6 +38,8 @@ from gate.yamlsafe import (
     nul_bytes,
     yaml_error,
 )
+
+log = logging.getLogger("rag-gate")
 
 PRIMARY_FAMILIES: tuple[tuple[str, ...], ...] = (
     ("hit_rate@k",), ("mrr",),
@@ -141,7 +144,9 @@ class GatePolicy:
     cluster_by: str | None = None
     """Group dependent cases for the standard error: ``cluster``, ``tag`` or ``tag:<prefix>``; None: none."""
     judge_concurrency: int = 4
-    """Judge calls in flight at once while scoring."""
+    """Judge calls in flight at once while scoring: the cases judged at once and, for a judge that calls an endpoint
+    (``llm``, ``ragas``, the pairwise judge), its requests in flight (see :meth:`judge_spec`). The judges' own
+    ``concurrency`` option is a deprecated alias in a config file (:func:`load_config`)."""
     fail_on_new_ood: bool = True
     """Fail the gate on new out-of-domain failures (refused on base in every repeat, answered on head in every
     repeat) when the refusal metric shows a significant drop, whatever its margin (DESIGN §4)."""
@@ -174,6 +179,17 @@ class GatePolicy:
         set_(self, "refusal_phrases", tuple(self.refusal_phrases))
         if isinstance(self.trend, Mapping):
             set_(self, "trend", TrendPolicy(**self.trend))
+
+    def judge_spec(self) -> dict[str, Any]:
+        """The ``judge:`` mapping to build the judge from: an endpoint judge's ``concurrency`` is ``judge_concurrency``.
+
+        ``judge`` itself is left as configured (it is part of a run's identity).
+        """
+        return _with_concurrency(self.judge, JUDGES.get(str(self.judge.get("name"))), self.judge_concurrency)
+
+    def pairwise_spec(self) -> dict[str, Any]:
+        """The ``pairwise:`` options to build the pairwise judge from, its ``concurrency`` ``judge_concurrency``."""
+        return _with_concurrency(self.pairwise or {}, PAIRWISE, self.judge_concurrency)
 
     def margin(self, name: str, base: float = math.nan) -> float:
         """The margin for a metric: configured, else the registry default.
@@ -311,6 +327,34 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return dict(value)
     return value
+
+
+def _with_concurrency(spec: Mapping[str, Any], backend: Any, concurrency: int) -> dict[str, Any]:
+    """``spec`` with ``concurrency`` set when ``backend`` takes that option (the endpoint judges), else as it is."""
+    if backend is None or "concurrency" not in backend.options:
+        return dict(spec)
+    return {**spec, "concurrency": concurrency}
+
+
+def _deprecated_concurrency(data: dict[str, Any], problems: Problems) -> None:
+    """Read the judges' deprecated ``concurrency`` option as ``judge_concurrency``, with a warning (stderr).
+
+    ``judge.concurrency`` (or ``pairwise.concurrency``) used to cap an endpoint judge's requests in flight below
+    ``judge_concurrency``; one setting now decides both. Alone, its value becomes ``judge_concurrency``; beside
+    ``judge_concurrency`` it is ignored.
+    """
+    for section in ("judge", "pairwise"):
+        spec = data.get(section)
+        if not isinstance(spec, Mapping) or "concurrency" not in spec:
+            continue
+        where = f"{problems.path}:{problems.line((section, 'concurrency'))}: {section}.concurrency"
+        if "judge_concurrency" in data:
+            log.warning("%s is deprecated and ignored: judge_concurrency: %s sets the requests in flight", where,
+                        data["judge_concurrency"])  # fmt: skip
+        else:
+            data["judge_concurrency"] = spec["concurrency"]
+            log.warning("%s is deprecated: read as judge_concurrency: %s (the requests in flight); set that instead",
+                        where, spec["concurrency"])  # fmt: skip
 
 
 def _present(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -611,6 +655,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
         _schema_problems({"properties": {"--repeats": _schema()["properties"]["repeats"]}}, {"--repeats": repeats},
                          problems)  # fmt: skip
     problems.raise_if_any()
+    _deprecated_concurrency(data, problems)
 
     root = path.parent
     pipeline = PipelineSpec(**_present(PipelineSpec, data["pipeline"]))

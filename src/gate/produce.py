@@ -64,7 +64,7 @@ def make_judge(evaluation: GatePolicy) -> Judge:
 
     """
     try:
-        return get_judge(evaluation.judge)
+        return get_judge(evaluation.judge_spec())
     except (ValueError, TypeError) as exc:
         raise InputError(f"judge: {exc}") from None
 

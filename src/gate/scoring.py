@@ -14,10 +14,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from gate.collector import gc_frozen, gc_paused
 from gate.config import GatePolicy
 from gate.errors import EvaluationError
 from gate.jsonl import dumps
@@ -97,6 +97,21 @@ def has_no_claim(judgment: Judgment) -> bool:
     )
 
 
+def judgment_of(
+    case: GoldenCase, prediction: Prediction, metrics: Sequence[Metric], evaluation: GatePolicy, judge: Judge | None
+) -> Judgment | None:
+    """The judgment :func:`score_one` reads for a prediction (see there), or None when the judge is not called."""
+    graded = graded_dimensions(judge) if judge is not None else frozenset()
+    if judge is None or prediction.error is not None or not any(m.spec.judgment_field in graded for m in metrics):
+        return None
+    if detect_refusal(prediction, evaluation):
+        return None
+    return textless_judgment(prediction) or call_judge(judge, case, prediction, evaluation)
+
+
+_CALL = Judgment(error="not judged yet")  # score_one's default judgment: call the judge there
+
+
 def score_one(
     case: GoldenCase,
     prediction: Prediction,
@@ -104,6 +119,7 @@ def score_one(
     evaluation: GatePolicy,
     judge: Judge | None,
     given: Mapping[str, float] | None = None,
+    judgment: Judgment | None = _CALL,
 ) -> list[Score]:
     """All metric scores of one prediction, in ``metrics`` order (resolved from ``evaluation.metrics``).
 
@@ -119,7 +135,8 @@ def score_one(
     a note). The judgment's detail is kept on one row: the metric that keeps it (faithfulness) or else the first
     metric the judge grades; an answer without a checkable claim is noted there (``unscored``). Paired metrics
     (``head_win_rate``) have no per-side rows. ``given`` holds values already computed for this prediction (by
-    :func:`batch_values`), used instead of the metric's per-case function.
+    :func:`batch_values`), used instead of the metric's per-case function. ``judgment``: the prediction's judgment
+    already made by :func:`judgment_of` (None: not called); by default the judge is called here.
     """
     key = (case.id, prediction.repeat)
     metrics = [m for m in metrics if not m.spec.paired]
@@ -135,9 +152,8 @@ def score_one(
     graded = graded_dimensions(judge) if judge is not None else frozenset()
     judged = judge is not None and any(m.spec.judgment_field in graded for m in metrics)
     refused = detect_refusal(prediction, evaluation) if judged or any(m.name not in given for m in metrics) else False
-    judgment = None
-    if judged and not refused and judge is not None:
-        judgment = textless_judgment(prediction) or call_judge(judge, case, prediction, evaluation)
+    if judgment is _CALL:
+        judgment = judgment_of(case, prediction, metrics, evaluation, judge)
     # the judgment's detail is kept once: on the metric that keeps it, else on the first metric the judge grades
     keeper = next((m for m in metrics if m.spec.keeps_detail and m.spec.judgment_field in graded), None) or next(
         (m for m in metrics if m.spec.judgment_field in graded), None
@@ -253,23 +269,28 @@ def _score_pairs(
 ) -> Iterator[list[Score]]:
     """The scores of each (case, prediction), in order: batched metrics at once, the rest per prediction.
 
-    Judge calls are made ``evaluation.judge_concurrency`` at a time (threads) when ``calls_judge``.
+    When ``calls_judge``, ``evaluation.judge_concurrency`` threads only call the judge (:func:`judgment_of`), while
+    this thread computes each prediction's metrics as its judgment arrives: no request slot waits on metric CPU.
     """
     names = [m.name for m in metrics if not m.spec.paired]
     given = batch_values(pairs, metrics)
     columns = [given[name] for name in names if name in given]
     every = len(columns) == len(names)  # every metric computed at once: a prediction needs no per-case work
 
-    def one(i: int) -> list[Score]:
+    def one(i: int, judgment: Judgment | None = _CALL) -> list[Score]:
         case, prediction = pairs[i]
         if not given:
-            return score_one(case, prediction, metrics, evaluation, judge)
+            return score_one(case, prediction, metrics, evaluation, judge, judgment=judgment)
         if every and prediction.error is None:
             return [Score(case.id, prediction.repeat, n, c[i]) for n, c in zip(names, columns, strict=True)]
-        return score_one(case, prediction, metrics, evaluation, judge, {n: c[i] for n, c in given.items()})
+        return score_one(case, prediction, metrics, evaluation, judge, {n: c[i] for n, c in given.items()}, judgment)
 
-    with ThreadPoolExecutor(evaluation.judge_concurrency) if calls_judge else nullcontext() as pool:
-        yield from (pool.map if pool is not None else map)(one, range(len(pairs)))
+    if not calls_judge:
+        yield from map(one, range(len(pairs)))
+        return
+    with ThreadPoolExecutor(evaluation.judge_concurrency, thread_name_prefix="rag-gate-judge-call") as pool:
+        judgments = pool.map(lambda pair: judgment_of(pair[0], pair[1], metrics, evaluation, judge), pairs)
+        yield from itertools.starmap(one, enumerate(judgments))
 
 
 PROCESS_JUDGES = frozenset({"lexical"})
@@ -334,7 +355,7 @@ def _start_worker(evaluation: GatePolicy, with_judge: bool) -> None:
     die_with_parent(os.getppid())  # a worker left by a killed rag-gate (SIGKILL, OOM) exits, not orphaned
     _WORKER["metrics"] = [resolve(name) for name in evaluation.metrics]
     _WORKER["evaluation"] = evaluation
-    _WORKER["judge"] = get_judge(evaluation.judge) if with_judge else None
+    _WORKER["judge"] = get_judge(evaluation.judge_spec()) if with_judge else None
     _WORKER["chunks"] = 0
     gc.freeze()  # as gc_frozen: the collector's passes skip the libraries and the judge's tables
 
@@ -556,47 +577,6 @@ class EarlyScores:
 def score_lines(scores: Iterable[Score]) -> str:
     """The rows of ``scores.jsonl`` for ``scores``: one compact JSON object per line, each ending in a newline."""
     return "".join(dumps(score.to_dict()) + "\n" for score in scores)
-
-
-@contextmanager
-def gc_frozen() -> Iterator[bool]:
-    """Keep the objects alive on entering out of the cyclic garbage collector's passes within the block.
-
-    For a block that allocates many short-lived objects next to a large long-lived heap: judge calls, next to the
-    judges' libraries (ragas and langchain alone hold about 260,000 objects). Every full pass of the collector,
-    triggered by the calls' allocations, walks that heap, and no judge request is sent meanwhile (a visible share of
-    a run at 32 requests in flight: ``benchmarks/judge_speed.py`` measures the judges against the ideal time).
-    ``gc.freeze`` moves the objects alive on entering to the permanent generation, so the passes within the block
-    walk only the objects created in it (collected as usual); on leaving, ``gc.unfreeze`` returns the others to the
-    oldest generation, where the next full pass collects whatever of them became garbage: a collection is put off,
-    nothing is kept. When objects are frozen already on entering (by the embedding process), the block changes
-    nothing (and the block gets False, else True: it may then freeze again, :func:`refreeze`, the exit unfreezes).
-    """
-    if gc.get_freeze_count():
-        yield False
-        return
-    gc.freeze()
-    try:
-        yield True
-    finally:
-        gc.unfreeze()
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector within the block (reference counting still frees memory).
-
-    For a block that allocates many objects and creates no reference cycle: every full pass of the collector,
-    triggered by the allocations, walks every live object (the predictions' retrieved chunks included) and
-    finds nothing to free. The collector is enabled again on leaving the block if it was enabled on entering.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def batch_values(jobs: Sequence[tuple[GoldenCase, Prediction]], metrics: Sequence[Metric]) -> dict[str, list[float]]:

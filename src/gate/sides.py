@@ -419,7 +419,7 @@ def judge_pairwise(base: Side, head: Side, evaluation: GatePolicy, out_dir: Path
 
     """
     try:
-        judge = get_pairwise_judge(evaluation.pairwise or {})
+        judge = get_pairwise_judge(evaluation.pairwise_spec())
     except (ValueError, TypeError) as exc:
         raise InputError(f"pairwise: {exc}") from None
     base_ids = {c.id for c in base.golden}

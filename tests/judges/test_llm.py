@@ -624,13 +624,51 @@ def write_side(tmp_path, fake, n, **judge_options):
         "id": f"c{i}", "answer": f"Item {i} is a widget.",
         "retrieved": [{"id": f"d{i}", "text": f"Item {i} is a widget."}], "latency_ms": 5.0}) + "\n"
         for i in range(n)))  # fmt: skip
+    concurrency = judge_options.pop("concurrency", 4)  # judge_concurrency: the requests in flight
     options = {"name": "llm", "model": "judge-m", "base_url": fake.base_url, "cache_dir": False, **judge_options}
     config = tmp_path / "rag-gate.yml"
     config.write_text(
         f"golden: golden.jsonl\npipeline: {{predictions: preds.jsonl}}\nmetrics: [hit_rate@5, faithfulness]\n"
-        f"judge_concurrency: {judge_options.get('concurrency', 4)}\njudge: {json.dumps(options)}\n"
+        f"judge_concurrency: {concurrency}\njudge: {json.dumps(options)}\n"
     )
     return config
+
+
+def together(fake, k: int, wait_s: float = 20.0):
+    """A responder whose every answer waits until k requests have arrived (or ``wait_s``): in flight ≤ k shows."""
+
+    def reply(body: dict) -> Reply:
+        deadline = time.monotonic() + wait_s
+        while len(fake.requests) < k and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return Reply.slow(1.0, grades(3, 3))  # the server counts a request in flight while it waits here
+
+    return reply
+
+
+def test_judge_concurrency_alone_is_the_requests_in_flight(tmp_path, fake):
+    config = write_side(tmp_path, fake, 24, concurrency=12)
+    assert "concurrency" not in json.loads(config.read_text().split("judge: ", 1)[1])  # the judge's option unset
+    fake.responder = together(fake, 12)
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert fake.max_in_flight == 12 and len(fake.requests) == 24
+
+
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "beside-judge_concurrency"])
+def test_the_judge_s_concurrency_option_is_a_deprecated_alias(tmp_path, fake, alone):
+    config = write_side(tmp_path, fake, 12, concurrency=3)
+    text = config.read_text().replace('"cache_dir": false', '"cache_dir": false, "concurrency": 6')
+    config.write_text(text.replace("judge_concurrency: 3\n", "") if alone else text)
+    fake.responder = together(fake, 6 if alone else 3)
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    where = f"rag-gate: {config}:{4 if alone else 5}: judge.concurrency is deprecated"
+    if alone:
+        assert f"{where}: read as judge_concurrency: 6 (the requests in flight); set that instead" in result.stderr
+    else:
+        assert f"{where} and ignored: judge_concurrency: 3 sets the requests in flight" in result.stderr
+    assert fake.max_in_flight == (6 if alone else 3)
 
 
 def test_run_stops_with_exit_3_on_401_and_loses_no_paid_answer(tmp_path, fake):

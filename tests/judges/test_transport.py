@@ -1,8 +1,8 @@
-"""The LLM judges' HTTP transport (``gate.judges.llm.transport.Transport``) against a local OpenAI-compatible server.
+"""The LLM judges' HTTP path (``Endpoint._post``: openai's client over its ``DefaultAioHttpClient``) against a local
+OpenAI-compatible server.
 
-The transport sends a chat completion itself (openai's ``client.post`` costs more CPU than the request); openai's
-own client is the oracle: the server must receive the same request from both, and every failure must surface as
-the exception openai raises for it.
+openai's own ``chat.completions.create`` on its default client is the oracle: the server must receive the same
+request from both, and every failure must surface as the exception openai raises for it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from openai.types.chat import ChatCompletion  # noqa: E402
 
 from gate.judges.llm.config import EndpointConfig  # noqa: E402
 from gate.judges.llm.endpoint import Endpoint  # noqa: E402
+from gate.judges.llm.retry import describe_error, is_retryable  # noqa: E402
 
 BODY = {"model": "judge-m", "messages": [{"role": "user", "content": "Grade «this» answer."}], "temperature": 0.0,
         "max_tokens": 64}  # fmt: skip
@@ -38,7 +39,7 @@ def via_openai(fake: FakeOpenAI, timeout_s: float = 2.0):
     async def post():
         client = openai.AsyncOpenAI(base_url=fake.base_url, api_key="sk-test", max_retries=0, timeout=timeout_s)
         try:
-            return await client.post("/chat/completions", cast_to=ChatCompletion, body=BODY)
+            return await client.chat.completions.create(**BODY)
         except Exception as exc:  # noqa: BLE001 - the exception is the result compared
             return exc
         finally:
@@ -48,12 +49,12 @@ def via_openai(fake: FakeOpenAI, timeout_s: float = 2.0):
 
 
 def via_transport(fake: FakeOpenAI, **options):
-    """POST ``BODY`` through an endpoint's transport (no retries, no breaker); return the response or exception."""
+    """POST ``BODY`` through an endpoint's HTTP path (no retries, no breaker); return the response or exception."""
     ep = endpoint(fake, **options)
 
     async def post():
         try:
-            return await ep._transport.post(BODY)
+            return await ep._post(BODY)
         except Exception as exc:  # noqa: BLE001 - the exception is the result compared
             return exc
 
@@ -127,11 +128,21 @@ def test_a_closed_port_is_openai_s_connection_error():
         pass  # stopped: nothing listens on its port any more
     ours, theirs = via_transport(closed), via_openai(closed)
     assert isinstance(theirs, openai.APIConnectionError) and not isinstance(theirs, openai.APITimeoutError)
-    assert type(ours) is type(theirs) and str(ours) == str(theirs) == "Connection error."
+    # httpx-aiohttp 0.2 raises a connect timeout for a refused connection; the reason names it as openai's does
+    assert isinstance(ours, openai.APIConnectionError) and is_retryable(ours)
+    assert describe_error(ours) == describe_error(theirs) == "APIConnectionError: Connection error."
+
+
+def test_the_endpoint_uses_openai_s_aiohttp_client(fake):
+    ep = endpoint(fake)
+    try:
+        assert isinstance(ep.client._client, openai.DefaultAioHttpClient)
+    finally:
+        ep.close()
 
 
 def test_the_connection_pool_holds_concurrency_connections(fake):
-    # 120 > aiohttp's default pool of 100 connections: a pool not sized from ``concurrency`` would queue 20
+    # 120 > aiohttp's default pool of 100 connections: a pool that small would queue 20
     n = 120
 
     def together(body: dict) -> Reply:  # every answer waits until all n requests have arrived (or 60 s)

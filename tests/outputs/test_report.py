@@ -84,6 +84,40 @@ def test_report_json_validates_and_round_trips(comparison, tmp_path):
     assert again.to_json() == comparison.to_json()  # NaN ↔ null and tuples ↔ lists round-trip
 
 
+BOUNDED = ("alpha", "error_rate", "error_budget", "share_below_0_5", "confidence", "p_value", "p_adjusted",
+           "base_refusal_rate", "head_refusal_rate", "rate", "win_rate")  # fmt: skip
+"""Probabilities, shares and rates: the schema holds each in [0, 1] wherever it occurs."""
+
+
+def test_the_schema_bounds_every_p_value_share_and_rate(comparison, tmp_path):
+    data = json.loads(outputs.write(comparison, tmp_path, [Output.JSON])[Output.JSON])
+    found = []
+
+    def places(node, path=()):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in BOUNDED and isinstance(value, int | float) and not isinstance(value, bool):
+                    found.append((*path, key))
+                places(value, (*path, key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                places(value, (*path, i))
+
+    places(data)
+    assert {path[-1] for path in found} >= set(BOUNDED) - {"rate", "win_rate"}  # this comparison has no pairwise
+    for path in found:
+        for bad, good in ((1.5, 1.0), (-0.01, 0.0)):
+            changed = json.loads(json.dumps(data))
+            node = changed
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = good
+            jsonschema.validate(changed, REPORT_SCHEMA)
+            node[path[-1]] = bad
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(changed, REPORT_SCHEMA)
+
+
 def test_schema_lists_every_field_of_the_model():
     """Drift check: each object in the schema has exactly the fields of its dataclass, all required."""
     from gate import comparison as model

@@ -37,7 +37,7 @@ def rejudge(
     from gate.scoring import call_judge
 
     try:
-        judge = get_judge(evaluation.judge)
+        judge = get_judge(evaluation.judge_spec())
     except (ValueError, TypeError) as exc:
         raise InputError(f"judge: {exc}") from None
     from gate.labels.rules import SECONDARY
@@ -76,7 +76,7 @@ def rejudge_pairs(
     if evaluation.pairwise is None:
         raise InputError("--config: has no pairwise: judge to check pairwise labels with")
     try:
-        judge = get_pairwise_judge(evaluation.pairwise)
+        judge = get_pairwise_judge(evaluation.pairwise_spec())
     except (ValueError, TypeError) as exc:
         raise InputError(f"pairwise: {exc}") from None
     firsts: dict[tuple[str, str], JudgedAnswer] = {}

@@ -4,9 +4,9 @@
 - :mod:`~gate.judges.llm.client`: :class:`~gate.judges.llm.client.ChatClient`, one parsed and cached chat completion
   per call (the rubric and pairwise judges);
 - :mod:`~gate.judges.llm.endpoint`: :class:`~gate.judges.llm.endpoint.Endpoint`, one ``openai.AsyncOpenAI`` client on
-  a private event loop, every request under the retry, timeout, breaker and deadline rules (also ragas');
+  a private event loop, every request (openai's ``DefaultAioHttpClient``) under the retry, timeout, breaker and deadline
+  rules (also ragas');
 - :mod:`~gate.judges.llm.config`: :class:`~gate.judges.llm.config.EndpointConfig`, the endpoint settings;
-- :mod:`~gate.judges.llm.transport`: the HTTP POST of a chat completion (aiohttp, openai's headers and errors);
 - :mod:`~gate.judges.llm.retry`: the error classes, the retry rules and the circuit breaker;
 - :mod:`~gate.judges.llm.usage`: the live counters of a judge's calls, read as a :class:`gate.manifest.JudgeUsage`;
 - :mod:`~gate.judges.llm.parse`: a model's final answer (reasoning dropped, last JSON object);

@@ -1,9 +1,9 @@
 """The OpenAI-compatible endpoint shared by the LLM-backed judges (rubric ``llm``, ``pairwise`` and ``ragas``).
 
 :class:`Endpoint` owns one ``openai.AsyncOpenAI`` client and one connection pool
-(:class:`~gate.judges.llm.transport.Transport`, aiohttp, sized from ``concurrency``) on a private event loop (one
-daemon thread), shared by every thread of a judge: no client, connection or event loop is built per call. Each
-request goes through :meth:`Endpoint.create`, which
+(openai's ``DefaultAioHttpClient``: openai's requests and errors over aiohttp) on a private event loop (one daemon
+thread), shared by every thread of a judge: no client, connection or event loop is built per call. Each request
+goes through :meth:`Endpoint.create`, which
 
 - pins the model, temperature and ``max_tokens`` (the judge builds the body);
 - bounds the requests in flight (``concurrency``) and each request's total time (``timeout_s``: the client's
@@ -39,7 +39,6 @@ from gate.judges.llm.retry import (
     is_retryable,
     retry_policy,
 )
-from gate.judges.llm.transport import Transport, openai_http
 from gate.judges.llm.usage import CallStats
 from gate.manifest import JudgeUsage
 
@@ -55,14 +54,14 @@ def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
         loop.close()
 
 
-def _shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, transport: Transport) -> None:
-    """Close an endpoint's HTTP transport on its loop, then stop the loop (a finalizer: holds no endpoint)."""
+def _shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread, client: Any) -> None:
+    """Close an endpoint's openai client on its loop, then stop the loop (a finalizer: holds no endpoint)."""
     if loop.is_closed() or not thread.is_alive():
         return
 
     async def close() -> None:
         try:
-            await transport.close()
+            await client.close()
         finally:
             loop.stop()
 
@@ -85,17 +84,17 @@ class Endpoint:
 
     Raises:
         ValueError: when the API key is required and missing.
-        InputError: the ``llm`` extra (openai with aiohttp) is not installed.
+        InputError: the ``llm`` extra (openai with its ``aiohttp`` extra) is not installed.
 
     """
 
     def __init__(self, config: EndpointConfig, environ: Mapping[str, str] | None = None) -> None:
         try:
-            import aiohttp  # noqa: F401 (the transport's; checked here so that a missing extra is said up front)
             import openai
+            from openai.types.chat import ChatCompletion
 
-            openai_http()
-        except ImportError as exc:
+            http_client = openai.DefaultAioHttpClient()  # openai without its aiohttp extra raises RuntimeError
+        except (ImportError, AttributeError, RuntimeError) as exc:
             raise InputError(f"an LLM judge needs the llm extra: pip install 'rag-gate[llm]' ({exc})") from None
 
         self.config = config
@@ -106,9 +105,10 @@ class Endpoint:
             api_key=config.api_key(os.environ if environ is None else environ),
             timeout=config.timeout_s,  # connect, read, write and pool
             max_retries=0,  # retried here, so that Retry-After is honoured but bounded
+            http_client=http_client,  # its pool (1,000 connections) never queues below the concurrency bound (≤ 256)
         )
+        self._completion = ChatCompletion
         self.client.chat.completions.create = self.create  # instructor wraps this
-        self._transport = Transport(self.client, config)
         self._retry_policy = retry_policy(config, lambda: self.stats.add(retries=1), self._seconds_left)
         self._slots = asyncio.Semaphore(config.concurrency)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,7 +125,7 @@ class Endpoint:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=_run_loop, args=(loop,), name="rag-gate-judge", daemon=True)
                 thread.start()
-                self._close = weakref.finalize(self, _shutdown, loop, thread, self._transport)
+                self._close = weakref.finalize(self, _shutdown, loop, thread, self.client)
                 self._loop = loop
             return self._loop
 
@@ -177,13 +177,24 @@ class Endpoint:
         except JudgeCallError:
             return 0.0
 
+    async def _post(self, body: dict[str, Any]) -> Any:
+        """POST one chat completion body with openai's client; return its ``ChatCompletion``.
+
+        ``client.post`` sends the body as it is (the judge built it): ``chat.completions.create`` would first walk it
+        against openai's parameter types, about a millisecond of this loop's CPU per request, which at 32 requests
+        in flight delays the others (``benchmarks/perf.py``, section ``judges-cli``). The response, the headers and
+        every error (:class:`openai.APIStatusError` subclasses, :class:`openai.APITimeoutError`,
+        :class:`openai.APIConnectionError`, :class:`json.JSONDecodeError` for a body cut short) are openai's own.
+        """
+        return await self.client.post("/chat/completions", cast_to=self._completion, body=body)
+
     async def _attempt(self, body: dict[str, Any]) -> Any:
         left = self.breaker.check()
         async with self._slots:
             left = self.breaker.check()  # the wait for a slot may have outlived the deadline
             self.stats.add(requests=1)
             try:
-                return await asyncio.wait_for(self._transport.post(body), min(self.config.timeout_s, left))
+                return await asyncio.wait_for(self._post(body), min(self.config.timeout_s, left))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

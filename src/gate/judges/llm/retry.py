@@ -184,8 +184,10 @@ def describe_error(exc: BaseException) -> str:
     """Return a one-line reason for a failed request (``"HTTP 500: ..."``, ``"request timed out"``)."""
     import openai
 
-    if isinstance(exc, openai.APITimeoutError | TimeoutError):
+    if isinstance(exc, openai.APITimeoutError | TimeoutError) and not refused(exc):
         return "request timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        return "APIConnectionError: Connection error."  # openai's message (a refused connection: see refused())
     if isinstance(exc, openai.APIStatusError):
         body = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
         detail = body.get("message") if isinstance(body, dict) else None
@@ -193,6 +195,22 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"unreadable response body (not the JSON announced, cut short?): {one_line(str(exc))}"
     return f"{type(exc).__name__}: {one_line(str(exc))}"
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether a failure was caused by a refused or reset connection (:class:`ConnectionError` among its causes).
+
+    openai's aiohttp client (httpx-aiohttp 0.2) reports a refused connection as a connect timeout
+    (:class:`openai.APITimeoutError`): the reason given must not say "timed out" for a closed port.
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ConnectionError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def config_error(exc: BaseException, config: EndpointConfig) -> JudgeConfigError | None:
