@@ -117,7 +117,7 @@ def _run_dir(tmp: Path, name: str, rows: list[dict]) -> Path:
     return tmp / name
 
 
-JUDGED_GATED = "hallucinated_claim_rate"  # the judged metric gated by default
+JUDGED_GATED = "grounded_answer_rate"  # a judged metric gated by default
 
 
 def _fail_judgments(run: Path, ids: set[str], metric: str = JUDGED_GATED) -> None:

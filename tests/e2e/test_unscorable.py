@@ -209,9 +209,12 @@ def test_textless_chunks_and_claimless_answers_are_counted_in_the_report(tmp_pat
     faithfulness = next(m for m in report["metrics"] if m["name"] == "faithfulness")
     assert faithfulness["aggregates"]["head"]["n"] == N - 4  # 3 textless + 1 claimless: none scored 0
     assert faithfulness["aggregates"]["head"]["mean"] == 1.0
-    # the gated hallucination rate could not be scored on head where base was: an evaluation failure, not a pass
+    # the gated grounded share could not be scored on head where base was (the claimless answer scores 0, not
+    # grounded): an evaluation failure, not a pass
     assert result.exit_code == 3 and report["verdict"] == "error"
-    assert any(r.startswith("hallucinated_claim_rate on head: 3 of") for r in report["reasons"])
+    assert any(r.startswith("grounded_answer_rate on head: 3 of") for r in report["reasons"]), report["reasons"]
+    grounded = next(m for m in report["metrics"] if m["name"] == "grounded_answer_rate")
+    assert grounded["aggregates"]["head"]["n"] == N - 3
     comment = (tmp_path / "out" / "comment.md").read_text(encoding="utf-8")
     assert "3 answer(s) not judged: a retrieved chunk has no text" in comment
     assert "1 answer(s) with no checkable claim" in comment

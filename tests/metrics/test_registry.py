@@ -69,19 +69,22 @@ def _judgment() -> Judgment:
 def test_judged_metrics_name_the_judgment_field_they_read():
     judged = {name: spec for name, spec in METRICS.items() if spec.judged}
     assert set(judged) == {"faithfulness", "contradiction_rate", "hallucination_rate", "hallucinated_claim_rate",
-                           "answer_relevance", "correctness", "completeness", "form"}  # fmt: skip
+                           "grounded_answer_rate", "answer_relevance", "correctness", "completeness",
+                           "form"}  # fmt: skip
     judgment = replace(_judgment(), grades={"answer_relevance": 0.5, "correctness": 1.0, "completeness": 0.0})
     # 2 supported and 1 contradicted of 4 claims (RAGAS faithfulness: supported / all claims); a contradicted
     # claim makes the answer hallucinated; grades as given, a dimension without a grade is NaN.
     expected = {"faithfulness": 2 / 4, "contradiction_rate": 1 / 4, "hallucination_rate": 1.0,
                 "hallucinated_claim_rate": 2 / 4,  # a judge reading meaning: every claim not supported
+                "grounded_answer_rate": 0.0,  # grounded only when every claim is supported
                 "answer_relevance": 0.5, "correctness": 1.0, "completeness": 0.0, "form": math.nan}  # fmt: skip
     for name, spec in judged.items():
         assert isinstance(getattr(Judgment, spec.judgment_field), property)
         assert getattr(judgment, spec.judgment_field) == pytest.approx(expected[name], nan_ok=True), name
         assert math.isnan(getattr(replace(judgment, error="down"), spec.judgment_field)), name
     # the deterministic part of the hybrid metrics, and how the judge's grade combines with it
-    assert {n for n, s in judged.items() if s.fn is not None} == {"correctness", "completeness", "form"}
+    assert {n for n, s in judged.items() if s.fn is not None} == {
+        "correctness", "completeness", "form", "grounded_answer_rate"}  # fmt: skip
     assert METRICS["correctness"].combined(0.2, 1.0) == 1.0 and METRICS["form"].combined(0.5, 1.0) == 0.5
     assert METRICS["form"].combined(math.nan, 0.5) == 0.5 and METRICS["form"].combined(1.0, 0.0) == 0.0
     assert [name for name, spec in judged.items() if spec.keeps_detail] == ["faithfulness"]

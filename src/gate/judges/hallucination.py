@@ -71,6 +71,7 @@ class HallucinationModel:
     """Fitted coefficients of the claim-level logistic regression."""
 
     intercept: float
+    """The linear predictor's intercept (log-odds of a claim whose features are all 0)."""
     weights: tuple[float, ...]
     """One weight per entry of :data:`FEATURES`."""
     version: str

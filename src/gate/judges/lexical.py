@@ -175,7 +175,7 @@ class LexicalJudge:
     support: float = 0.75
     """Coverage in [0, 1] from which a chunk supports the claim (if it also agrees on every fact)."""
 
-    model: HallucinationModel = field(default_factory=shipped_model, repr=False)
+    model: HallucinationModel = field(default_factory=shipped_model, init=False, repr=False)
     """The hallucination model that turns each claim's signals into a probability and the answer's into a
     hallucination score (:mod:`gate.judges.hallucination`); the shipped one by default."""
 
