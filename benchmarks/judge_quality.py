@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 from judgeeval import (
     DEFAULT_THRESHOLD,
-    auroc_difference,
     JudgeQuality,
     LabeledCase,
     agreement_summary,
+    auroc_difference,
     calibration_sample,
     choose_cut,
     choose_threshold,

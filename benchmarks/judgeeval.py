@@ -895,7 +895,9 @@ def probe_pairs(cases: Sequence[LabeledCase], n: int = 120) -> list[ProbeResult]
     faithful = sorted((c for c in cases if not c.hallucinated), key=lambda c: c.id)[:n]
     base = {c.id: c for c in faithful}
     padded = {
-        c.id: replace(c, response=f"{c.response.rstrip()} {FABRICATIONS[k // 8 % len(FABRICATIONS)]}") if k % 8 == 0 else c
+        c.id: replace(c, response=f"{c.response.rstrip()} {FABRICATIONS[k // 8 % len(FABRICATIONS)]}")
+        if k % 8 == 0
+        else c
         for k, c in enumerate(faithful)
     }
     vague = {

@@ -1,6 +1,7 @@
 """Refit the lexical judge's hallucination model on the development halves of RAGTruth and FaithBench.
 
-Usage: python scripts/fit_hallucination_model.py [--data ../shared/data] [--out src/gate/judges/data/hallucination_model.json]
+Usage: python scripts/fit_hallucination_model.py [--data ../shared/data] [--out FILE]
+(FILE: src/gate/judges/data/hallucination_model.json by default)
 
 1. Every development answer (``benchmarks/judgeeval.split_by_source``: a hash of the prompt's source id, the same
    halves every benchmark uses; the test halves are never read here) is judged by the lexical judge, which measures
@@ -96,9 +97,11 @@ def fit(data: Path) -> dict[str, object]:
 
 
 def main() -> None:
+    """Fit on --data and write --out."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=ROOT / "src" / "gate" / "judges" / "data" / "hallucination_model.json")
+    shipped = ROOT / "src" / "gate" / "judges" / "data" / "hallucination_model.json"
+    parser.add_argument("--out", type=Path, default=shipped)
     args = parser.parse_args()
     model = fit(args.data)
     args.out.write_text(json.dumps(model, indent=1) + "\n", encoding="utf-8")

@@ -47,10 +47,10 @@ PRIMARY_FAMILIES: tuple[tuple[str, ...], ...] = (
     ("answer_f1",), ("refusal",), ("false_refusal",), ("error_rate",), ("head_win_rate",),
 )  # fmt: skip
 """Metric families gated by default: one per question a user asks (found? ranked? grounded? contradicts its sources?
-correct? refuses? over-refuses? breaks? does a pairwise judge prefer base's answers?), each with the registry names that answer it in
-order of preference. Holm–Bonferroni splits α across gated metrics, so gating near-duplicates (recall@k next to hit
-rate@k, nDCG next to MRR) only costs power; they are still reported. "Grounded?" is the share of grounded answers
-when computed: per answer, so one invented sentence cannot be diluted by padding (the share of hallucinated claims
+correct? refuses? over-refuses? breaks? does a pairwise judge prefer base's answers?), each with the registry names
+that answer it in order of preference. Holm–Bonferroni splits α across gated metrics, so gating near-duplicates
+(recall@k next to hit rate@k, nDCG next to MRR) only costs power; they are still reported. "Grounded?" is the share
+of grounded answers when computed: per answer, so one invented sentence cannot be diluted by padding (the share of hallucinated claims
 can); a mean over an answer's claims inside, so a longer faithful answer does not score worse (the binary
 hallucination rate does); 0 for non-answers, so answering nothing does not look better (faithfulness and the
 hallucination rates leave them out). A config that computes only one of them gets that one gated. "Contradicts its

@@ -119,7 +119,7 @@ def test_a_small_length_change_is_reported_without_the_warning(tmp_path):
 
 
 def test_an_unsupported_sentence_in_every_answer_lowers_the_grounded_share(tmp_path):
-    """"Worth a visit." is in no chunk: each answer's share of hallucination rises (its claim's words are new), so
+    """ "Worth a visit." is in no chunk: each answer's share of hallucination rises (its claim's words are new), so
     the gated grounded share falls in every answer — by less than one invented fact would move it."""
     write_pair(tmp_path, lambda v: f"{base_answer(v)} Worth a visit.")
     _, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out")

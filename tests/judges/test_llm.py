@@ -608,7 +608,13 @@ def test_identity_holds_every_scoring_option_and_nothing_else(make_judge, fake):
 
 def test_lexical_identity_has_its_thresholds():
     model = LexicalJudge().model.version
-    assert LexicalJudge().identity == {"name": "lexical", "version": "6", "cover": 0.75, "support": 0.75, "model": model}
+    assert LexicalJudge().identity == {
+        "name": "lexical",
+        "version": "6",
+        "cover": 0.75,
+        "support": 0.75,
+        "model": model,
+    }
     assert LexicalJudge(support=0.8).identity["support"] == 0.8
 
 

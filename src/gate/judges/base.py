@@ -197,10 +197,11 @@ class Judgment:
         """Whether the answer is grounded in its chunks, in [0, 1]: it makes a checkable claim and none is hallucinated.
 
         The judge's own score when it gives one (the lexical judge: 1 − the answer's hallucination score from its
-        fitted model, :mod:`gate.judges.hallucination`, and 0 when no claim is supported); a judge that reads meaning (LLM, NLI, ragas): 1 when every claim is
-        supported, else 0; a judge that gives only a score (the rubric judge): that score. **An answer without a
-        checkable claim scores 0**: a vague non-answer is not grounded (a refusal never reaches the judge: the
-        metric scores it 0 on an answerable case). NaN when the judge failed or could not read the text.
+        fitted model, :mod:`gate.judges.hallucination`, and 0 when no claim is supported); a judge that reads meaning
+        (LLM, NLI, ragas): 1 when every claim is supported, else 0; a judge that gives only a score (the rubric
+        judge): that score. **An answer without a checkable claim scores 0**: a vague non-answer is not grounded (a
+        refusal never reaches the judge: the metric scores it 0 on an answerable case). NaN when the judge failed or
+        could not read the text.
 
         Source: attribution to identified sources, AIS (Rashkin et al. 2023, "Measuring attribution in natural
         language generation models", Computational Linguistics 49(4), doi:10.1162/coli_a_00486): an answer is

@@ -235,9 +235,7 @@ def _generation_notes(comparison: Comparison) -> list[str]:
         line = f"Mean answer length: base {before:,.0f} → head {after:,.0f} words ({shown})."
         names = {m.name for m in comparison.metrics}
         moved = [
-            f"`{name}`"
-            for name, why in LENGTH_SENSITIVE.items()
-            if name in names and (why == "reference" or lexical)
+            f"`{name}`" for name, why in LENGTH_SENSITIVE.items() if name in names and (why == "reference" or lexical)
         ]
         if moved and abs(change) >= LENGTH_CHANGE_NOTE:
             line += (

@@ -3,7 +3,8 @@
 Modules: ``significance`` (paired tests, multiplicity), ``discrete`` (exact per-case tests, discrete BH),
 ``selection`` (the table of which test runs where), ``intervals`` (SEs, CIs), ``power`` (MDE, variance split),
 ``inputs`` (:class:`MetricInput`), ``cases`` (per-case verdicts), ``decision`` (per-metric analysis and the
-verdict), ``sequential`` (anytime-valid early stopping for adaptive evaluation; numpy only). Imports point one way: decision/cases → selection/power/intervals/discrete → significance/inputs.
+verdict), ``sequential`` (anytime-valid early stopping for adaptive evaluation; numpy only). Imports point one way:
+decision/cases → selection/power/intervals/discrete → significance/inputs.
 """
 
 import importlib
