@@ -200,6 +200,8 @@ class Claim:
     unsupported_facts: tuple[str, ...] = ()
     """Numbers, dates or names the claim states that its chunk does not hold (what makes an answer count as a
     hallucination)."""
+    p_hallucinated: float | None = None
+    """The judge's probability in [0, 1] that the claim is hallucinated (the lexical judge's model); None without."""
 
 
 @dataclass(frozen=True)

@@ -47,17 +47,9 @@ PRIMARY_FAMILIES: tuple[tuple[str, ...], ...] = (
     ("answer_f1",), ("refusal",), ("false_refusal",), ("error_rate",), ("head_win_rate",),
 )  # fmt: skip
 """Metric families gated by default: one per question a user asks (found? ranked? grounded? contradicts its sources?
-correct? refuses? over-refuses? breaks? does a pairwise judge prefer base's answers?), each with the registry names
-that answer it in order of preference. Holm–Bonferroni splits α across gated metrics, so gating near-duplicates
-(recall@k next to hit rate@k, nDCG next to MRR) only costs power; they are still reported. "Grounded?" is the share
-of grounded answers when computed: per answer, so one invented sentence cannot be diluted by padding (the share of
-hallucinated claims can); a mean over an answer's claims inside, so a longer faithful answer does not score worse
-(the binary hallucination rate does); 0 for non-answers, so answering nothing does not look better (faithfulness and
-the hallucination rates leave them out). A config that computes only one of them gets that one gated. "Contradicts
-its sources?" is asked apart: the lexical judge's contradictions (a negation, an antonym, swapped roles, another
-number or name in the same statement) are too noisy on real answers to weigh much in the grounded score (its fitted
-weight is small), yet a PR that turns the chunks' statements around in many answers must fail; gated as a share, it
-failed none of RAGTruth's model pairs on the development half (benchmarks/judge_quality.py)."""
+correct? refuses? over-refuses? breaks? does a pairwise judge prefer base's answers?), by preference; Holm–Bonferroni
+splits α across them, so near-duplicates (recall@k, nDCG) are only reported. Why ``grounded_answer_rate`` answers
+"grounded?" and ``contradiction_rate`` is asked apart: README, "How good is the lexical judge?"."""
 
 
 MAX_CONFIG_BYTES = 1 << 20

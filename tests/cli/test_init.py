@@ -15,8 +15,8 @@ def test_init_scaffolds_what_a_repository_needs_and_validates_it(tmp_path):
     for relative in FILES:
         assert f"created: {tmp_path / relative}" in result.stdout
     assert f"{tmp_path / 'rag-gate.yml'}: OK — golden set eval/golden.jsonl: 6 cases (2 out-of-domain)" in result.stdout
-    # the template's 4 + 2 cases cannot fail any of the 7 default gated metrics: README's figures, 8 and 10 cases
-    assert "too few cases for 7 of 7 gated metrics to ever fail" in result.stderr
+    # the template's 4 + 2 cases cannot fail any of the 8 default gated metrics: README's figures, 8 and 10 cases
+    assert "too few cases for 8 of 8 gated metrics to ever fail" in result.stderr
     assert "hit_rate@5 (4 in-domain case(s), needs ≥ 8)" in result.stderr
     assert "refusal (2 out-of-domain case(s), needs ≥ 8)" in result.stderr
     assert "error_rate (4 in-domain case(s), needs ≥ 10)" in result.stderr

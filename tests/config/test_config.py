@@ -59,8 +59,8 @@ def test_minimal_config_gets_the_dataclass_defaults(tmp_path):
     assert config.evaluation.gated == (
         "hit_rate@5",
         "mrr",
-        "contradiction_rate",
         "grounded_answer_rate",
+        "contradiction_rate",
         "answer_f1",
         "refusal",
         "false_refusal",

@@ -151,8 +151,8 @@ def test_a_head_run_under_a_relaxed_policy_is_called_out(tmp_path):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     changes = {c["key"]: (c["base"], c["head"]) for c in report["policy_changes"]}
     assert changes == {
-        "gate": ("[hit_rate@5, mrr, hallucinated_claim_rate, answer_f1, refusal, false_refusal, error_rate]",
-                 "[hit_rate@5]"),
+        "gate": ("[hit_rate@5, mrr, grounded_answer_rate, contradiction_rate, answer_f1, refusal, false_refusal, "
+                 "error_rate]", "[hit_rate@5]"),
         "margins.refusal": ("0.03", "0.5"),
         "fail_on_new_ood": ("true", "false"),
     }  # fmt: skip
@@ -192,3 +192,16 @@ def test_a_relative_margin_is_the_share_of_the_base_and_the_comment_shows_it(tmp
     row = next(m for m in report["metrics"] if m["name"] == "false_refusal")
     assert (row["base_mean"], row["margin"], row["margin_relative"]) == (0.1, pytest.approx(0.05), 0.5)
     assert "| False refusal | 0.050 (50 % of base) |" in (tmp_path / "out" / "comment.md").read_text()
+
+
+def test_a_run_made_with_a_relative_margin_is_recorded_and_compared(tmp_path):
+    """README's `margins: {m: {relative: r, min: x}}` in the config of a run: the manifest keeps it, compare reads it."""
+    cases = golden(20, ood=2)
+    write_jsonl(tmp_path / "golden.jsonl", cases)
+    relative = "margins: {contradiction_rate: {relative: 0.5, min: 0.005}}\n"
+    base = _run(tmp_path, "base", [answer(c) for c in cases], relative)
+    head = _run(tmp_path, "head", [answer(c) for c in cases], relative)
+    manifest = json.loads((head / "manifest.json").read_text())
+    assert manifest["evaluation"]["margins"]["contradiction_rate"] == {"relative": 0.5, "min": 0.005}
+    result = CliRunner().invoke(main, ["compare", str(base), str(head), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output

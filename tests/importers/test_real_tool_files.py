@@ -315,7 +315,7 @@ def test_a_refusal_reference_beside_expected_documents_stays_in_domain_and_is_re
     source = tmp_path / "d.jsonl"
     rows = [{"user_input": "a?", "reference": "I don't know.", "reference_context_ids": ["doc-1"]},
             {"user_input": "b?", "ground_truths": ["I don't know.", "Paris"]},
-            {"user_input": "c?", "reference": "Nobody knows for sure; I don't know."}]  # fmt: skip
+            {"user_input": "c?", "reference": "Sorry, I don't know."}]  # fmt: skip
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     result = import_golden("ragas", source)
     assert [r["out_of_domain"] for r in result.records] == [False, False, True]

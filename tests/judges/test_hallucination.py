@@ -136,3 +136,22 @@ def test_the_shipped_model_is_what_its_script_fits(tmp_path):
     subprocess.run([*command, "--out", str(out)], check=True, capture_output=True, timeout=900)
     shipped = json.loads((REPO / "src" / "gate" / "judges" / "data" / "hallucination_model.json").read_text())
     assert json.loads(out.read_text()) == shipped
+
+
+def test_the_report_and_the_comment_show_each_flagged_claim_s_probability(tmp_path):
+    from helpers import compare, write_jsonl
+
+    golden = [{"id": f"q{i}", "question": QUESTION, "expected_doc_ids": ["normans-0"]} for i in range(12)]
+    chunk = [{"id": "normans-0", "text": PARAGRAPH}]
+    write_jsonl(tmp_path / "golden.jsonl", golden)
+    write_jsonl(tmp_path / "base.jsonl", [{"id": g["id"], "answer": SHORT, "retrieved": chunk} for g in golden])
+    write_jsonl(
+        tmp_path / "head.jsonl", [{"id": g["id"], "answer": SHORT + INVENTION, "retrieved": chunk} for g in golden]
+    )
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out")
+    assert result.exit_code == 1 and report["verdict"] == "fail", report["reasons"]
+    claims = [c for case in report["regressed_cases"] for c in case["claims"]]
+    invented = next(c for c in claims if "Whitmore" in c["claim"])
+    assert invented["p_hallucinated"] > 0.5 and "number 1187" in invented["unsupported_facts"]
+    comment = (tmp_path / "out" / "comment.md").read_text(encoding="utf-8")
+    assert f"(p hallucinated {invented['p_hallucinated']:.2f})" in comment

@@ -94,3 +94,14 @@ def test_score_case_latency_cost_and_judged():
     for name in ("faithfulness", "contradiction_rate"):
         with pytest.raises(ValueError, match="is judged"):
             _score(name, _case())
+
+
+def test_answer_f1_and_exact_match_read_the_answer_without_its_citation_markers():
+    from gate.models import Chunk
+
+    case = GoldenCase("q", "Capital of France?", ("d1",), reference_answers=("Paris",))
+    cited = Prediction("q", 0, "Paris [d1]", (Chunk("d1", "Paris is the capital."),))
+    plain = Prediction("q", 0, "Paris", (Chunk("d1", "Paris is the capital."),))
+    for name in ("answer_f1", "exact_match"):
+        metric = resolve(name)
+        assert score_case(metric, case, cited, refused=False) == score_case(metric, case, plain, refused=False) == 1.0

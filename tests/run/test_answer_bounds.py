@@ -71,7 +71,7 @@ def test_an_unjudged_long_answer_is_counted_and_fails_a_gated_judged_metric(tmp_
     size = len(head[0]["answer"].encode())
     result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out", "--jobs", "1")
     assert f"head: 1 answer(s) not judged: {oversize_note(size)}" in report["warnings"]
-    claims = next(m for m in report["metrics"] if m["name"] == "hallucinated_claim_rate")
+    claims = next(m for m in report["metrics"] if m["name"] == "grounded_answer_rate")
     assert claims["n_failed_head"] == 1 and claims["n_failed_base"] == 0  # never "no change"
 
 

@@ -52,6 +52,8 @@ def _bad_claims(claims: Sequence[dict] | None) -> tuple[Claim, ...]:
             similarity=float(c.get("similarity") or 0.0),
             contradiction_level=c.get("contradiction_level", "NONE"),
             reason=clip(c.get("reason", "")) or "",
+            unsupported_facts=tuple(str(f) for f in c.get("unsupported_facts") or ()),
+            p_hallucinated=c.get("p_hallucinated"),
         )
         for c in claims
         if c.get("verdict") != "supported"

@@ -262,8 +262,8 @@ METRICS: dict[str, MetricSpec] = {
 }  # fmt: skip
 
 DEFAULT_METRICS: tuple[str, ...] = (
-    "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "faithfulness", "contradiction_rate",
-    "hallucination_rate", "hallucinated_claim_rate", "grounded_answer_rate", "answer_f1", "exact_match", "refusal",
+    "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "grounded_answer_rate", "faithfulness",
+    "contradiction_rate", "hallucination_rate", "hallucinated_claim_rate", "answer_f1", "exact_match", "refusal",
     "false_refusal", "error_rate", "latency_ms", "cost_usd",
 )  # fmt: skip
 

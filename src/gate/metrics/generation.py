@@ -307,13 +307,17 @@ def strip_citations(answer: str, retrieved_ids: Iterable[str]) -> str:
 
 
 def answer_per_case(fn: Callable[[str, tuple[str, ...]], float]) -> Callable[[ScoreContext], float]:
-    """Adapt a pure answer metric to a :class:`ScoreContext`: NaN on out-of-domain cases, 0 for an in-domain refusal."""
+    """Adapt a pure answer metric to a :class:`ScoreContext`: NaN on out-of-domain cases, 0 for an in-domain refusal.
+
+    The answer is read without its citation markers (:func:`strip_citations`): "[d1]" is no word of the answer.
+    """
 
     @functools.wraps(fn)
     def per_case(ctx: ScoreContext) -> float:
         if ctx.case.out_of_domain:
             return math.nan
-        value = fn(ctx.prediction.answer, ctx.case.reference_answers)
+        answer = strip_citations(ctx.prediction.answer, ctx.prediction.retrieved_ids)
+        value = fn(answer, ctx.case.reference_answers)
         return 0.0 if ctx.refused and not math.isnan(value) else value
 
     return per_case

@@ -90,6 +90,8 @@ def _claims(claims: Sequence[Any] | None) -> list[dict[str, Any]]:
             claim["l"] = _text(c["contradiction_level"], 40)
         if c.get("reason"):
             claim["r"] = _text(c["reason"], 300)
+        if isinstance(c.get("p_hallucinated"), int | float):
+            claim["p"] = _number(c["p_hallucinated"])
         facts = c.get("unsupported_facts")
         if isinstance(facts, list) and facts:
             claim["f"] = [_text(f, 100) for f in facts[:10]]
