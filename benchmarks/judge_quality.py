@@ -154,11 +154,11 @@ def gate_report(cases: list[LabeledCase]) -> None:
     print("\nRAGTruth model pairs through `rag-gate compare` (default config), base = lower human rate")
     print(
         "| base → head | n | human rate | McNemar p (human) | people: head worse | gate | failed metrics "
-        "| Δ hallucinated_claim_rate |"
+        "| Δ grounded_answer_rate |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for r in pairs:
-        delta = r.deltas.get("hallucinated_claim_rate")
+        delta = r.deltas.get("grounded_answer_rate")
         print(
             f"| {r.base} → {r.head} | {r.n} | {r.human_base:.0%} → {r.human_head:.0%} | {r.human_p:.3g} | "
             f"{'yes' if r.human_worse else 'no'} | {r.verdict} | {', '.join(r.failed) or '—'} | "
