@@ -74,7 +74,9 @@ def example(tmp_path_factory):
 def test_bundled_example_end_to_end(example):
     done, tmp_path = example
     assert done.returncode == 1, done.stderr[-2000:]
-    comment = done.stdout
+    tables, marker, rest = done.stdout.partition("<!-- rag-gate -->\n")
+    assert tables.count("\nhit_rate@5 ") == 2  # each `run` prints its side's aggregates first
+    comment = marker + rest
     assert comment.startswith("<!-- rag-gate -->\n## ❌ rag-gate: **fail**")
     report = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
     assert (tmp_path / "out" / "report" / "comment.md").read_text() + "\n" == comment
