@@ -1,9 +1,8 @@
 """The typed result of comparing base with head: :class:`Comparison`, and ``report.json``, its serialisation.
 
-Everything a renderer shows (the PR comment, the job summary, annotations, JSON) is read from a
-:class:`Comparison`; nothing is recomputed or decided while rendering. ``report.json`` is
-:meth:`Comparison.to_dict` written as JSON (NaN as ``null``, validated by ``gate/schemas/report.schema.json``);
-:func:`load_report` reads it back, also from older schema versions.
+Everything a renderer shows (the PR comment, the job summary, annotations, JSON) is read from a :class:`Comparison`;
+nothing is recomputed or decided while rendering. ``report.json`` is :meth:`Comparison.to_dict` as JSON (NaN as
+``null``, validated by ``gate/schemas/report.schema.json``); :func:`load_report` reads it back, older versions too.
 """
 
 from __future__ import annotations
@@ -198,10 +197,9 @@ class Claim:
     reason: str = ""
     """The judge's one-line reason."""
     unsupported_facts: tuple[str, ...] = ()
-    """Numbers, dates or names the claim states that its chunk does not hold (what makes an answer count as a
-    hallucination)."""
+    """Numbers, dates or names the claim states that no chunk holds."""
     p_hallucinated: float | None = None
-    """The judge's probability in [0, 1] that the claim is hallucinated (the lexical judge's model); None without."""
+    """The judge's probability in [0, 1] that the claim is hallucinated; None from a judge without one."""
 
 
 @dataclass(frozen=True)
