@@ -195,7 +195,7 @@ def test_a_relative_margin_is_the_share_of_the_base_and_the_comment_shows_it(tmp
 
 
 def test_a_run_made_with_a_relative_margin_is_recorded_and_compared(tmp_path):
-    """README's `margins: {m: {relative: r, min: x}}` in the config of a run: the manifest keeps it, compare reads it."""
+    """README's `margins: {m: {relative: r, min: x}}` in a run's config: the manifest keeps it, compare reads it."""
     cases = golden(20, ood=2)
     write_jsonl(tmp_path / "golden.jsonl", cases)
     relative = "margins: {contradiction_rate: {relative: 0.5, min: 0.005}}\n"
