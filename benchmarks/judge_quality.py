@@ -124,6 +124,10 @@ def detection_report(name: str, cases: list[LabeledCase], judge: LexicalJudge, b
             f"  {label:28} bal.acc {found.balanced_accuracy}  AUROC {found.auroc}  "
             f"flags {found.flag_rate:.0%} (cut > {cut:g})"
         )
+    for label, want in (("faithful", False), ("hallucinated", True)):
+        mine = [judged[c.id] for c in cases if c.hallucinated == want]
+        share = np.mean([any(v.verdict == "supported" for v in j.claims) for j in mine])
+        print(f"  answers people judge {label} with a supported claim: {share:.1%} of {len(mine)}")
     gated = [ungrounded(judged[c.id]) for c in test]
     for label, baseline in (("word novelty", word_novelty), ("answer length", lambda r, _: float(len(r.split())))):
         diff = auroc_difference(

@@ -235,8 +235,11 @@ class LexicalJudge:
         evidence = [_evidence(chunk, lang) for chunk in chunks]
         sentences = [s for ev in evidence for s in ev.sentences]
         sims = tfidf_similarities(claims, sentences, lang).tolist()
-        given = facts(question or "", lang).content - frozenset().union(*(ev.stems for ev in evidence))
-        verdicts = []
+        asked = facts(question or "", lang)
+        everywhere = frozenset().union(*(ev.stems for ev in evidence))
+        given = asked.content - everywhere
+        model = self.model
+        verdicts, signals = [], []
         for row, claim in enumerate(claims):
             claim_facts, offset, checks = facts(claim, lang), 0, []
             lower_case = claim[1:] == claim[1:].lower()
@@ -244,19 +247,14 @@ class LexicalJudge:
                 row_sims = sims[row][offset : offset + len(ev.sentences)]
                 checks.append(self._check(claim_facts, given, index, ev, row_sims, lang, lower_case))
                 offset += len(ev.sentences)
-            verdicts.append(replace(self._verdict(claim, checks, evidence), claim=spans[row].shown))
+            verdict = self._verdict(claim, checks, evidence)
+            found = _signals(claim_facts, given, verdict, evidence, everywhere, asked, lang)
+            signals.append(found)
+            p = round(model.claim_probability(found), 6)
+            verdicts.append(replace(verdict, claim=spans[row].shown, p_hallucinated=p, signals=found))
         hallucinated = any(v.verdict == "contradicted" or v.unsupported_facts for v in verdicts)
-        signals = [
-            _signals(facts(c, lang), given, v, evidence, question or "", lang)
-            for c, v in zip(claims, verdicts, strict=True)
-        ]
-        model = self.model
-        verdicts = [
-            replace(v, p_hallucinated=round(model.claim_probability(s), 6), signals=s)
-            for v, s in zip(verdicts, signals, strict=True)
-        ]
-        # a non-answer is not grounded: no claim of it is supported (98 % of the faithful answers of RAGTruth and
-        # FaithBench have one)
+        # a non-answer is not grounded: no claim of it is supported (benchmarks/judge_quality.py prints how many
+        # answers people judge faithful have a supported claim)
         grounded = 1.0 - model.answer_score(signals) if any(v.verdict == "supported" for v in verdicts) else 0.0
         return Judgment(claims=tuple(verdicts), extra=extra, hallucinated=hallucinated, grounded=round(grounded, 6))
 
@@ -389,19 +387,24 @@ class LexicalJudge:
 
 
 def _signals(
-    claim: Facts, given: frozenset[str], verdict: ClaimVerdict, evidence: Sequence[_Evidence], question: str, lang: Lang
+    claim: Facts,
+    given: frozenset[str],
+    verdict: ClaimVerdict,
+    evidence: Sequence[_Evidence],
+    everywhere: frozenset[str],
+    asked: Facts,
+    lang: Lang,
 ) -> ClaimSignals:
     """The hallucination model's inputs for one claim (:class:`~gate.judges.hallucination.ClaimSignals`).
 
     Content words are the claim's stems less the question's words that no chunk holds (``given``); the closest
-    sentence is the one the verdict names (its ``chunk_text``). A fact is absent when no chunk holds it (numbers
-    compared as values, names with their word family) and the question does not state it.
+    sentence is the one the verdict names (its ``chunk_text``); ``everywhere`` holds the stems of every chunk and
+    ``asked`` the question's facts. A fact is absent when no chunk holds it (numbers compared as values, names with
+    their word family) and the question does not state it.
     """
     required = claim.content - given or claim.content
     closest = facts(verdict.chunk_text, lang).content if verdict.chunk_text else frozenset()
-    everywhere = frozenset().union(*(ev.stems for ev in evidence))
-    asked = facts(question, lang) if question else None
-    asked_values = {q.value for q in asked.numbers} if asked else set()
+    asked_values = {q.value for q in asked.numbers}
     numbers = [
         q
         for q in claim.numbers
@@ -410,13 +413,11 @@ def _signals(
             q.kind != "time" and q.value in ev.values or any(q.matches(o) for o in ev.numbers) for ev in evidence
         )
     ]
-    months = (
-        claim.months - frozenset().union(*(ev.months for ev in evidence)) - (asked.months if asked else frozenset())
-    )
+    months = claim.months - frozenset().union(*(ev.months for ev in evidence)) - asked.months
     names = [
         e
         for e in claim.entities
-        if not (asked and e in asked.content) and not any(_known(e, ev.stems, ev.ordered_stems) for ev in evidence)
+        if e not in asked.content and not any(_known(e, ev.stems, ev.ordered_stems) for ev in evidence)
     ]
     return ClaimSignals(
         novelty_closest=_share_absent(required, closest),

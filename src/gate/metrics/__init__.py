@@ -206,7 +206,8 @@ METRICS: dict[str, MetricSpec] = {
         # sentence; a mean over claims inside the answer, so length does not raise it; 0 for non-answers and refusals
         # of an answerable case, so answering nothing cannot lower it. benchmarks/judge_quality.py measures it.
         # Margin 0.02, chosen on RAGTruth's development half only: it fails 5 of the 9 model pairs people see as worse
-        # there and none of the other 6; faithful answers only longer move it by -0.009 (inconclusive, exit 0).
+        # there and none of the other 6 (gate_pairs on the development prompts, with the model before its last refit);
+        # faithful answers only longer move it by +0.002 (judge_quality.py's length-only row).
         MetricSpec("grounded_answer_rate", "Grounded answers", "higher", "graded", 0.02,
                    "the answer makes a checkable claim and none is hallucinated: the lexical judge's probability "
                    "(its fitted hallucination model over each claim's new words and facts), 1/0 for a judge that "
