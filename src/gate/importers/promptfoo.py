@@ -52,27 +52,37 @@ MAX_DEPTH = 64
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def _read_text(path: Path, limit: int, expected: str) -> str:
+    """The UTF-8 text of ``path`` (a BOM dropped), read up to ``limit`` bytes.
+
+    Raises:
+        InputError: the file is missing, a directory (naming the ``expected`` file), unreadable, larger than
+            ``limit`` bytes or not UTF-8 (with the line of the first bad byte).
+    """
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(limit + 1)
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected {expected}") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > limit:
+        raise InputError(f"{path}: larger than {limit} bytes")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(located(path, raw[: exc.start].count(b"\n") + 1, None, "not UTF-8 text")) from None
+
+
 def load_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     """The data of a YAML (or JSON) file and its node tree (for line numbers), with alias expansion bounded.
 
     Raises:
         InputError: the file is missing, too large, not UTF-8, not YAML, or expands beyond :data:`MAX_NODES`.
     """
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a promptfoo YAML file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise InputError(f"{path}: larger than {MAX_BYTES} bytes")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(located(path, raw[: exc.start].count(b"\n") + 1, None, "not UTF-8 text")) from None
+    text = _read_text(path, MAX_BYTES, "a promptfoo YAML file")
     try:
         check_yaml_size(text, path, max_nodes=MAX_NODES, max_depth=MAX_DEPTH)
         return yaml.load(text, Loader=_LOADER), yaml.compose(text, Loader=_LOADER)  # noqa: S506 - a safe loader
@@ -166,19 +176,7 @@ def _read_json(source: Path) -> Any:
     Raises:
         InputError: the file cannot be read, is too large, not UTF-8 or not JSON.
     """
-    try:
-        with source.open("rb") as handle:
-            raw = handle.read(MAX_RESULTS_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"{source}: file not found") from None
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_RESULTS_BYTES:
-        raise InputError(f"{source}: larger than {MAX_RESULTS_BYTES} bytes")
-    try:
-        return parse_json(raw.decode("utf-8-sig"), source)
-    except UnicodeDecodeError as exc:
-        raise InputError(located(source, raw[: exc.start].count(b"\n") + 1, None, "not UTF-8 text")) from None
+    return parse_json(_read_text(source, MAX_RESULTS_BYTES, "a promptfoo results file"), source)
 
 
 def _results_jsonl(source: Path) -> list[Entry]:
