@@ -236,13 +236,34 @@ def must_pass_aa_rate(*, n_ood: int, r: int, prs: int, seed: int, stable: tuple[
     return fails / prs
 
 
+MUST_PASS_ROWS = ((12, 2, 0.0), (12, 3, 0.0), (12, 3, 0.3), (50, 3, 0.0), (50, 3, 0.3), (50, 5, 0.3))
+"""(out-of-domain cases, R, flaky share) of the must-pass A/A rows. 50 cases with 30 % flaky at R = 3 failed 15 % of
+A/A PRs under the former rule (every all-repeat flip certain at R ≥ 3); the exact test with Holm keeps ≤ α."""
+
+
+def must_pass_rows(must_prs: int) -> None:
+    """Print row (6): the must-pass A/A fail rate per setting of :data:`MUST_PASS_ROWS`."""
+    print(
+        f"(6) must-pass A/A (out-of-domain cases must-pass, sampled generator): fail rate over {must_prs} PRs, ≤ 0.05"
+    )
+    for n_ood, r, flaky in MUST_PASS_ROWS:
+        rate = must_pass_aa_rate(n_ood=n_ood, r=r, prs=must_prs, seed=6000 + n_ood + r, stable=(0.9, 1.0), flaky=flaky)
+        what = f"refusal p ~ U(0.9, 1){f', {flaky:.0%} flaky U(0.5, 0.95)' if flaky else ''}"
+        print(f"    {n_ood} out-of-domain cases, R={r}, {what}: {rate_ci(round(rate * must_prs), must_prs)}")
+
+
 def main() -> None:
     """Print the measured rates for the issue's calibration grid."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer PRs (smoke run)")
+    parser.add_argument("--must-pass", action="store_true", help="only the must-pass A/A rows (6)")
     args = parser.parse_args()
     prs, b = (200, 500) if args.quick else (1000, 2000)
     start = time.perf_counter()
+    if args.must_pass:
+        must_pass_rows(prs // 4)
+        print(f"done in {time.perf_counter() - start:.0f} s")
+        return
     print(f"(1) metric-level A/A false-fail rate over {prs} PRs per setting, target ≤ {ALPHA} (95 % Wilson CI)")
     for margin in (1e-9, 0.03):
         for n in (50, 300):
@@ -293,14 +314,7 @@ def main() -> None:
             drop = smallest_flaggable_change(kind, r)
             cells.append(f"R={r}: {'never' if drop is None else f'{drop:.2f}'}")
         print(f"    {kind}: " + ", ".join(cells))
-    must_prs = prs // 4
-    print(
-        f"(6) must-pass A/A (out-of-domain cases must-pass, sampled generator): fail rate over {must_prs} PRs, ≤ 0.05"
-    )
-    for n_ood, r, flaky in ((12, 2, 0.0), (12, 3, 0.0), (12, 3, 0.3), (50, 3, 0.0), (50, 3, 0.3)):
-        rate = must_pass_aa_rate(n_ood=n_ood, r=r, prs=must_prs, seed=6000 + n_ood + r, stable=(0.9, 1.0), flaky=flaky)
-        what = f"refusal p ~ U(0.9, 1){f', {flaky:.0%} flaky U(0.5, 0.95)' if flaky else ''}"
-        print(f"    {n_ood} out-of-domain cases, R={r}, {what}: {rate_ci(round(rate * must_prs), must_prs)}")
+    must_pass_rows(prs // 4)
     print(f"done in {time.perf_counter() - start:.0f} s")
 
 

@@ -7,6 +7,7 @@ engine (:mod:`gate.stats`) builds these types; their home is here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -179,8 +180,17 @@ class MustPassFailure:
     repeats_head: int
     """Head repeats, all failed."""
     certain: bool
-    """The flip is certain and blocks: R ≥ 3 on both sides, or R ≥ 2 with repeats that vary nowhere on either
-    side (a deterministic pipeline). Otherwise listed with a warning, not blocking."""
+    """The flip is certain and blocks: R ≥ 2 on both sides with repeats that vary nowhere on either side (a
+    deterministic pipeline), or the case's exact test survives Holm's procedure at the gate's α across the must-pass
+    cases whose outcomes vary (:func:`gate.compare.mustpass.must_pass_failures`). Otherwise listed with a warning."""
+    p_value: float = math.nan
+    """One-sided exact conditional p-value of the case's R_A + R_B outcomes (Fisher's exact test; an all-repeat
+    flip: 1/C(R_A + R_B, R_A)); NaN in reports written before it was recorded."""
+    p_adjusted: float = math.nan
+    """``p_value`` Holm-adjusted across the must-pass cases whose outcomes are not all equal."""
+    repeats_to_block: int | None = None
+    """Smallest repeats per side at which an all-repeat flip would survive Holm with this many varying cases
+    (1/C(2R, R) ≤ α/m); None when certain already, or when no R ≤ 30 would do."""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ cannot be told from noise is listed and does not block; a PR that changes the ga
 from __future__ import annotations
 
 import json
+import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -77,7 +78,54 @@ def test_two_repeats_of_a_sampled_generator_do_not_block(tmp_path):
     result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out")
     assert result.exit_code == 0, report["reasons"]
     assert [f["certain"] for f in report["must_pass_failures"]] == [False] * 4
-    assert any("2 repeats that vary cannot tell a flip from noise" in w for w in report["warnings"])
+    (warning,) = [w for w in report["warnings"] if "must-pass" in w]
+    # 4 varying must-pass cases: exact p = 1/C(4, 2) = 1/6 each, Holm 4/6; 1/C(2R, R) ≤ 0.05/4 first at R = 5
+    assert "with 2 repeats that vary a flip can be noise (exact p = 0.167, Holm = 0.667" in warning
+    assert "`repeats: 5` on a sampled one" in warning
+
+
+@pytest.mark.parametrize(("repeats", "blocks"), [(3, False), (5, True)])
+def test_a_sampled_generator_blocks_when_the_exact_test_survives_holm(tmp_path, repeats, blocks):
+    """The 12-case PR on a sampled generator: the 4 flips are the only must-pass cases whose outcomes vary, so each
+    is tested at 0.05/4 by Holm's first step: p = 1/C(6, 3) = 0.05 at R = 3 does not block, 1/C(10, 5) = 1/252
+    at R = 5 does (Holm 4/252)."""
+    _twelve_ood(tmp_path, repeats, sampled=True)
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out")
+    flips = report["must_pass_failures"]
+    assert [f["certain"] for f in flips] == [blocks] * 4
+    p = 1 / math.comb(2 * repeats, repeats)
+    assert all(f["p_value"] == pytest.approx(p) and f["p_adjusted"] == pytest.approx(4 * p) for f in flips)
+    assert result.exit_code == (1 if blocks else 0), report["reasons"]
+    assert [f["repeats_to_block"] for f in flips] == ([None] * 4 if blocks else [5] * 4)
+
+
+def test_a_lone_flaky_must_pass_case_is_its_own_family(tmp_path):
+    """One out-of-domain case flips in all 3 repeats on a sampled generator while the other must-pass cases refuse in
+    every run: the family is that one case, p = 1/20 ≤ α = 0.05, so it blocks; a second varying must-pass case (o1
+    answered once on base) makes the family 2 and the flip a warning."""
+    cases = golden(20, ood=4)
+
+    def rows(side: str, o1_once: bool = False) -> list[dict]:
+        out = []
+        for r in range(3):
+            for c in cases:
+                text = (
+                    f"Item {int(c['id'][1:])} is blue." + (" Indeed." if r % 2 else "") if c["id"][0] == "q" else None
+                )
+                if side == "head" and c["id"] == "o0" or (o1_once and c["id"] == "o1" and r == 0):
+                    text = NONSENSE
+                out.append(answer(c, repeat=r, text=text))
+        return out
+
+    write_pair(tmp_path, cases, rows("base"), rows("head"))
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out")
+    ((flip,),) = [report["must_pass_failures"]]
+    assert (flip["id"], flip["certain"], flip["p_adjusted"]) == ("o0", True, pytest.approx(0.05))
+    assert result.exit_code == 1
+    write_pair(tmp_path, cases, rows("base", o1_once=True), rows("head"))
+    result, report = compare(tmp_path, "base.jsonl", "head.jsonl", "out2")
+    ((flip,),) = [report["must_pass_failures"]]
+    assert (flip["certain"], flip["p_adjusted"], flip["repeats_to_block"]) == (False, pytest.approx(0.1), 4)
 
 
 def test_a_deterministic_a_a_comparison_never_blocks(tmp_path):

@@ -577,7 +577,8 @@ def gate_decision(
     to no case are left out. ``strict`` turns INCONCLUSIVE into FAIL.
 
     Before all of these, FAIL when a must-pass case flipped certainly (``must_pass``: passed on base in every repeat,
-    failed on head in every repeat, with R ≥ 3, or R ≥ 2 on a deterministic pipeline; STATISTICS.md §7): a contract,
+    failed on head in every repeat, R ≥ 2 on a deterministic pipeline or an exact test that survives Holm at α;
+    :mod:`gate.compare.mustpass`, STATISTICS.md §7): a contract,
     like a failing assertion, whatever the statistics say. A flip that is not certain is a warning (and, out of
     domain, still blocks by the refusal test above when that drop is significant). New out-of-domain failures that
     are such flips are neither counted nor warned about twice.
@@ -609,7 +610,7 @@ def gate_decision(
             f"{len(certain)} must-pass case(s) passed on base in every repeat and fail on head in every repeat ({ids})"
         )
     if doubtful := [f for f in must_pass if not f.certain]:
-        warnings.append(_must_pass_warning(doubtful))
+        warnings.append(_must_pass_warning(doubtful, alpha))
     if new_system_failures:
         fails.append(f"the pipeline fails on {new_system_failures} case(s) the base answered (system errors)")
     new_ood_failures -= sum(f.why == OOD_ANSWERED for f in certain)  # blocking already
@@ -650,15 +651,24 @@ def gate_decision(
     return Decision("pass", (reason,), tuple(warnings))
 
 
-def _must_pass_warning(doubtful: Sequence[MustPassFailure]) -> str:
-    """The warning for must-pass flips that are not certain (R = 1, or repeats that vary at R = 2)."""
-    r = min(min(f.repeats_base, f.repeats_head) for f in doubtful)
-    why = (
-        "one run per side cannot tell a flip from a sampled generator's noise"
-        if r == 1
-        else f"{r} repeats that vary cannot tell a flip from noise"
+def _must_pass_warning(doubtful: Sequence[MustPassFailure], alpha: float) -> str:
+    """The warning for must-pass flips that are not certain, with the repeats that would make such a flip block."""
+    first = doubtful[0]
+    r = min(first.repeats_base, first.repeats_head)
+    if r == 1:
+        why = "one run per side cannot tell a flip from a sampled generator's noise"
+    else:
+        why = (
+            f"with {r} repeats that vary a flip can be noise (exact {numbers.p_clause('p', first.p_value)}, "
+            f"{numbers.p_clause('Holm', first.p_adjusted)} over the must-pass cases whose outcomes vary, "
+            f"above α = {alpha:g})"
+        )
+    sampled = (
+        f"or `repeats: {first.repeats_to_block}` on a sampled one"
+        if first.repeats_to_block
+        else "more repeats on a sampled one"
     )
     return (
         f"{len(doubtful)} must-pass case(s) passed on base and failed on head in every repeat, but {why}: listed, "
-        "not blocking (`repeats: 2` on a deterministic pipeline, or `repeats: 3`, makes such a flip block)"
+        f"not blocking (`repeats: 2` on a deterministic pipeline, {sampled}, makes such a flip block)"
     )

@@ -101,6 +101,32 @@ def fisher_case(k_base: int, k_head: int, r_base: int, r_head: int, *, tau: floa
     return _finish(p_obs, k_head / r_head - k_base / r_base, cdf, effects, tau, "fisher")
 
 
+def flip_repeats(m: int, alpha: float, *, limit: int = 30) -> int | None:
+    """The smallest repeats per side R at which an all-repeat flip survives Holm among m cases: 1/C(2R, R) ≤ α/m.
+
+    A flip: a case that passed in all R base runs and failed in all R head runs. Holm's first step (Bonferroni)
+    tests the smallest of ``m`` p-values at α/m.
+    1/C(2R, R) is the smallest one-sided Fisher p-value a case with R runs per side can reach (all its passes on
+    base: :func:`fisher_case` of (R, 0, R, R)), so with fewer repeats no flip can be shown at level α among m.
+
+    Args:
+        m: cases in the family, ≥ 1.
+        alpha: family-wise level in (0, 1).
+        limit: largest R considered.
+
+    Returns:
+        R in [1, ``limit``], or None when none suffices.
+
+    Raises:
+        ValueError: m < 1 or alpha outside (0, 1).
+
+    Source: Fisher (1935), the hypergeometric null of a 2×2 table with margins (R, R); Holm (1979), first step.
+    """
+    if m < 1 or not 0 < alpha < 1:
+        raise ValueError(f"need m ≥ 1 and alpha in (0, 1), got {m}, {alpha}")
+    return next((r for r in range(1, limit + 1) if m <= alpha * math.comb(2 * r, r)), None)
+
+
 @functools.lru_cache(maxsize=64)
 def _splits(n: int, n_head: int) -> np.ndarray:
     """Every choice of the head's n_head positions among n pooled runs, shape (C(n, n_head), n_head)."""
