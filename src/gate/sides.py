@@ -336,7 +336,7 @@ def compare_sides(
     if Path(head).is_dir() and head_side.manifest.evaluation is not None:  # the head run's own policy
         from gate.compare.notes import policy_changes
 
-        moved = policy_changes(judged_under, GatePolicy.from_dict(head_side.manifest.evaluation))
+        moved = policy_changes(judged_under, GatePolicy.from_dict(head_side.manifest.evaluation), diff)
         comparison = dataclasses.replace(comparison, policy_changes=moved)
     if evaluation.judge_labels:
         root = config.root if config is not None else Path(base_side.manifest.config or ".").parent

@@ -38,3 +38,24 @@ def test_the_comment_shows_the_decisive_ids_whole_and_escaped(tmp_path, prefix):
     escaped = example.replace("\\", "\\\\").replace("_", "\\_")  # markdown escapes of the comment
     escaped = escaped.replace("https:", "https:\u2060")  # and a word joiner: no link, no cross-reference
     assert escaped in comment
+
+
+def test_a_case_whose_must_pass_flag_the_pr_changes_is_a_policy_change():
+    """Config keys first, then each kept case whose own must_pass flag moved (– when unset), in the base's order;
+    cases edited otherwise, added or removed are golden-set changes, not policy changes."""
+    from gate.compare.notes import policy_changes
+    from gate.config import GatePolicy
+    from gate.golden import diff_golden
+    from gate.models import GoldenCase
+
+    base = [GoldenCase("o1", "Q1?", out_of_domain=True), GoldenCase("q2", "Q2?", must_pass=True),
+            GoldenCase("q3", "Q3?"), GoldenCase("q4", "Q4?", must_pass=True)]  # fmt: skip
+    head = [GoldenCase("o1", "Q1?", out_of_domain=True, must_pass=False), GoldenCase("q2", "Q2?"),
+            GoldenCase("q3", "Q3 edited?"), GoldenCase("q5", "Q5?", must_pass=True)]  # fmt: skip
+    moved = policy_changes(GatePolicy(), GatePolicy(fail_on_new_ood=False), diff_golden(base, head))
+    assert [(c.key, c.base, c.head) for c in moved] == [
+        ("fail_on_new_ood", "true", "false"),
+        ("case o1 must_pass", "–", "false"),
+        ("case q2 must_pass", "true", "–"),
+    ]
+    assert policy_changes(GatePolicy(), GatePolicy(), None) == ()

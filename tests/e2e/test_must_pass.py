@@ -189,7 +189,7 @@ def test_a_head_run_under_a_relaxed_policy_is_called_out(tmp_path):
     write_jsonl(tmp_path / "golden.jsonl", cases)
     rows = [answer(c) for c in cases]
     base = _run(tmp_path, "base", rows)
-    relaxed = "gate: [hit_rate@5]\nmargins: {refusal: 0.5}\nfail_on_new_ood: false\n"
+    relaxed = "gate: [hit_rate@5]\nmargins: {refusal: 0.5}\nfail_on_new_ood: false\nmust_pass: {out_of_domain: false}\n"
     head = _run(tmp_path, "head", rows, relaxed)
     junit = tmp_path / "junit.xml"
     result = CliRunner().invoke(
@@ -203,14 +203,23 @@ def test_a_head_run_under_a_relaxed_policy_is_called_out(tmp_path):
                  "error_rate]", "[hit_rate@5]"),
         "margins.refusal": ("0.03", "0.5"),
         "fail_on_new_ood": ("true", "false"),
+        "must_pass.out_of_domain": ("true", "false"),
     }  # fmt: skip
     assert [m["name"] for m in report["metrics"] if m["gated"]][1] == "mrr"  # still the base's gate list
     comment = (tmp_path / "out" / "comment.md").read_text()
-    (line,) = [x for x in comment.splitlines() if "changes the gate's policy" in x]
-    assert "applies after merge; this PR is judged under the base's" in line
-    assert "margins.refusal 0.03 → 0.5; fail\\_on\\_new\\_ood true → false" in line
+    lines = comment.splitlines()
+    (at,) = [i for i, x in enumerate(lines) if "changes the gate's policy" in x]
+    assert "applies after merge; this PR is judged under the base's" in lines[at]
+    # four changes: a list, each in full (the one line was cut at 300 characters: "… fail_on_new_ood tru…")
+    assert lines[at + 1 : at + 5] == [
+        "> - gate \\[hit\\_rate@5, mrr, grounded\\_answer\\_rate, contradiction\\_rate, answer\\_f1, refusal, "
+        "false\\_refusal, error\\_rate\\] → \\[hit\\_rate@5\\]",
+        "> - margins.refusal 0.03 → 0.5",
+        "> - fail\\_on\\_new\\_ood true → false",
+        "> - must\\_pass.out\\_of\\_domain true → false",
+    ]
     props = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
-    assert "margins.refusal 0.03 → 0.5" in props["policy_changes"]
+    assert props["policy_changes"].endswith("fail_on_new_ood true → false; must_pass.out_of_domain true → false")
 
 
 def test_an_unchanged_policy_has_no_line(tmp_path):

@@ -307,7 +307,8 @@ def test_a_pr_that_relaxes_the_gate_is_judged_under_the_base_and_says_so(tmp_pat
     repo = tmp_path / "repo"
     shas = make_scratch_repo(repo)
     config = (repo / "rag-gate.yml").read_text()
-    (repo / "rag-gate.yml").write_text(config + "gate: [hit_rate@5]\nmargins: {refusal: 0.5}\nfail_on_new_ood: false\n")
+    relaxed = "gate: [hit_rate@5]\nmargins: {refusal: 0.5}\nfail_on_new_ood: false\nmust_pass: {out_of_domain: false}\n"
+    (repo / "rag-gate.yml").write_text(config + relaxed)
     junit = tmp_path / "junit.xml"
     result = run_pr(
         tmp_path,
@@ -325,6 +326,8 @@ def test_a_pr_that_relaxes_the_gate_is_judged_under_the_base_and_says_so(tmp_pat
     assert changes["gate"][1] == "[hit_rate@5]"
     comment = (tmp_path / "out" / "comment.md").read_text()
     assert "**This PR changes the gate's policy** (applies after merge; this PR is judged under the base's)" in comment
-    assert "margins.refusal 0.03 → 0.5" in comment
+    for change in ("margins.refusal 0.03 → 0.5", "fail\\_on\\_new\\_ood true → false",
+                   "must\\_pass.out\\_of\\_domain true → false"):  # fmt: skip
+        assert f"\n> - {change}\n" in comment  # four changes: one full line each, none cut
     properties = {p.get("name"): p.get("value") for p in assert_valid_junit(junit.read_text()).iter("property")}
-    assert "fail_on_new_ood true → false" in properties["policy_changes"]
+    assert properties["policy_changes"].endswith("fail_on_new_ood true → false; must_pass.out_of_domain true → false")

@@ -207,12 +207,13 @@ def _flow(value: object) -> str:
     return plain.removesuffix("\n...").removesuffix("...").strip()
 
 
-def policy_changes(base: GatePolicy, head: GatePolicy) -> tuple[PolicyChange, ...]:
+def policy_changes(base: GatePolicy, head: GatePolicy, diff: GoldenDiff | None = None) -> tuple[PolicyChange, ...]:
     """The gate settings ``head`` (the PR's config) changes from ``base``, one per config key, in field order.
 
     Margins, must-pass and trend settings are compared key by key (``margins.refusal``, ``must_pass.out_of_domain``,
     ``trend.critical``), so one line says exactly what moved; ``gated`` is the config's ``gate``; an unset margin
-    shows the metric's default.
+    shows the metric's default. Then, from ``diff`` (the PR's golden set against the base's), each kept case whose
+    own ``must_pass`` flag the PR changes (key ``case <id> must_pass``, ``–`` when unset), in the base's file order.
     """
     out = []
     old, new = base.to_dict(), head.to_dict()
@@ -231,4 +232,9 @@ def policy_changes(base: GatePolicy, head: GatePolicy) -> tuple[PolicyChange, ..
                     out.append(PolicyChange(f"{key}.{sub}", *shown))
         else:
             out.append(PolicyChange(key, _flow(a), _flow(b)))
+    for was, now in diff.edited if diff is not None else ():
+        if was.must_pass != now.must_pass:
+            shown = (_flow(was.must_pass) if was.must_pass is not None else "–",
+                     _flow(now.must_pass) if now.must_pass is not None else "–")  # fmt: skip
+            out.append(PolicyChange(f"case {was.id} must_pass", *shown))
     return tuple(out)

@@ -77,10 +77,15 @@ def _close(suite: ET.Element, out: list[str]) -> None:
     ET.SubElement(suite, "system-err").text = ""
 
 
+POLICY_PROPERTY_LIMIT = 4_000
+"""Characters of the ``policy_changes`` property: every change in full (other properties: 200)."""
+
+
 def _properties(suite: ET.Element, pairs: list[tuple[str, object]]) -> None:
     properties = ET.SubElement(suite, "properties")
     for name, value in pairs:
-        ET.SubElement(properties, "property", name=name, value=_text(value, 200))
+        limit = POLICY_PROPERTY_LIMIT if name == "policy_changes" else 200
+        ET.SubElement(properties, "property", name=name, value=_text(value, limit))
 
 
 def _metric_case(suite: ET.Element, row: MetricRow, broken: dict[str, str]) -> str:

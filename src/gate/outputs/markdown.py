@@ -77,6 +77,23 @@ def cause_counts(cases: Any) -> str:
     return ", ".join(f"{n} {cause}" for cause, n in counts.most_common())
 
 
+POLICY_ITEM_LIMIT = 1_000
+"""Characters kept of one policy change (``key old → new``) in the comment: a gate list or margins map in full."""
+POLICY_INLINE = 300
+"""Up to this many characters (and 3 changes), the policy changes are one line; longer, a list."""
+MAX_POLICY_ITEMS = 40
+"""Policy changes listed in the comment (the rest are counted; all are in ``report.json``)."""
+
+
+def policy_change_lines(comparison: Comparison) -> list[Markup]:
+    """Each policy change as escaped markdown, ``key old → new`` in full (up to :data:`POLICY_ITEM_LIMIT`)."""
+    items = [f"{c.key} {c.base} → {c.head}" for c in comparison.policy_changes]
+    shown = [Markup(escape_markdown(item, limit=POLICY_ITEM_LIMIT)) for item in items[:MAX_POLICY_ITEMS]]
+    if len(items) > MAX_POLICY_ITEMS:
+        shown.append(Markup(f"… and {len(items) - MAX_POLICY_ITEMS} more (all in `report.json`)"))
+    return shown
+
+
 def _environment(template_dir: Path | None) -> jinja2.Environment:
     loaders: list[jinja2.BaseLoader] = [jinja2.PackageLoader("gate.outputs", "templates")]
     if template_dir is not None:
@@ -101,13 +118,14 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         usage=cells.usage_text,
         pairwise_line=cells.pairwise_text,
         margin=cells.margin_cell,
-        policy_changes=cells.policy_changes_text,
+        policy_changes=policy_change_lines,
         mde=cells.mde_cell,
         files_total=cells.files_total,
         file_change=cells.file_change,
         code_block=code_block,
         metrics_chart=mermaid_metrics,
         max_files=MAX_FILES,
+        policy_inline=POLICY_INLINE,
     )
     env.tests["finite"] = lambda x: isinstance(x, int | float) and math.isfinite(x)
     env.globals.update(verdict_icon=_VERDICT_ICON, status_icon=cells.GATE_STATUS)

@@ -72,7 +72,7 @@ def render_text(comparison: Comparison, *, max_items: int = MAX_ITEMS) -> str:
     out += [f"- {plain(reason, 400)}" for reason in c.reasons]
     out += [f"! {plain(warning, 400)}" for warning in c.warnings]
     if c.policy_changes:
-        moved = plain(cells.policy_changes_text(c), 400)
+        moved = plain(cells.policy_changes_text(c), 4000)
         out.append(f"! This PR changes the gate's policy (applies after merge; judged under the base's): {moved}")
     blocking = sum(f.certain for f in c.must_pass_failures)
     must = f"{len(c.must_pass_failures)} must-pass failed ({blocking} blocking) · " if c.must_pass_failures else ""

@@ -229,7 +229,7 @@ def _compare(run: PrRun) -> PrResult:
     trend, trend_note = (
         check_head(store, head_run, base, base_sha=base_sha, head_sha=head_sha, out=out) if store else (None, "")
     )
-    moved = policy_changes(base.evaluation, run.head.evaluation)  # the PR's own config: applies after merge
+    moved = policy_changes(base.evaluation, run.head.evaluation, diff)  # the PR's own config: after merge
     comparison = relocate(dataclasses.replace(compared.comparison, trend=trend, policy_changes=moved), head_lines)
     render_options = outputs.RenderOptions(
         details_url=context.run_url,
