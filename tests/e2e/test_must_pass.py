@@ -262,3 +262,15 @@ def test_a_run_made_with_a_relative_margin_is_recorded_and_compared(tmp_path):
     assert manifest["evaluation"]["margins"]["contradiction_rate"] == {"relative": 0.5, "min": 0.005}
     result = CliRunner().invoke(main, ["compare", str(base), str(head), "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
+
+
+def test_a_short_policy_change_is_one_line(tmp_path):
+    cases = golden(10, ood=2)
+    write_jsonl(tmp_path / "golden.jsonl", cases)
+    rows = [answer(c) for c in cases]
+    base, head = _run(tmp_path, "base", rows), _run(tmp_path, "head", rows, "margins: {refusal: 0.1}\nalpha: 0.1\n")
+    CliRunner().invoke(main, ["compare", str(base), str(head), "--out", str(tmp_path / "out")])
+    comment = (tmp_path / "out" / "comment.md").read_text()
+    (line,) = [x for x in comment.splitlines() if "changes the gate's policy" in x]
+    assert line.endswith("judged under the base's): margins.refusal 0.03 → 0.1; alpha 0.05 → 0.1")
+    assert "\n> - " not in comment
