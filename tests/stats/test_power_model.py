@@ -10,7 +10,7 @@ from test_stats_oracles import metric
 
 from gate.results import MustPassFailure
 from gate.stats import analyze_metrics, gate_decision
-from gate.stats.power import cases_needed, detectable_drop, detection_power
+from gate.stats.power import cases_needed, detectable_drop, detection_power, recommendation
 
 
 def _sign_flip_rule_power(delta: float, n: int, sd: float, *, level: float, margin: float, draws: int = 4000) -> float:
@@ -28,6 +28,51 @@ def test_graded_power_matches_a_simulation_of_the_rule(margin, level):
     for delta in (0.03, 0.06, 0.09):
         model = detection_power(delta, n, level=level, margin=margin, var0=sd * sd)
         assert model == pytest.approx(_sign_flip_rule_power(delta, n, sd, level=level, margin=margin), abs=0.025)
+
+
+def _normal_rule_power(delta: float, n: int, sd: float, *, level: float, margin: float) -> float:
+    """Hand oracle of the sign-flip rule's power (normal model, scipy.stats.norm): FAIL iff d̄ ≥ z·sd/√(n − z²) and
+    d̄ ≥ m, with d̄ ~ N(δ, sd²/n)."""
+    z = stats.norm.ppf(1 - level)
+    threshold = max(z * sd / np.sqrt(n - z * z), margin)
+    return float(stats.norm.cdf((delta - threshold) / (sd / np.sqrt(n))))
+
+
+@pytest.mark.parametrize("omega2", [0.02, 0.05, 0.2])
+def test_the_recommendation_uses_the_mde_power_rule(omega2):
+    """Graded, N = 100, R = 1, σ_A² = σ_B² = 0.05, margin 0.03: the advice is for a drop of 2m = 0.06 — the smallest R
+    per side (per-case variance ω² + 0.1/R) or, when no R ≤ 20 does, the smallest N at which the rule catches it
+    with 80 % power, both from the oracle. ω² = 0.02: R = 3 (power 0.73 at R = 2, 0.82 at R = 3)."""
+    split = (omega2, 0.05, 0.05)
+    model = {"var0": omega2 + 0.1, "kappa": 0.0, "mcnemar": False}
+    text = recommendation(100, 0.06, level=0.05, margin=0.03, model=model, split=split, repeats=1, target_label="0.060")
+
+    def power(n: int, r: int) -> float:
+        return _normal_rule_power(0.06, n, np.sqrt(omega2 + 0.1 / r), level=0.05, margin=0.03)
+
+    r = next((r for r in range(2, 21) if power(100, r) >= 0.8), None)
+    if r is not None:
+        assert text == f"use R = {r} to detect drops of 0.060"
+    else:
+        n = next(n for n in range(3, 10_000) if power(n, 1) >= 0.8)
+        assert text == f"grow the golden set to N = {n} (at R = 1) to detect drops of 0.060"
+    assert {0.02: "use R = 3", 0.05: "use R = 14", 0.2: "grow the golden set to N = 518"}[omega2] in text
+    big = recommendation(600, 0.06, level=0.05, margin=0.03, model=model, split=split, repeats=1, target_label="0.060")
+    assert (big is None) == (power(600, 1) >= 0.8)
+
+
+def test_a_metric_row_recommends_iff_its_printed_mde_exceeds_twice_the_margin():
+    """One rule: the run details' recommendation is empty exactly when the printed MDE is at most 2m."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for n, noise, r in ((20, 0.5, 3), (400, 0.05, 3), (15, 0.5, 1)):
+        base = np.clip(rng.normal(0.7, 0.1, size=(n, r)), 0, 1)
+        head = np.clip(base + rng.normal(0, noise, size=(n, r)), 0, 1)
+        (row,) = analyze_metrics([metric("faithfulness", "graded", base, head, margin=0.05)])
+        rows.append(row)
+        assert (row.recommendation is None) == (row.mde <= 0.10), (row.mde, row.recommendation)
+    assert rows[0].recommendation.startswith("use R = ") and rows[1].recommendation is None
+    assert rows[2].recommendation.startswith("grow the golden set to N = ")  # one run per side: σ² unknown, only N
 
 
 def test_mde_is_where_the_power_reaches_80_percent_and_exceeds_the_margin():

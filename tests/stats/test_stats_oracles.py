@@ -22,7 +22,6 @@ from gate.stats import (
     mcnemar_exact,
     mde,
     paired_se,
-    recommendation,
     sample_size,
     sign_flip_test,
     t_interval,
@@ -231,17 +230,6 @@ def test_variance_decomposition_paired_and_single_repeat():
     omega2, s2_a, s2_b, icc = variance_decomposition(EX8[:, :1], head[:, :1])
     assert omega2 == pytest.approx(np.var(head[:, 0] - EX8[:, 0], ddof=1))
     assert math.isnan(s2_a) and math.isnan(s2_b) and math.isnan(icc)
-
-
-def test_recommendation_is_the_smallest_sufficient_r():
-    text = recommendation(198, 1 / 9, 1 / 6, 1 / 6, 1, 1, margin=0.1, margin_label="0.1")
-    assert text == "use R = 2 to detect drops of 0.1"
-    assert mde(198, 1 / 9, 1 / 6, 1 / 6, 2, 2) <= 0.1 < mde(198, 1 / 9, 1 / 6, 1 / 6, 1, 1)
-    need = math.ceil(sample_size(0.05, 1 / 9, 1 / 6, 1 / 6, 1, 1))
-    assert recommendation(198, 1 / 9, 1 / 6, 1 / 6, 1, 1, margin=0.05, margin_label="0.05") == (
-        f"grow the golden set to N = {need} (at R = 1) to detect drops of 0.05"
-    )
-    assert recommendation(198, 1 / 9, 1 / 6, 1 / 6, 1, 1, margin=0.2, margin_label="0.2") is None
 
 
 # ---------------------------------------------------------------- analyze_metrics

@@ -24,10 +24,11 @@ from gate.stats.intervals import (
     units_of,
 )
 from gate.stats.power import (
+    RECOMMENDATION_TARGET,
     ZERO_MARGIN_ALPHA,
-    cases_needed,
     detectable_drop,
     recommendation,
+    settling_design,
     variance_decomposition,
 )
 from gate.stats.selection import MetricTest, select
@@ -425,20 +426,15 @@ def _result(
     # With no variation at all (se 0: a deterministic, unchanged pipeline) the MDE is undefined (NaN, shown "–").
     mde = _mde(inp, pair, se, margin, mde_level) if n >= 2 and se > 0 else float("nan")
     r_base, r_head = inp.base.shape[1], inp.head.shape[1]
-    label = numbers.percent(inp.margin) if inp.kind == "ratio" else numbers.number(inp.margin)
-    advice = recommendation(
-        n,
-        omega2,
-        s2_a,
-        s2_b,
-        r_base,
-        r_head,
-        margin=margin,
-        margin_label=label,
-        alpha=level,
-        power=POWER,
-        worsening="drops" if inp.direction == "higher" else "rises",
-    )
+    advice, twice = None, RECOMMENDATION_TARGET * inp.margin  # the advice is about a worsening of twice the margin
+    if n >= 2 and se > 0 and (inp.kind != "ratio" or inp.direction == "lower" or twice < 1):
+        target = ratio_scale(twice, inp.direction) if inp.kind == "ratio" else twice
+        label = numbers.percent(twice) if inp.kind == "ratio" else numbers.number(twice)
+        worse = "drops" if inp.direction == "higher" else "rises"
+        advice = recommendation(
+            n, target, level=mde_level, margin=margin, model=_power_model(inp, pair, se), split=(omega2, s2_a, s2_b),
+            repeats=max(r_base, r_head), target_label=label, worsening=worse,
+        )  # fmt: skip
     delta = float(np.mean(d)) if n else float("nan")
     n_worse = int(np.count_nonzero(d < 0))
     resolution = 1 / n if inp.kind == "binary" and n else 0.0
@@ -529,22 +525,23 @@ def _settle(
         if rule_out
         else ("show a worsening of this size significantly")
     )
-    need = cases_needed(max(worsening, 0.0), level=level, margin=margin, power=POWER, rule_out=rule_out, **model)  # type: ignore[arg-type]
+    need, repeats = settling_design(
+        max(worsening, 0.0),
+        n,
+        level=level,
+        margin=margin,
+        model=model,
+        split=split,
+        power=POWER,
+        rule_out=rule_out,
+        repeats=max(inp.base.shape[1], inp.head.shape[1]),
+    )
     if need is None:
         return ""
     if need <= n:  # the data are on the edge: the model says this N suffices
         return f"; to settle it: the same N = {n} again with fresh runs ({what} with 80 % power)"
     text = f"; to settle it: N ≈ {need} paired cases ({need - n} more) would {what} with 80 % power"
-    omega2, s2_a, s2_b = split
-    if not model["mcnemar"] and np.isfinite(s2_a) and np.isfinite(s2_b) and s2_a + s2_b > 0:
-        for r in range(max(inp.base.shape[1], inp.head.shape[1]) + 1, 21):
-            enough = cases_needed(
-                max(worsening, 0.0), level=level, margin=margin, power=POWER, rule_out=rule_out,
-                var0=omega2 + (s2_a + s2_b) / r, kappa=float(model.get("kappa", 0.0)),
-            )  # fmt: skip
-            if enough is not None and enough <= n:
-                return text + f", or R = {r} repeats per side at this N"
-    return text
+    return text + (f", or R = {repeats} repeats per side at this N" if repeats is not None else "")
 
 
 def gate_decision(

@@ -160,67 +160,6 @@ def variance_decomposition(base: np.ndarray, head: np.ndarray) -> tuple[float, f
     return omega2, s2_a, s2_b, (between / total if total > 0 else nan)
 
 
-def recommendation(
-    n: int,
-    omega2: float,
-    sigma2_base: float,
-    sigma2_head: float,
-    r_base: int,
-    r_head: int,
-    *,
-    margin: float,
-    margin_label: str,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    max_repeats: int = 20,
-    worsening: str = "drops",
-) -> str | None:
-    """Advice on the repeats R (or cases N) that make the one-sided MDE at most the margin; None if it already is.
-
-    Solves Eq. 10 for the smallest R (same on both sides) with MDE ≤ margin, if one ≤ ``max_repeats`` exists
-    (Miller §3: repeats only shrink the within-case part); when no R suffices, gives N from
-    :func:`sample_size` at the current repeats. With unknown σ² (R = 1) the whole Var(d) is treated as
-    between-case and only N is advised.
-
-    Args:
-        n: paired cases, ≥ 1.
-        omega2: ω² from :func:`variance_decomposition`.
-        sigma2_base: σ_A² (NaN when unknown).
-        sigma2_head: σ_B² (NaN when unknown).
-        r_base: current repeats on base, ≥ 1.
-        r_head: current repeats on head, ≥ 1.
-        margin: the margin to detect, > 0, in the units of the variances' square root.
-        margin_label: how to print the margin, e.g. ``"0.03"`` or ``"10 %"``.
-        alpha: one-sided level.
-        power: target power.
-        max_repeats: largest R to suggest.
-        worsening: what a worsening of the metric is called: ``"drops"``, or ``"rises"`` for a lower-is-better
-            metric.
-
-    Returns:
-        e.g. ``"use R = 5 to detect drops of 0.03"``, or None when the MDE is already ≤ margin or the
-        inputs are not finite.
-
-    Source: Miller (2024), arXiv:2411.00640, Eq. 9-10 and §3 (resampling reduces within-question variance).
-
-    """
-    if margin <= 0 or n < 2 or not np.isfinite(omega2):
-        return None
-    s_a = 0.0 if np.isnan(sigma2_base) else sigma2_base
-    s_b = 0.0 if np.isnan(sigma2_head) else sigma2_head
-    if mde(n, omega2, s_a, s_b, r_base, r_head, alpha=alpha, power=power) <= margin:
-        return None
-    if not (np.isnan(sigma2_base) or np.isnan(sigma2_head)):
-        # smallest R with ω² + (σ_A² + σ_B²)/R ≤ n·(m/z)², i.e. MDE(R) ≤ m
-        budget = n * (margin / _z_sum(alpha, power, False)) ** 2 - omega2
-        if budget > 0:
-            r = max(math.ceil((s_a + s_b) / budget), max(r_base, r_head) + 1)
-            if r <= max_repeats:
-                return f"use R = {r} to detect {worsening} of {margin_label}"
-    need = math.ceil(sample_size(margin, omega2, s_a, s_b, r_base, r_head, alpha=alpha, power=power))
-    return f"grow the golden set to N = {need} (at R = {max(r_base, r_head)}) to detect {worsening} of {margin_label}"
-
-
 ZERO_MARGIN_ALPHA = 0.01
 """One-sided level used for a metric whose margin is 0 (STATISTICS.md §6 item 3)."""
 
@@ -415,3 +354,111 @@ def cases_needed(
         mid = (low + high) // 2
         low, high = (low, mid) if caught(mid) else (mid, high)
     return high
+
+
+def settling_design(
+    delta: float,
+    n: int,
+    *,
+    level: float,
+    margin: float,
+    model: dict[str, float | bool],
+    split: tuple[float, float, float],
+    repeats: int,
+    power: float = 0.8,
+    rule_out: bool = False,
+    max_repeats: int = 20,
+) -> tuple[int | None, int | None]:
+    """The cases, and the repeats, with which the gate's rule settles a worsening ``delta`` with ``power``.
+
+    Cases from :func:`cases_needed` at the current repeats. Repeats only where they vary (σ² > 0 on a side, not the
+    exact McNemar model of one run per side): the smallest R per side ≤ ``max_repeats`` with which N = ``n`` cases
+    suffice, the per-case variance becoming ω² + (σ_A² + σ_B²)/R (Miller §3: repeats shrink only the within-case
+    part). Repeats of a deterministic pipeline add nothing and are never returned.
+
+    Args:
+        delta: the worsening, ≥ 0 (metric units; log-ratio units for ratio metrics).
+        n: paired cases now, ≥ 1.
+        level: one-sided test level α′.
+        margin: m ≥ 0.
+        model: the arguments of :func:`detection_power` that describe the data (``var0``, ``kappa``, ``mcnemar``,
+            ``base_rate``).
+        split: (ω², σ_A², σ_B²) from :func:`variance_decomposition` (σ² NaN when unknown).
+        repeats: runs per case now, the larger side's, ≥ 1.
+        power: target power.
+        rule_out: settle it by ruling a worsening of the margin out (``delta`` < m), see :func:`cases_needed`.
+        max_repeats: the largest R considered.
+
+    Returns:
+        (cases, repeats): cases None when no N ≤ 1,000,000 does it; repeats None when repeats do not vary, or when
+        the current N suffices already, or no R ≤ ``max_repeats`` does it at this N.
+
+    Source: :func:`detection_power` and :func:`cases_needed`; Miller (2024), arXiv:2411.00640, §3 and Eq. 10.
+    """
+    need = cases_needed(delta, level=level, margin=margin, power=power, rule_out=rule_out, **model)  # type: ignore[arg-type]
+    omega2, s2_a, s2_b = split
+    if need is None or need <= n or model.get("mcnemar") or not (np.isfinite(s2_a) and np.isfinite(s2_b)):
+        return need, None
+    if s2_a + s2_b <= 0:
+        return need, None
+    for r in range(repeats + 1, max_repeats + 1):
+        var0 = omega2 + (s2_a + s2_b) / r
+        enough = cases_needed(delta, level=level, margin=margin, power=power, rule_out=rule_out, var0=var0,
+                              kappa=float(model.get("kappa", 0.0)))  # fmt: skip
+        if enough is not None and enough <= n:
+            return need, r
+    return need, None
+
+
+RECOMMENDATION_TARGET = 2.0
+"""The worsening the run details' recommendation is about, in margins: the gate's rule catches a worsening of exactly
+the margin at most half the time, so the advice is for one of twice the margin (the size benchmarks/calibration.py
+plants)."""
+
+
+def recommendation(
+    n: int,
+    target: float,
+    *,
+    level: float,
+    margin: float,
+    model: dict[str, float | bool],
+    split: tuple[float, float, float],
+    repeats: int,
+    target_label: str,
+    power: float = 0.8,
+    worsening: str = "drops",
+) -> str | None:
+    """Advice on the repeats R (or cases N) with which the gate's rule catches a worsening ``target`` with ``power``.
+
+    The same power model as the printed MDE (:func:`detectable_drop`) and as what settles an inconclusive metric
+    (:func:`settling_design`): None when the rule already catches ``target`` (the MDE is at most ``target``). The
+    comparison asks about twice the margin (:data:`RECOMMENDATION_TARGET`).
+
+    Args:
+        n: paired cases, ≥ 1.
+        target: the worsening to catch, > ``margin``, on the test's scale (log-ratio units for ratio metrics).
+        level: the one-sided level the metric's test runs at alone (Holm's first step, α/M).
+        margin: m on the test's scale, > 0 for any advice.
+        model: :func:`detection_power`'s arguments for this metric's data.
+        split: (ω², σ_A², σ_B²).
+        repeats: runs per case now (the larger side's).
+        target_label: how to print ``target``, e.g. ``"0.060"`` or ``"20 %"``.
+        power: target power.
+        worsening: ``"drops"``, or ``"rises"`` for a lower-is-better metric.
+
+    Returns:
+        ``"use R = 5 to detect drops of 0.06"``, ``"grow the golden set to N = 412 (at R = 1) to detect drops of
+        0.06"``, or None (already caught, or no N up to a million would do).
+
+    Source: :func:`detection_power`; Miller (2024), arXiv:2411.00640, Eq. 9-10 and §3.
+    """
+    if not target > margin > 0 or n < 2 or detection_power(target, n, level=level, margin=margin, **model) >= power:  # type: ignore[arg-type]
+        return None
+    need, r = settling_design(target, n, level=level, margin=margin, model=model, split=split, repeats=repeats,
+                              power=power)  # fmt: skip
+    if r is not None:
+        return f"use R = {r} to detect {worsening} of {target_label}"
+    if need is None:
+        return None
+    return f"grow the golden set to N = {need} (at R = {repeats}) to detect {worsening} of {target_label}"
