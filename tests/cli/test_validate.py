@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import re
+
+import numpy as np
+import pytest
 from click.testing import CliRunner
 from helpers import write_jsonl
+from scipy import stats
 
 from gate.cli import main
 
@@ -18,9 +24,12 @@ def test_a_valid_config_and_its_files(tmp_path, tiny_golden):
     path.write_text("golden: golden.jsonl\npipeline: {predictions: preds.jsonl}\nmetrics: [mrr, refusal]\n")
     result = invoke("validate", path)
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == (
+    assert result.stdout.splitlines()[0] == (
         f"{path}: OK — golden set golden.jsonl: 4 cases (1 out-of-domain); pipeline {tmp_path / 'preds.jsonl'}; "
         "2 metrics (2 gated); judge lexical; repeats 1"
+    )
+    assert result.stdout.splitlines()[1].endswith(
+        "mrr none: too few cases (3 cases) · refusal none: too few cases (1 out-of-domain cases)"
     )
 
 
@@ -98,3 +107,37 @@ def test_the_golden_set_is_named_as_the_config_names_it(tmp_path):
     result = invoke("validate", path)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(f"{path}: OK — golden set eval/golden.jsonl: 1 cases (0 out-of-domain)")
+
+
+def _best_case_mde(n: int, level: float, margin: float) -> float:
+    """Oracle (scipy.stats.binom): a PR breaks each case with probability δ, nothing moves otherwise; the gate fails
+    when b broken cases make exact McNemar reject (2^-b ≤ level) and b/n ≥ m. The smallest δ on a 1e-5 grid with
+    P(Bin(n, δ) ≥ max(b*, ⌈m·n⌉)) ≥ 0.8."""
+    b_star = next(b for b in range(1, 200) if 0.5**b <= level)
+    needed = max(b_star, math.ceil(margin * n - 1e-9))
+    grid = np.arange(1, 100_001) / 100_000
+    return float(grid[np.argmax(stats.binom.sf(needed - 1, n, grid) >= 0.8)])
+
+
+def test_validate_prints_each_gated_metrics_minimum_detectable_worsening(tmp_path):
+    """The issue's newcomer set, 46 in-domain and 12 out-of-domain cases, gate [hit_rate@5, refusal], repeats 3: the
+    MDE at best (no noise, cases broken at random) at Holm's first-step level 0.05/3, against the binomial oracle;
+    latency is named without a value (timing noise decides)."""
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "expected_doc_ids": [f"d{i}"]} for i in range(46)]
+    rows += [{"id": f"o{i}", "question": f"O{i}?", "out_of_domain": True} for i in range(12)]
+    write_jsonl(tmp_path / "golden.jsonl", rows)
+    write_jsonl(tmp_path / "preds.jsonl", [{"id": r["id"], "answer": "x"} for r in rows])
+    path = tmp_path / "rag-gate.yml"
+    path.write_text(
+        "golden: golden.jsonl\npipeline: {predictions: preds.jsonl}\nmetrics: [hit_rate@5, refusal, latency_ms]\n"
+        "gate: [hit_rate@5, refusal, latency_ms]\nrepeats: 3\n"
+    )
+    result = invoke("validate", path)
+    assert result.exit_code == 0, result.output
+    line = result.stdout.splitlines()[1]
+    assert line.startswith("minimum detectable worsening at best (80 % power, repeats 3;")
+    found = dict(re.findall(r"(hit_rate@5|refusal) (\d\.\d{3}) \(", line))
+    assert float(found["hit_rate@5"]) == pytest.approx(_best_case_mde(46, 0.05 / 3, 0.03), abs=6e-4)
+    assert float(found["refusal"]) == pytest.approx(_best_case_mde(12, 0.05 / 3, 0.03), abs=6e-4)
+    assert "(46 cases)" in line and "(12 out-of-domain cases)" in line and "latency_ms – (timing noise decides)" in line
+    assert float(found["refusal"]) > 0.5  # 12 cases: only a PR that breaks most of them is caught

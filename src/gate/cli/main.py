@@ -97,6 +97,8 @@ def _validate(path: Path) -> None:
         f"{len(evaluation.metrics)} metrics ({len(evaluation.gated)} gated); judge {evaluation.judge['name']}; "
         f"repeats {config.repeats}"
     )
+    if line := _detectable(cases, evaluation, config.repeats):
+        click.echo(line)
     for warning in _too_few_cases(cases, evaluation):
         click.echo(f"{shown(path)}: warning: {warning}", err=True)
 
@@ -122,6 +124,40 @@ def _foreign(path: Path) -> None:
         )
     if what:
         raise InputError(f"{path}: {what}")
+
+
+def _detectable(cases: Sequence[GoldenCase], evaluation: GatePolicy, repeats: int) -> str | None:
+    """The minimum detectable worsening of each gated metric at this golden set's N and these repeats, at best.
+
+    The comment's MDE (:func:`gate.stats.power.detectable_drop`: the gate's own rule, the test at Holm's first-step
+    level α/M and Δ̂ ≤ −m, with 80 % power) under the best case a plan can assume before any run: no run-to-run
+    noise (a deterministic pipeline, whose repeats add nothing) and a PR that breaks cases at random from a base that
+    passes each (exact McNemar, no discordance without a change). Real noise only makes it larger; the comment
+    prints the measured one. Ratio metrics (latency, cost) depend on timing noise alone and are named without a value.
+    """
+    from gate.metrics import resolve
+    from gate.stats import numbers
+    from gate.stats.power import ZERO_MARGIN_ALPHA, detectable_drop
+
+    gated = [name for name in evaluation.metrics if name in evaluation.gated]
+    n_ood = sum(c.out_of_domain for c in cases)
+    items = []
+    for name in gated:
+        spec, margin = resolve(name).spec, evaluation.margin(name)
+        n = n_ood if spec.out_of_domain else len(cases) - n_ood
+        if spec.kind == "ratio" or n == 0:
+            items.append(f"{name} – ({'timing noise decides' if n else 'no case'})")
+            continue
+        level = (ZERO_MARGIN_ALPHA if margin == 0 else evaluation.alpha) / len(gated)
+        drop = detectable_drop(n, level=level, margin=margin, var0=0.0, mcnemar=True, base_rate=1.0)
+        value = "none: too few cases" if drop != drop else numbers.number(drop)
+        items.append(f"{name} {value} ({n} {'out-of-domain ' if spec.out_of_domain else ''}cases)")
+    if not items:
+        return None
+    return (
+        f"minimum detectable worsening at best (80 % power, repeats {repeats}; no run-to-run noise and a PR that "
+        f"breaks cases at random — noise makes it larger, the comment prints the measured one): {' · '.join(items)}"
+    )
 
 
 def _too_few_cases(cases: Sequence[GoldenCase], evaluation: GatePolicy) -> list[str]:
