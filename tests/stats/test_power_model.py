@@ -168,3 +168,17 @@ def test_a_certain_must_pass_flip_fails_first_and_a_doubtful_one_warns():
     (refusal,) = analyze_metrics([metric("refusal", "binary", np.ones(12), head, margin=0.03)])  # p = ½
     doubtful = gate_decision([res, refusal], must_pass=[_flip(False)], new_ood_failures=1, refusal=refusal)
     assert doubtful.verdict != "fail" and len(doubtful.warnings) == 1 and "not blocking" in doubtful.warnings[0]
+
+
+@pytest.mark.parametrize(("n", "level", "margin"), [(12, 0.05 / 3, 0.03), (46, 0.025, 0.03), (30, 0.05, 0.2),
+                                                    (5000, 0.01, 0.03), (3, 0.05, 0.0)])  # fmt: skip
+def test_mcnemar_power_without_discordance_is_the_binomial_tail(n, level, margin):
+    """var0 = 0 (scipy-free path): every discordant case is broken, b ~ Bin(n, δ); FAIL iff 2^-b ≤ level and b ≥ m·n:
+    scipy.stats.binom's upper tail from the larger bound; the general McNemar path with a vanishing var0 agrees."""
+    b_star = next(b for b in range(1, 100) if 0.5**b <= level)
+    first = max(b_star, int(np.ceil(margin * n - 1e-9)))
+    for delta in (0.01, 0.1, 0.3, 0.6, 0.95):
+        model = detection_power(delta, n, level=level, margin=margin, var0=0.0, mcnemar=True)
+        assert model == pytest.approx(stats.binom.sf(first - 1, n, delta), abs=1e-9)
+        general = detection_power(delta, n, level=level, margin=margin, var0=1e-12, mcnemar=True)
+        assert model == pytest.approx(general, abs=1e-6)

@@ -232,6 +232,8 @@ def detection_power(
     Source: Miller (2024), arXiv:2411.00640, Eq. 10 (normal model); exact McNemar power by conditioning on the
     discordant pairs (Lachin 1992, Stat. Med. 11(9), doi:10.1002/sim.4780110907); the outcome rule of STATISTICS.md §3.
     """
+    if mcnemar and var0 == 0:  # nothing is discordant without a change: scipy-free (`rag-gate validate` plans with it)
+        return _broken_cases_power(delta, n, level=level, margin=margin)
     from scipy import special, stats
 
     if mcnemar:
@@ -253,6 +255,30 @@ def detection_power(
         return float(delta >= margin)
     threshold = max(z * sd / math.sqrt(n - z * z), margin)
     return float(special.ndtr((delta - threshold) / (sd / math.sqrt(n))))
+
+
+def _broken_cases_power(delta: float, n: int, *, level: float, margin: float) -> float:
+    """:func:`detection_power`'s exact McNemar model without discordance under no change (``var0`` = 0).
+
+    Every discordant case is one the drop broke: b ~ Bin(n, δ) against c = 0, where exact McNemar rejects iff
+    2^−b ≤ ``level`` and the margin rule needs b ≥ m·n; the power is the binomial upper tail from the larger bound
+    (log-space terms within ±12 SD of nδ, so any n is safe).
+    """
+    if delta <= 0:
+        return 0.0
+    first = max(next(b for b in range(1, 1100) if 0.5**b <= level), math.ceil(margin * n - 2e-9))
+    if first > n:
+        return 0.0
+    if delta >= 1:
+        return 1.0
+    spread = 12 * math.sqrt(n * delta * (1 - delta)) + 12
+    high = min(n, math.ceil(n * delta + spread))
+    log_p, log_q, log_n = math.log(delta), math.log1p(-delta), math.lgamma(n + 1)
+    terms = (
+        math.exp(log_n - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p + (n - k) * log_q)
+        for k in range(max(first, math.floor(n * delta - spread)), high + 1)
+    )
+    return min(1.0, math.fsum(terms))
 
 
 def detectable_drop(
