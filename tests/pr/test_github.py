@@ -265,8 +265,10 @@ def test_oversized_comment_is_capped(fake):
 
 
 def test_empty_token_is_input_error():
-    with pytest.raises(InputError, match="empty token"):
+    with pytest.raises(InputError, match="empty GitHub token") as info:
         gh.make_client("", "http://127.0.0.1:9")
+    # in Actions the token comes from the input (as GITHUB_TOKEN): the flag alone would name a source that is ignored
+    assert "github-token input" in str(info.value) and "GITHUB_TOKEN" in str(info.value)
 
 
 # ------------------------------------------------------------------------ outputs, summary, commands
