@@ -18,13 +18,6 @@ from gate.redact import Redactor
 FAST = gh.RetryPolicy(total=2, backoff_factor=0.01, backoff_max=0.05, max_wait=2.0, timeout=5)
 
 
-@pytest.fixture
-def fake():
-    server = FakeGithub().start()
-    yield server
-    server.stop()
-
-
 def client(fake: FakeGithub, policy: gh.RetryPolicy = FAST):
     return gh.make_client(fake.token, fake.api_url, policy)
 
