@@ -3,18 +3,15 @@ import json
 import os
 import random
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 import jsonschema
 import pytest
-from helpers import EXAMPLE, REFUSAL, REPO, REPORT_SCHEMA, SHARED_DATA, compare, read_jsonl, write_jsonl
+from helpers import EXAMPLE, REFUSAL, REPORT_SCHEMA, SHARED_DATA, compare, read_jsonl, write_jsonl
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
-
-sys.path.insert(0, str(REPO / "benchmarks"))  # judgeeval: the judge evaluation lives with the benchmarks
 
 
 def pytest_collection_modifyitems(config, items):
