@@ -11,9 +11,11 @@ from importlib import resources
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 from click.testing import CliRunner
 
 from gate.cli import main
+from gate.stats import MetricInput
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "squad"
@@ -68,6 +70,39 @@ def git(repo: Path | str, *args: str) -> str:
         ["git", "-C", str(repo), *GIT_IDENTITY, *args], capture_output=True, text=True, check=True, timeout=120
     )
     return done.stdout.strip()
+
+
+def metric_input(
+    name: str,
+    kind: str,
+    base,
+    head,
+    *,
+    margin: float = 0.05,
+    direction: str = "higher",
+    gated: bool = True,
+    clusters=None,
+    failed_base=None,
+    failed_head=None,
+) -> MetricInput:
+    """A :class:`~gate.stats.MetricInput` of per-case values: a 1-D ``base``/``head`` is one repeat per case (shape
+    (N, 1)); no evaluation failure unless ``failed_base``/``failed_head`` say so."""
+    base = np.asarray(base, dtype=float)
+    head = np.asarray(head, dtype=float)
+    base = base[:, None] if base.ndim == 1 else base
+    head = head[:, None] if head.ndim == 1 else head
+    return MetricInput(
+        name,
+        kind,
+        direction,
+        margin,
+        gated,
+        base,
+        head,
+        np.zeros(base.shape, bool) if failed_base is None else np.asarray(failed_base, dtype=bool),
+        np.zeros(head.shape, bool) if failed_head is None else np.asarray(failed_head, dtype=bool),
+        clusters,
+    )
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -7,29 +7,14 @@ import math
 
 import numpy as np
 import pytest
+from helpers import metric_input
 
 from gate.compare import inputs
 from gate.config import GatePolicy
 from gate.models import GoldenCase
-from gate.stats import MetricInput
 
 NAN = math.nan
 GOLDEN = [GoldenCase(f"q{i}", f"Question {i}?", (f"d{i}",), line=i + 1) for i in range(4)]
-
-
-def metric_input(base, head, kind="binary", failed_base=None, failed_head=None) -> MetricInput:
-    base, head = np.array(base, dtype=float), np.array(head, dtype=float)
-    return MetricInput(
-        name="m",
-        kind=kind,
-        direction="higher",
-        margin=0.05,
-        gated=True,
-        base=base,
-        head=head,
-        failed_base=np.zeros(base.shape, dtype=bool) if failed_base is None else np.array(failed_base),
-        failed_head=np.zeros(head.shape, dtype=bool) if failed_head is None else np.array(failed_head),
-    )
 
 
 # ------------------------------------------------------------------------------------ score matrices
@@ -132,6 +117,8 @@ def test_base_value_is_the_mean_of_the_per_case_means():
 def test_shown_values_are_the_means_over_the_paired_cases():
     # q3 has no base value: left out of both sides' means; q1's failed head repeat is left out of its mean
     inp = metric_input(
+        "m",
+        "binary",
         [[1, 1], [0, 0], [1, 0], [NAN, NAN]],
         [[0, 0], [1, 0], [1, 1], [1, 1]],
         failed_head=[[False, False], [False, True], [False, False], [False, False]],
@@ -141,14 +128,14 @@ def test_shown_values_are_the_means_over_the_paired_cases():
 
 
 def test_shown_values_of_a_ratio_metric_are_geometric_means():
-    inp = metric_input([[100.0], [400.0], [50.0]], [[200.0], [100.0], [0.0]], kind="ratio")  # q2: head ≤ 0, unpaired
+    inp = metric_input("m", "ratio", [[100.0], [400.0], [50.0]], [[200.0], [100.0], [0.0]])  # q2: head ≤ 0, unpaired
     base, head = inputs.shown_values(inp)
     assert base == pytest.approx(200.0) and head == pytest.approx(math.sqrt(200.0 * 100.0))
     assert head / base == pytest.approx(math.exp((math.log(2) + math.log(0.25)) / 2))  # the geometric-mean ratio
 
 
 def test_shown_values_without_a_paired_case_are_nan():
-    base, head = inputs.shown_values(metric_input([[NAN], [1.0]], [[1.0], [NAN]]))
+    base, head = inputs.shown_values(metric_input("m", "binary", [[NAN], [1.0]], [[1.0], [NAN]]))
     assert math.isnan(base) and math.isnan(head)
 
 
