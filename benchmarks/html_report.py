@@ -1,6 +1,6 @@
 """report.html at scale: a 10,000-case comparison, its page's size, how long it takes to write and to load.
 
-Generates base and head runs of N cases (benchmarks/perfdata.py: 15 metrics, 10 % out-of-domain, five retrieved
+Generates base and head runs of N cases (tests/perfdata.py: 15 metrics, 10 % out-of-domain, five retrieved
 chunks and two claims per answer, 0.5 % failed predictions), compares them, writes report.html, then opens it in
 headless Chromium from file:// (network off) and measures, best of --loads: the time until the page's script has
 drawn the first cases (navigation start → ``data-ready``), then switching to "All", paging, and a search over every
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers: judgeeval, perfdata, …
 
 import perfdata  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/io_speed.py [--n 5000] [--repeats 3] [--runs 3]
 Prints the measured figures (best of ``--runs``, CPU seconds of this process); asserts nothing. The data are
-``benchmarks/perfdata.py``'s synthetic run directories (N cases × R repeats, 15 metrics):
+``tests/perfdata.py``'s synthetic run directories (N cases × R repeats, 15 metrics):
 
 1. ``gate.jsonl.parse_json`` over every line of predictions.jsonl against ``json.loads``.
 2. ``gate.jsonl.scan_rows`` of scores.jsonl into ``gate.runs.ScoreRow`` against parsing each line with
@@ -17,17 +17,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from perfdata import make
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers: judgeeval, perfdata, …
 
-from gate.config import load_config
-from gate.jsonl import parse_json, scan_rows, validate
-from gate.runs import ScoreRow
-from gate.sides import compare_runs
+from perfdata import make  # noqa: E402
+
+from gate.config import load_config  # noqa: E402
+from gate.jsonl import parse_json, scan_rows, validate  # noqa: E402
+from gate.runs import ScoreRow  # noqa: E402
+from gate.sides import compare_runs  # noqa: E402
 
 
 def best(work: Callable[[], object], runs: int) -> float:

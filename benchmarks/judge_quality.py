@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from judgeeval import (
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' helpers: judgeeval, perfdata, …
+
+from judgeeval import (  # noqa: E402
     DEFAULT_THRESHOLD,
     JudgeQuality,
     LabeledCase,
@@ -49,8 +53,8 @@ from judgeeval import (
     word_novelty,
 )
 
-from gate.judges import LexicalJudge
-from gate.judges.base import Judgment
+from gate.judges import LexicalJudge  # noqa: E402
+from gate.judges.base import Judgment  # noqa: E402
 
 
 def unsupported_claims(judgment: Judgment) -> float:

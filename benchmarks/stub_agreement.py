@@ -19,11 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from judgeeval import PairResult, agreement_summary, gate_pairs, load_ragtruth
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fake_openai import FakeOpenAI, novelty_pairwise, novelty_rubric  # noqa: E402
+from judgeeval import PairResult, agreement_summary, gate_pairs, load_ragtruth  # noqa: E402
 
 CONFIGS = {
     "rubric (llm)": (

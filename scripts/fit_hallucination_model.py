@@ -3,7 +3,7 @@
 Usage: python scripts/fit_hallucination_model.py [--data ../shared/data] [--out FILE]
 (FILE: src/gate/judges/data/hallucination_model.json by default)
 
-1. Every development answer (``benchmarks/judgeeval.split_by_source``: a hash of the prompt's source id, the same
+1. Every development answer (``tests/judgeeval.split_by_source``: a hash of the prompt's source id, the same
    halves every benchmark uses; the test halves are never read here) is judged by the lexical judge, which measures
    each claim's signals (:class:`gate.judges.hallucination.ClaimSignals`).
 2. A claim is labelled hallucinated when a human-marked span overlaps it (the claim located in the answer as
@@ -25,7 +25,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests"))  # judgeeval
 
 from judgeeval import LabeledCase, load_faithbench, load_ragtruth, split_by_source  # noqa: E402
 

@@ -2,19 +2,17 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 import jsonschema
 import pytest
-from helpers import EXAMPLE, REFUSAL, REPO, REPORT_SCHEMA, SHARED_DATA, compare, read_jsonl, write_jsonl
+from helpers import EXAMPLE, REFUSAL, REPORT_SCHEMA, SHARED_DATA, compare, read_jsonl, write_jsonl
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
-
-sys.path.insert(0, str(REPO / "benchmarks"))  # judgeeval: the judge evaluation lives with the benchmarks
 
 
 def pytest_collection_modifyitems(config, items):
@@ -114,6 +112,54 @@ def _every_report_matches_its_schema(request):
         return
     for path in tmp.rglob("report.json"):
         jsonschema.validate(json.loads(path.read_text(encoding="utf-8")), REPORT_SCHEMA)
+
+
+CHROMIUM = os.environ.get("RAG_GATE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = os.environ.get("RAG_GATE_CHROMEDRIVER") or shutil.which("chromedriver") or "/usr/bin/chromedriver"
+"""Debian's chromium and chromium-driver (.ci/run installs them); the browser tests skip without them."""
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory):
+    """Start headless Chromium under selenium (skips without selenium, chromium or chromedriver).
+
+    ``chromium(window="1280,1600", downloads=False, offline=False)`` returns a driver with its own profile and the
+    browser's console log kept; ``downloads=True`` saves downloads without asking into ``driver.downloads``;
+    ``offline=True`` cuts the network (a page must work from file:// alone). The caller quits the driver.
+    """
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the test-base extra)")
+    from selenium.webdriver.chrome.service import Service
+
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.skip(
+            f"chromium ({CHROMIUM}) or chromedriver ({CHROMEDRIVER}) is not installed: "
+            "apt-get install chromium chromium-driver"
+        )
+
+    def start(window: str = "1280,1600", *, downloads: bool = False, offline: bool = False):
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync", "--no-first-run", f"--window-size={window}",
+                     f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):  # fmt: skip
+            options.add_argument(flag)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        folder = tmp_path_factory.mktemp("downloads") if downloads else None
+        if folder is not None:
+            options.add_experimental_option(
+                "prefs", {"download.default_directory": str(folder), "download.prompt_for_download": False}
+            )
+        driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+        driver.downloads = folder
+        if offline:
+            driver.execute_cdp_cmd("Network.enable", {})
+            driver.execute_cdp_cmd(
+                "Network.emulateNetworkConditions",
+                {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0},
+            )
+        return driver
+
+    return start
 
 
 @pytest.fixture

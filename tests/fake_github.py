@@ -60,6 +60,10 @@ class Recorded:
     authorization: str | None
 
 
+DEFAULT_TOKEN = "ghs_t0ken"
+"""The token a :class:`FakeGithub` accepts unless given another."""
+
+
 class FakeGithub:
     """State and behaviour of the fake server (thread-safe)."""
 
@@ -67,7 +71,7 @@ class FakeGithub:
         self,
         repo: str = "octo/rag",
         pr: int = 7,
-        token: str = "ghs_t0ken",
+        token: str = DEFAULT_TOKEN,
         state_file: Path | None = None,
         host: str = "127.0.0.1",
         user_login: str | None = None,

@@ -5,14 +5,17 @@ import base64
 import codecs
 import json
 import os
+import subprocess
 import urllib.parse
 from importlib import resources
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 from click.testing import CliRunner
 
 from gate.cli import main
+from gate.stats import MetricInput
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "squad"
@@ -21,6 +24,9 @@ SHARED_DATA = Path(os.environ.get("RAG_GATE_SHARED_DATA", REPO.parent / "shared"
 ``@pytest.mark.shared_data("<data set>")`` and skip when it is absent, as on a fresh clone."""
 REPORT_SCHEMA = json.loads(resources.files("gate.schemas").joinpath("report.schema.json").read_text(encoding="utf-8"))
 REFUSAL = "I don't have that information."
+GIT_IDENTITY = ("-c", "user.name=ci", "-c", "user.email=ci@example.com", "-c", "commit.gpgsign=false")
+"""Who the tests' own commits are by (a fresh machine has no identity), unsigned (a user's signing config is not
+the tests')."""
 
 
 def write_jsonl(path: Path, rows) -> Path:
@@ -49,6 +55,54 @@ def compare(tmp: Path, base: str, head: str, out: str, *options: str):
     report = json.loads(report_path.read_text())
     jsonschema.validate(report, REPORT_SCHEMA)  # also outside tmp_path (session fixtures)
     return result, report
+
+
+def git(repo: Path | str, *args: str) -> str:
+    """``git -C repo ARGS`` as :data:`GIT_IDENTITY`; the tests' one way to run git (rag-gate runs its own).
+
+    Returns:
+        Its standard output, stripped.
+
+    Raises:
+        subprocess.CalledProcessError: git failed (its stderr is on the exception); TimeoutExpired after 120 s.
+    """
+    done = subprocess.run(
+        ["git", "-C", str(repo), *GIT_IDENTITY, *args], capture_output=True, text=True, check=True, timeout=120
+    )
+    return done.stdout.strip()
+
+
+def metric_input(
+    name: str,
+    kind: str,
+    base,
+    head,
+    *,
+    margin: float = 0.05,
+    direction: str = "higher",
+    gated: bool = True,
+    clusters=None,
+    failed_base=None,
+    failed_head=None,
+) -> MetricInput:
+    """A :class:`~gate.stats.MetricInput` of per-case values: a 1-D ``base``/``head`` is one repeat per case (shape
+    (N, 1)); no evaluation failure unless ``failed_base``/``failed_head`` say so."""
+    base = np.asarray(base, dtype=float)
+    head = np.asarray(head, dtype=float)
+    base = base[:, None] if base.ndim == 1 else base
+    head = head[:, None] if head.ndim == 1 else head
+    return MetricInput(
+        name,
+        kind,
+        direction,
+        margin,
+        gated,
+        base,
+        head,
+        np.zeros(base.shape, bool) if failed_base is None else np.asarray(failed_base, dtype=bool),
+        np.zeros(head.shape, bool) if failed_head is None else np.asarray(failed_head, dtype=bool),
+        clusters,
+    )
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, git
 
 import gate
 
@@ -83,11 +83,6 @@ def _rag_gate(*args: str, cwd: Path, ok: tuple[int, ...] = (0,)) -> subprocess.C
     return done
 
 
-def _git(cwd: Path, *args: str) -> None:
-    identity = ["-c", "user.email=user@example.com", "-c", "user.name=user", "-c", "commit.gpgsign=false"]
-    subprocess.run(["git", *identity, *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 def _grow_golden(path: Path, copies: int) -> int:
     """Repeat the scaffold's cases under new ids, so that a real regression is significant; returns the count."""
     cases = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -103,20 +98,20 @@ def test_a_users_first_hour_with_the_installed_package(tmp_path):
     repo.mkdir()
     old = os.umask(0o022)
     try:
-        _git(repo, "init", "-q", "-b", "main")
+        git(repo, "init", "-q", "-b", "main")
         _rag_gate("init", ".", cwd=repo)
         assert _grow_golden(repo / "eval" / "golden.jsonl", 8) == 48
         assert "OK" in _rag_gate("validate", "rag-gate.yml", cwd=repo).stdout
         (repo / ".gitignore").write_text("runs/\nreports/\nrag-gate-out/\n.rag-gate-cache/\n__pycache__/\n")
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", "add rag-gate")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "add rag-gate")
         _rag_gate("run", "--config", "rag-gate.yml", "--out", "runs/base", "--no-progress", cwd=repo)
 
         # the PR: retrieval ranks the wrong document first
         stub = repo / "rag_pipeline.py"
         stub.write_text(stub.read_text().replace("key=lambda d: (-len(", "key=lambda d: (len("))
-        _git(repo, "checkout", "-q", "-b", "worse-retrieval")
-        _git(repo, "commit", "-q", "-am", "rank by fewest shared words")
+        git(repo, "checkout", "-q", "-b", "worse-retrieval")
+        git(repo, "commit", "-q", "-am", "rank by fewest shared words")
         _rag_gate("run", "--config", "rag-gate.yml", "--out", "runs/head", "--no-progress", cwd=repo)
 
         junit = "reports/ci/junit.xml"  # a folder that does not exist yet

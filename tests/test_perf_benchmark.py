@@ -1,4 +1,5 @@
-"""The helpers of benchmarks/perf.py (its table), at tiny sizes: the figures they measure, and the table."""
+"""The measuring tools of benchmarks/perf.py (tests/measure.py: its table), at tiny sizes: the figures they measure, and
+the table."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from perf import Row, child, child_tree, interleaved, markdown_table, read_case_means, reference_inputs
+from measure import Row, child, child_tree, interleaved, markdown_table, read_case_means, reference_inputs
 
 
 def test_child_reports_wall_time_peak_memory_and_exit_code():

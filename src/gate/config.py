@@ -106,7 +106,7 @@ class GatePolicy:
 
     metrics: tuple[str, ...] = DEFAULT_METRICS
     """Metric names, e.g. ``hit_rate@5`` (see ``gate.metrics.METRICS``)."""
-    gated: tuple[str, ...] = field(default=None, metadata=_key("gate"))  # type: ignore[assignment]
+    gated: tuple[str, ...] = field(default=None, metadata=_key("gate"))  # type: ignore[arg-type]
     """The metrics whose regression fails the gate; the others are reported only. Not given: the primary
     families among ``metrics`` (:func:`default_gated`)."""
     margins: Mapping[str, float | Mapping[str, float]] = field(default_factory=dict)
@@ -366,7 +366,7 @@ def _present(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
 def _default(cls: type, name: str) -> Any:
     """The default of field ``name`` of dataclass ``cls``."""
     f = next(f for f in fields(cls) if f.name == name)
-    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+    return f.default if f.default_factory is MISSING else f.default_factory()
 
 
 # --- reading ----------------------------------------------------------------------------------------------------

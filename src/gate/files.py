@@ -620,24 +620,3 @@ def locked_directory(directory: Path | str, what: str) -> Iterator[dict[str, Any
             (directory / OWNER_FILE).unlink(missing_ok=True)
         finally:
             lock.release()
-
-
-def is_locked(directory: Path | str) -> dict[str, Any] | None:
-    """The owner of a directory another process holds with :func:`locked_directory` right now, else None.
-
-    Nothing is created: a directory without a lock file (or one this process cannot open) is not locked.
-    """
-    from filelock import FileLock, Timeout
-
-    path = Path(directory) / LOCK_FILE
-    if not path.exists():
-        return None
-    lock = FileLock(path)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return read_owner(directory) or {}
-    except OSError:
-        return None
-    lock.release()
-    return None

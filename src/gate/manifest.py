@@ -180,11 +180,6 @@ class RunIdentity:
             "gate_version": self.gate_version,
         }
 
-    @classmethod
-    def from_manifest(cls, manifest: Manifest) -> RunIdentity:
-        """The identity a manifest records (missing keys of older manifests read as empty, so they differ)."""
-        return manifest.identity
-
     def differences(self, other: RunIdentity, fields: tuple[str, ...]) -> list[str]:
         """The names of ``fields`` whose values differ."""
         mine, theirs = self.to_dict(), other.to_dict()

@@ -154,7 +154,6 @@ def test_every_claim_of_the_bundled_example_is_shown_as_written():
 
 
 def _shared_answers():
-    sys.path.insert(0, str(REPO / "benchmarks"))
     from judgeeval import load_faithbench, load_ragtruth, load_rgb_counterfactual
 
     for case in [*load_ragtruth(SHARED_DATA / "ragtruth-subset"), *load_faithbench(SHARED_DATA / "faithbench")]:

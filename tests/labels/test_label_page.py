@@ -7,7 +7,6 @@ against the labels schema and read back by ``gate.labels.agreement.load_labels``
 
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -18,8 +17,6 @@ from gate.jsonl import validate
 from gate.labels.agreement import load_labels
 from gate.outputs.label_page import write_label_page
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 SCREENSHOT = REPO / "docs" / "label-page.png"
 
 
@@ -75,26 +72,9 @@ def _rows() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
-    from selenium.webdriver.chrome.service import Service
-
-    if not Path(CHROMIUM).exists() or not Path(CHROMEDRIVER).exists():
-        pytest.skip(
-            f"Chromium or chromedriver not found ({CHROMIUM}, {CHROMEDRIVER}): apt-get install chromium chromium-driver"
-        )
-    downloads = tmp_path_factory.mktemp("downloads")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1400,900",
-                 f"--user-data-dir={tmp_path_factory.mktemp('profile')}"):  # fmt: skip
-        options.add_argument(flag)
-    options.add_experimental_option(
-        "prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False}
-    )
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.downloads = downloads
+def browser(chromium):
+    """Chromium that saves downloads into ``browser.downloads`` (tests/conftest.py): the page saves labels.jsonl."""
+    driver = chromium("1400,900", downloads=True)
     yield driver
     driver.quit()
 

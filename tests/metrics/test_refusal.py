@@ -146,7 +146,6 @@ def test_few_real_answers_are_read_as_refusals():
     only refusals among them are RAGTruth QA answers that open with the phrase its prompt asks for when the passages
     do not answer ("Unable to answer based on given passages."). Measured: 5 of 676 RAGTruth responses (all five
     that open with or lead in to that sentence), 0 of 600 FaithBench summaries."""
-    sys.path.insert(0, str(EXAMPLE.parents[1] / "benchmarks"))
     from judgeeval import load_faithbench, load_ragtruth
 
     ragtruth = [c for c in load_ragtruth(SHARED_DATA / "ragtruth-subset") if is_refusal(c.response)]

@@ -10,8 +10,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -26,8 +24,6 @@ HOSTILE = (
     "<img src=x onerror=\"window.__pwned = 2; document.title = 'pwned'\"><!--<script>"
 )
 REFUSAL = "I don't have that information."
-CHROMIUM = os.environ.get("RAG_GATE_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("RAG_GATE_CHROMEDRIVER", "/usr/bin/chromedriver")
 
 
 def _golden():
@@ -196,33 +192,11 @@ def test_pr_comment_links_the_run_that_holds_report_html(report):
 
 
 @pytest.fixture(scope="module")
-def browser():
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the test-base extra)")
-    from selenium.webdriver.chrome.service import Service
-
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip(f"chromium ({CHROMIUM}) or chromedriver ({CHROMEDRIVER}) is not installed")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new --no-sandbox --disable-gpu --disable-background-networking --disable-component-update "
-        "--disable-sync --no-first-run --window-size=1280,1600"
-    ).split():
-        options.add_argument(arg)
-    profile = tempfile.mkdtemp(prefix="rag-gate-chromium-")
-    options.add_argument(f"--user-data-dir={profile}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    try:
-        driver.execute_cdp_cmd("Network.enable", {})
-        driver.execute_cdp_cmd(
-            "Network.emulateNetworkConditions",
-            {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0},
-        )
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+def browser(chromium):
+    """Chromium without network (tests/conftest.py): report.html must work from file:// alone."""
+    driver = chromium("1280,1600", offline=True)
+    yield driver
+    driver.quit()
 
 
 def _shown(driver) -> list[str]:

@@ -10,9 +10,10 @@ Also a script, for the container test: ``python tests/pr/scratch_repo.py DIR`` b
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
+
+from helpers import git
 
 N_FACTS = 24
 WORDS = [
@@ -77,11 +78,6 @@ pipeline:
 repeats: 1
 seed: 7
 """
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
 
 
 def make_scratch_repo(repo: Path) -> dict[str, str]:

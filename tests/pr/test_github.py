@@ -18,13 +18,6 @@ from gate.redact import Redactor
 FAST = gh.RetryPolicy(total=2, backoff_factor=0.01, backoff_max=0.05, max_wait=2.0, timeout=5)
 
 
-@pytest.fixture
-def fake():
-    server = FakeGithub().start()
-    yield server
-    server.stop()
-
-
 def client(fake: FakeGithub, policy: gh.RetryPolicy = FAST):
     return gh.make_client(fake.token, fake.api_url, policy)
 
@@ -265,8 +258,10 @@ def test_oversized_comment_is_capped(fake):
 
 
 def test_empty_token_is_input_error():
-    with pytest.raises(InputError, match="empty token"):
+    with pytest.raises(InputError, match="empty GitHub token") as info:
         gh.make_client("", "http://127.0.0.1:9")
+    # in Actions the token comes from the input (as GITHUB_TOKEN): the flag alone would name a source that is ignored
+    assert "github-token input" in str(info.value) and "GITHUB_TOKEN" in str(info.value)
 
 
 # ------------------------------------------------------------------------ outputs, summary, commands

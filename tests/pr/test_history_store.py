@@ -5,20 +5,15 @@ from __future__ import annotations
 import base64
 import http.server
 import json
-import subprocess
 import threading
 
 import pytest
+from helpers import git
 
 from gate.errors import EvaluationError
 from gate.history.entries import make_record
 from gate.pr import history_store as store_mod
 from gate.pr.history_store import DEFAULT_BRANCH, HistoryStore, append, auth_env, read
-
-
-def git(cwd, *args):
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
 
 
 def record(sha, mean=0.9):

@@ -31,13 +31,6 @@ def scratch(tmp_path_factory):
     return repo, shas, tmp_path_factory.mktemp("cache")
 
 
-@pytest.fixture
-def fake():
-    server = FakeGithub().start()
-    yield server
-    server.stop()
-
-
 def actions_env(tmp_path, fake, scratch, event_name="pull_request", event=None):
     repo, shas, _ = scratch
     return shared_actions_env(tmp_path, fake.api_url, fake.token, repo, event or pull_request_event(shas), event_name)

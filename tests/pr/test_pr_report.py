@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from click.testing import CliRunner
-from fake_github import FakeGithub
 from scratch_repo import actions_env, git, make_scratch_repo, pull_request_event
 
 from gate.cli import main
@@ -18,7 +17,7 @@ def _pr_step(repo: Path, env: dict, config: str, out: Path):
     return CliRunner().invoke(main, args, env=env)
 
 
-def test_each_config_keeps_its_own_sticky_comment_and_errors_replace_stale_verdicts(tmp_path):
+def test_each_config_keeps_its_own_sticky_comment_and_errors_replace_stale_verdicts(tmp_path, fake):
     repo = tmp_path / "repo"
     shas = make_scratch_repo(repo)
     for branch in ("main", "feature"):  # a second config, on both commits: top_k irrelevant, same pipeline
@@ -30,27 +29,23 @@ def test_each_config_keeps_its_own_sticky_comment_and_errors_replace_stale_verdi
     git(repo, "checkout", "-q", "feature")
     git(repo, "merge", "-q", "--no-edit", "main")
     shas["head"] = git(repo, "rev-parse", "HEAD")
-    fake = FakeGithub().start()
-    try:
-        env = actions_env(tmp_path, fake.api_url, fake.token, repo, pull_request_event(shas))
-        first = _pr_step(repo, env, "rag-gate.yml", tmp_path / "out1")
-        second = _pr_step(repo, env, "other.yml", tmp_path / "out2")
-        assert (first.exit_code, second.exit_code) == (1, 1), first.output + second.output
-        bodies = {"\n".join(c["body"].splitlines()[:2]): c["body"] for c in fake.comments}
-        assert set(bodies) == {sticky_marker("rag-gate.yml"), sticky_marker("other.yml")}
-        assert "rag-gate: **fail** · config other.yml" in bodies[sticky_marker("other.yml")]
+    env = actions_env(tmp_path, fake.api_url, fake.token, repo, pull_request_event(shas))
+    first = _pr_step(repo, env, "rag-gate.yml", tmp_path / "out1")
+    second = _pr_step(repo, env, "other.yml", tmp_path / "out2")
+    assert (first.exit_code, second.exit_code) == (1, 1), first.output + second.output
+    bodies = {"\n".join(c["body"].splitlines()[:2]): c["body"] for c in fake.comments}
+    assert set(bodies) == {sticky_marker("rag-gate.yml"), sticky_marker("other.yml")}
+    assert "rag-gate: **fail** · config other.yml" in bodies[sticky_marker("other.yml")]
 
-        # The next push breaks the golden set: no verdict, exit 2; rag-gate.yml's comment says so.
-        (repo / "golden.jsonl").write_text((repo / "golden.jsonl").read_text() + '{"id": "broken", \n')
-        git(repo, "commit", "-q", "-am", "a malformed golden line")
-        third = _pr_step(repo, env, "rag-gate.yml", tmp_path / "out3")
-        assert third.exit_code == 2
-        assert len(fake.comments) == 2
-        body = next(c["body"] for c in fake.comments if c["body"].startswith(sticky_marker("rag-gate.yml")))
-        assert "rag-gate: **error** (exit 2: bad input or usage) · config rag-gate.yml" in body
-        assert "No verdict was reached" in body and "golden.jsonl:29" in body and "fail" not in body.split("\n")[2]
-    finally:
-        fake.stop()
+    # The next push breaks the golden set: no verdict, exit 2; rag-gate.yml's comment says so.
+    (repo / "golden.jsonl").write_text((repo / "golden.jsonl").read_text() + '{"id": "broken", \n')
+    git(repo, "commit", "-q", "-am", "a malformed golden line")
+    third = _pr_step(repo, env, "rag-gate.yml", tmp_path / "out3")
+    assert third.exit_code == 2
+    assert len(fake.comments) == 2
+    body = next(c["body"] for c in fake.comments if c["body"].startswith(sticky_marker("rag-gate.yml")))
+    assert "rag-gate: **error** (exit 2: bad input or usage) · config rag-gate.yml" in body
+    assert "No verdict was reached" in body and "golden.jsonl:29" in body and "fail" not in body.split("\n")[2]
 
 
 def test_sticky_markers_share_the_first_line_and_tell_configs_apart():
@@ -60,18 +55,14 @@ def test_sticky_markers_share_the_first_line_and_tell_configs_apart():
     assert sticky_marker("a--> <script>") == "<!-- rag-gate -->\n<!-- rag-gate config: a_-___script_ -->"
 
 
-def test_a_comment_of_an_older_rag_gate_is_adopted_not_left_stale(tmp_path):
+def test_a_comment_of_an_older_rag_gate_is_adopted_not_left_stale(fake):
     from gate.pr import github as gh
 
-    fake = FakeGithub().start()
-    try:
-        old = fake.add_comment("<!-- rag-gate -->\n## ✅ rag-gate: **pass**", login="github-actions[bot]")
-        other = fake.add_comment(f"{sticky_marker('other.yml')}\n## report of other.yml", login="github-actions[bot]")
-        client = gh.make_client(fake.token, fake.api_url, gh.RetryPolicy(total=0))
-        done = gh.upsert_comment(client, "octo/rag", 7, "## ❌ fail", marker=sticky_marker("rag-gate.yml"))
-        assert (done.action, done.id) == ("updated", old["id"])
-        assert old["body"].startswith(sticky_marker("rag-gate.yml")) and other["body"].endswith("other.yml")
-        again = gh.upsert_comment(client, "octo/rag", 7, "## ✅ pass", marker=sticky_marker("third.yml"))
-        assert again.action == "created" and len(fake.comments) == 3  # no legacy comment is left to adopt
-    finally:
-        fake.stop()
+    old = fake.add_comment("<!-- rag-gate -->\n## ✅ rag-gate: **pass**", login="github-actions[bot]")
+    other = fake.add_comment(f"{sticky_marker('other.yml')}\n## report of other.yml", login="github-actions[bot]")
+    client = gh.make_client(fake.token, fake.api_url, gh.RetryPolicy(total=0))
+    done = gh.upsert_comment(client, "octo/rag", 7, "## ❌ fail", marker=sticky_marker("rag-gate.yml"))
+    assert (done.action, done.id) == ("updated", old["id"])
+    assert old["body"].startswith(sticky_marker("rag-gate.yml")) and other["body"].endswith("other.yml")
+    again = gh.upsert_comment(client, "octo/rag", 7, "## ✅ pass", marker=sticky_marker("third.yml"))
+    assert again.action == "created" and len(fake.comments) == 3  # no legacy comment is left to adopt

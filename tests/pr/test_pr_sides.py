@@ -12,6 +12,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from helpers import git
 
 import gate
 from gate.errors import InputError
@@ -30,10 +31,6 @@ def answer(case):
 # installs the dependency of this commit (its dep.py) into the Python on PATH: the side's environment
 SETUP = "python -c \"import shutil, sysconfig; shutil.copy('dep.py', sysconfig.get_path('purelib'))\""
 GOLDEN = [{"id": f"q{i}", "question": f"question {i}?", "expected_doc_ids": ["d1"]} for i in range(3)]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def new_repo(repo: Path, files: dict[str, str]) -> None:

@@ -8,20 +8,15 @@ cases, so against four main entries its hit rate drops by half: CRITICAL.
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 import yaml
 from click.testing import CliRunner
-from helpers import REPO
+from helpers import REPO, git
 from scratch_repo import make_scratch_repo, pull_request_event
 
 from gate.cli import main
 from gate.pr.history_store import DEFAULT_BRANCH, HistoryStore, append
-
-
-def git(cwd, *args):
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 
 @pytest.fixture(scope="module")

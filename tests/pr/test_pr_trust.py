@@ -7,13 +7,12 @@ import hashlib
 import json
 import os
 import string
-import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from fake_github import FakeGithub
-from helpers import readable_form
+from helpers import git, readable_form
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scratch_repo import GITHUB_VARS, make_scratch_repo, pull_request_event
@@ -71,15 +70,9 @@ def answer(case, **_):
 
 
 @pytest.fixture
-def fake():
-    server = FakeGithub(token=TOKEN).start()
-    yield server
-    server.stop()
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
-    return done.stdout.strip()
+def fake_token() -> str:
+    """The fake GitHub (tests/pr/conftest.py) accepts TOKEN: the secret these tests look for."""
+    return TOKEN
 
 
 def commit(repo: Path, message: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import write_jsonl
+from helpers import git, write_jsonl
 
 from gate.cli import main
 from gate.config import PipelineSpec, load_config
@@ -204,15 +204,6 @@ def test_resume_only_when_the_pipeline_code_is_unchanged(tmp_path, tiny_golden):
     assert len(answers) == 4 and all(a.startswith("v2 ") for a in answers)
     archived = (tmp_path / "run" / "predictions.previous-1.jsonl").read_text().splitlines()
     assert len(archived) == 2 and all(json.loads(line)["answer"].startswith("v1 ") for line in archived)
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
 
 
 def test_code_fingerprint_in_git_counts_uncommitted_code_not_outputs(tmp_path):

@@ -1,20 +1,14 @@
-"""Adaptive evaluation by simulation (reduced CI version of benchmarks/adaptive_calibration.py; ~1 min on one core).
+"""Adaptive evaluation by simulation (reduced CI version of benchmarks/adaptive_calibration.py, whose simulation is
+tests/adaptive_sim.py; ~1 min on one core).
 
 Fixed seeds; the A/A bound leaves 3 Monte Carlo standard errors to the design's α.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
+import adaptive_sim as adaptive
 import numpy as np
 import pytest
-from helpers import REPO
-
-_SPEC = importlib.util.spec_from_file_location("adaptive_calibration", REPO / "benchmarks" / "adaptive_calibration.py")
-adaptive = sys.modules.setdefault("adaptive_calibration", importlib.util.module_from_spec(_SPEC))
-_SPEC.loader.exec_module(adaptive)
 
 pytestmark = pytest.mark.slow
 B = 200

@@ -1,20 +1,14 @@
-"""Calibration by simulation (reduced CI version of benchmarks/calibration.py; < 60 s on one core).
+"""Calibration by simulation (reduced CI version of benchmarks/calibration.py, whose simulation is
+tests/calibration_sim.py; < 60 s on one core).
 
 Fixed seeds; every bound leaves ≥ 3 Monte Carlo standard errors to a correct implementation's expected rate.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
+import calibration_sim as calibration
 import numpy as np
 import pytest
-from helpers import REPO
-
-_SPEC = importlib.util.spec_from_file_location("calibration", REPO / "benchmarks" / "calibration.py")
-calibration = sys.modules.setdefault("calibration", importlib.util.module_from_spec(_SPEC))
-_SPEC.loader.exec_module(calibration)
 
 pytestmark = pytest.mark.slow
 B = 200  # resamples inside simulations: enough for p-values near α/2 and for BCa at these N

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
 
 import numpy as np
 import pytest
-from helpers import scipy_rng, write_jsonl
+from helpers import metric_input, scipy_rng, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from gate.stats import MetricInput, analyze_metrics, gate_decision
+from gate.stats import analyze_metrics, gate_decision
 from gate.stats.intervals import exact_flip_thresholds, mcnemar_interval, rank_above
 
 EX1_BASE = np.array([1] * 16 + [0] * 5 + [1] * 8 + [0] * 1, dtype=float)  # STATISTICS.md §5 Ex1
@@ -24,13 +25,7 @@ EX2_BASE = np.array([0.92, 0.85, 1.00, 0.70, 0.95, 0.80, 0.60, 1.00, 0.75, 0.88]
 EX2_HEAD = np.array([0.80, 0.88, 0.91, 0.55, 0.94, 0.66, 0.65, 0.83, 0.57, 0.81])
 
 
-def metric(name, kind, base, head, *, margin=0.03, direction="higher", gated=True):
-    base, head = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
-    base = base[:, None] if base.ndim == 1 else base
-    head = head[:, None] if head.ndim == 1 else head
-    return MetricInput(
-        name, kind, direction, margin, gated, base, head, np.zeros(base.shape, bool), np.zeros(head.shape, bool)
-    )
+metric = partial(metric_input, margin=0.03)
 
 
 def flip_p(d: np.ndarray, delta: float, alternative: str) -> float:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import metric_input as metric
 from scipy import stats
-from test_stats_oracles import metric
 
 from gate.results import MustPassFailure
 from gate.stats import analyze_metrics, gate_decision

@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from helpers import metric_input as metric
 from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
 from gate.stats import (
-    MetricInput,
     analyze_cases,
     analyze_metrics,
     benjamini_hochberg,
@@ -40,37 +40,6 @@ EX7_D = np.array([-1, -1, -1, 0, 0, 0, 0, 0, 1, -1, -1, 0], dtype=float)
 EX7_CLUSTERS = np.repeat(np.arange(4), 3)
 # §5 Ex8: 4 cases x 3 binary repeats
 EX8 = np.array([[1, 1, 1], [1, 0, 1], [0, 0, 0], [1, 0, 0]], dtype=float)
-
-
-def metric(
-    name,
-    kind,
-    base,
-    head,
-    *,
-    margin=0.05,
-    direction="higher",
-    gated=True,
-    clusters=None,
-    failed_base=None,
-    failed_head=None,
-):
-    base = np.asarray(base, dtype=float)
-    head = np.asarray(head, dtype=float)
-    base = base[:, None] if base.ndim == 1 else base
-    head = head[:, None] if head.ndim == 1 else head
-    return MetricInput(
-        name,
-        kind,
-        direction,
-        margin,
-        gated,
-        base,
-        head,
-        np.zeros(base.shape, bool) if failed_base is None else failed_base,
-        np.zeros(head.shape, bool) if failed_head is None else failed_head,
-        clusters,
-    )
 
 
 # ---------------------------------------------------------------- tests (McNemar, sign-flip)

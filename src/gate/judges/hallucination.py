@@ -16,7 +16,7 @@ paragraph of faithful ones. ``s`` is a ranking score, not a probability (the cla
 the claims they were fitted on; the answers' base rates differ too much between data sets for one calibration to
 hold). The coefficients are
 fitted on the development halves of RAGTruth and FaithBench only (``scripts/fit_hallucination_model.py``; the halves
-are fixed by a hash of each prompt's source id, ``benchmarks/judgeeval.split_by_source``) and ship in
+are fixed by a hash of each prompt's source id, ``tests/judgeeval.split_by_source``) and ship in
 ``gate/judges/data/hallucination_model.json``.
 """
 

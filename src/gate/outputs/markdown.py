@@ -169,7 +169,7 @@ def render_error_comment(exit_code: int, kind: str, message: str, *, marker: str
 
 _MIN_ITEM_CHARS = 100
 """A lower bound on the characters a listed case takes (id, status and a metric line: the shortest of a
-5,000-case comparison of benchmarks/perfdata.py took 130). Lists are cut to at most max_chars / this many items
+5,000-case comparison of tests/perfdata.py took 130). Lists are cut to at most max_chars / this many items
 before the first render; a list of shorter items would still end with its "more not shown" line."""
 
 

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 DEFAULT_API_URL = "https://api.github.com"
 ACTIONS_BOT = "github-actions[bot]"
 """Login of the comments written with the Actions ``GITHUB_TOKEN``."""
+
+TOKEN_SOURCES = "the action's github-token input (GITHUB_TOKEN), or locally --github-token or GITHUB_TOKEN"
+"""Where the token comes from, as messages name it: in Actions the ``github-token`` input, which reaches rag-gate as
+``GITHUB_TOKEN`` only (``--github-token`` is ignored there: :func:`gate.pr.trust.github_token`)."""
 DOCS_URL = "https://github.com/rag-gate/rag-gate#github-action"
 
 
@@ -253,7 +257,7 @@ def make_client(token: str, api_url: str = DEFAULT_API_URL, policy: RetryPolicy 
     from github import Auth, Github
 
     if not token:
-        raise InputError("--github-token: empty token")
+        raise InputError(f"empty GitHub token (from {TOKEN_SOURCES})")
     policy = policy or RetryPolicy()
     return Github(
         base_url=api_url.rstrip("/"),

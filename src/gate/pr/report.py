@@ -65,7 +65,7 @@ class Reporter:
         if not self.comment:
             return "disabled", None, ""
         if not self.token or not context.repository:
-            return "failed", None, "no GitHub token (pass --github-token or set GITHUB_TOKEN): comment not posted."
+            return "failed", None, f"no GitHub token (from {gh.TOKEN_SOURCES}): comment not posted."
         try:
             client = gh.make_client(self.token, context.api_url, self.retry)
             body = self.redact(markdown)

@@ -7,7 +7,7 @@ retrieved chunks of about 150 characters per prediction, a claims ``detail`` on 
 predictions, and a head that is a little worse than the base on some cases. Values come from a seeded generator, so
 the same ``(n, repeats, seed)`` gives the same files.
 
-usage: python benchmarks/perfdata.py OUT_DIR N [REPEATS]
+usage: python tests/perfdata.py OUT_DIR N [REPEATS]
 """
 
 from __future__ import annotations

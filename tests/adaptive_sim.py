@@ -1,0 +1,179 @@
+"""Calibration of adaptive (sequential) evaluation against the fixed-N gate, by simulation (issue 33, phase 1).
+
+Every simulated pull request is decided twice on the same scores: by the fixed-N gate (``analyze_metrics`` on all
+N cases at α = 0.05) and by the adaptive rule of ``gate.stats.sequential`` — cases in a seeded random order, looks
+after a first batch of 10 % of N and then every 10 % (:func:`batch_ends`), bets tuned for N/2, early ``fail`` /
+``non_inferior`` on the sequential evidence at α_seq = share·α/M, and the metrics still undecided when the set is
+exhausted decided by ``analyze_metrics`` at α_final = (1 − share)·α. Adaptive verdicts: early fail → fail, early
+non-inferior → pass, else the fixed-N status at α_final.
+
+Model (as ``benchmarks/calibration.py``, Miller 2024 §3): case quality x_i ~ Beta(2, 1); binary repeats pass
+with probability x_i; graded repeats score x_i + N(0, 0.15²), **clipped to [0, 1]** (the sequential test needs
+bounded scores; ``calibration.py`` leaves them unclipped). A planted drop lowers x_i on head. One gated,
+higher-is-better metric per simulated PR (M = 1). Rates are printed with 95 % Wilson intervals.
+
+Targets (issue 33): (1) A/A false-fail ≤ 5 % at N = 50, 200, 1,000, binary and graded, R = 1 and 3; (2) power at
+the fixed design's printed MDE not lower than the fixed design's by more than 5 points; (3) median share of cases
+run ≤ 50 % of the fixed design on a clear regression and on a no-change PR at N ≥ 200; (4) adaptive verdict =
+fixed-N verdict in ≥ 95 % of PRs away from the margin. Run ``python benchmarks/adaptive_calibration.py``
+(``--quick`` for fewer PRs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from statsmodels.stats.proportion import proportion_confint
+
+from gate.stats import MetricInput, analyze_metrics
+from gate.stats.sequential import HORIZON_SHARE, SEQUENTIAL_SHARE, batch_ends, split_alpha, stopping_point
+
+ALPHA = 0.05
+JUDGE_SD = 0.15
+BATCH_SHARE = 0.10
+
+
+def simulate(rng: np.random.Generator, *, n: int, r: int, kind: str, drop: float) -> tuple[np.ndarray, np.ndarray]:
+    """Scores (base, head), each shape (n, r), in [0, 1]; head's case quality lowered by ``drop``."""
+    x = rng.beta(2.0, 1.0, size=n)
+    x_head = np.clip(x - drop, 0.0, 1.0)
+    if kind == "binary":
+        return (rng.random((n, r)) < x[:, None]).astype(float), (rng.random((n, r)) < x_head[:, None]).astype(float)
+    base = np.clip(x[:, None] + rng.normal(0, JUDGE_SD, (n, r)), 0, 1)
+    return base, np.clip(x_head[:, None] + rng.normal(0, JUDGE_SD, (n, r)), 0, 1)
+
+
+def metric_input(kind: str, base: np.ndarray, head: np.ndarray, margin: float) -> MetricInput:
+    """A gated, higher-is-better metric without failures."""
+    zeros = np.zeros(base.shape, bool)
+    return MetricInput(kind, kind, "higher", margin, True, base, head, zeros, zeros)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One simulated PR decided both ways."""
+
+    fixed: str
+    """Fixed-N status: pass, fail or inconclusive."""
+    adaptive: str
+    """Adaptive status."""
+    share: float
+    """Cases the adaptive run evaluated, as a share of N."""
+    mde: float
+    """The fixed design's printed MDE."""
+    early: bool
+    """Whether the adaptive run stopped before the set was exhausted."""
+
+
+def decide(
+    rng: np.random.Generator, k: int, *, n: int, r: int, kind: str, drop: float, margin: float, b: int, share: float,
+    fixed: bool = True,
+) -> Outcome:  # fmt: skip
+    """Simulate one PR and decide it with the fixed-N gate (unless ``fixed`` is False) and adaptively."""
+    base, head = simulate(rng, n=n, r=r, kind=kind, drop=drop)
+    order = rng.permutation(n)
+    fixed_res = (
+        analyze_metrics([metric_input(kind, base, head, margin)], alpha=ALPHA, seed=k, n_resamples=b)[0]
+        if fixed
+        else None
+    )
+    split = split_alpha(ALPHA, 1, share)
+    d = (head.mean(axis=1) - base.mean(axis=1))[order]
+    ends = batch_ends(n, max(1, round(BATCH_SHARE * n)), max(1, round(BATCH_SHARE * n)))
+    stop = stopping_point([d], [margin], split.sequential, ends, target_n=max(1, round(HORIZON_SHARE * n)))
+    if stop.decisions[0] != "continue":
+        adaptive = "fail" if stop.decisions[0] == "fail" else "pass"
+    else:
+        final = analyze_metrics([metric_input(kind, base, head, margin)], alpha=split.final, seed=k, n_resamples=b)
+        adaptive = final[0].status
+    if fixed_res is None:
+        return Outcome("", adaptive, stop.n / n, float("nan"), not stop.exhausted)
+    return Outcome(fixed_res.status, adaptive, stop.n / n, fixed_res.mde, not stop.exhausted)
+
+
+def run(prs: int, seed: int, **kw: object) -> list[Outcome]:
+    """``prs`` simulated PRs of one setting, reproducible from ``seed``."""
+    rng = np.random.default_rng(seed)
+    return [decide(rng, k, **kw) for k in range(prs)]  # type: ignore[arg-type]
+
+
+def rate_ci(hits: int, trials: int) -> str:
+    """``"0.0450 [0.0330, 0.0610]"``: a share with its 95 % Wilson interval (statsmodels)."""
+    low, high = proportion_confint(hits, trials, alpha=0.05, method="wilson")
+    return f"{hits / trials:.4f} [{low:.4f}, {high:.4f}]"
+
+
+def printed_mde(*, n: int, r: int, kind: str, b: int) -> float:
+    """Mean printed MDE of the fixed design over 40 A/A PRs (margin ≈ 0, one metric: α′ = α)."""
+    rng = np.random.default_rng(99)
+    mdes = [
+        analyze_metrics([metric_input(kind, *simulate(rng, n=n, r=r, kind=kind, drop=0.0), 1e-9)], seed=k,
+                        n_resamples=b)[0].mde
+        for k in range(40)
+    ]  # fmt: skip
+    return float(np.mean(mdes))
+
+
+def main() -> None:
+    """Print the four targets' figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer PRs (smoke run)")
+    parser.add_argument("--share", type=float, default=SEQUENTIAL_SHARE, help="share of α for the early looks")
+    parser.add_argument("--only", default="1234", help="which parts to run, e.g. 23")
+    args = parser.parse_args()
+    prs, b = (150, 500) if args.quick else (500, 1000)
+    share = args.share
+    split = split_alpha(ALPHA, 1, share)
+    start = time.perf_counter()
+    print(f"α = {ALPHA}, early looks at α_seq = {split.sequential:.4f}, end at α_final = {split.final:.4f}, "
+          f"looks every {BATCH_SHARE:.0%} of N; {prs} PRs per row, B = {b}")  # fmt: skip
+    if "1" in args.only:
+        print("(1) A/A false-fail rate, adaptive (target ≤ 0.05); margin ≈ 0 (the worst case) and 0.03")
+        for margin in (1e-9, 0.03):
+            for n in (50, 200, 1000):
+                for kind in ("binary", "graded"):
+                    for r in (1, 3):
+                        out = run(prs, 1000 + n + r, n=n, r=r, kind=kind, drop=0.0, margin=margin, b=b, share=share,
+                                  fixed=False)  # fmt: skip
+                        fails = sum(o.adaptive == "fail" for o in out)
+                        early = sum(o.adaptive == "fail" and o.early for o in out)
+                        med = np.median([o.share for o in out])
+                        print(f"    margin={margin:g} N={n:4d} {kind:6s} R={r}: false-fail {rate_ci(fails, prs)} "
+                              f"(early {early / prs:.4f}, bound {split.sequential:.4f}), "
+                              f"median share of cases {med:.2f}")  # fmt: skip
+    if "2" in args.only:
+        print("(2) power at the fixed design's printed MDE (margin ≈ 0): fixed vs adaptive on the same PRs")
+        for n in (200, 1000):
+            for kind in ("binary", "graded"):
+                for r in (1, 3):
+                    mde = printed_mde(n=n, r=r, kind=kind, b=b)
+                    out = run(prs, 2000 + n + r, n=n, r=r, kind=kind, drop=mde, margin=1e-9, b=b, share=share)
+                    fixed = sum(o.fixed == "fail" for o in out)
+                    adaptive = sum(o.adaptive == "fail" for o in out)
+                    print(f"    N={n:4d} {kind:6s} R={r} MDE={mde:.4f}: fixed {rate_ci(fixed, prs)}, "
+                          f"adaptive {rate_ci(adaptive, prs)}, difference {(adaptive - fixed) / prs:+.3f}")  # fmt: skip
+    if "3" in args.only or "4" in args.only:
+        print("(3) median share of cases run and (4) verdict agreement, margin m = f × printed MDE, PRs with")
+        print("    Δ = −3m (clear regression), 0 (no change), +m (improvement); away from the margin: all three")
+        for n in (200, 1000):
+            for kind in ("binary", "graded"):
+                r = 1 if kind == "binary" else 3
+                mde = printed_mde(n=n, r=r, kind=kind, b=b)
+                for factor in (1.0, 1.5, 2.0):
+                    m = factor * mde
+                    cells, agree, total = [], 0, 0
+                    for label, drop in (("regression", 3 * m), ("no change", 0.0), ("improvement", -m)):
+                        out = run(prs // 2, 3000 + n, n=n, r=r, kind=kind, drop=drop, margin=m, b=b, share=share)
+                        agree += sum(o.fixed == o.adaptive for o in out)
+                        total += len(out)
+                        cells.append(f"{label} {np.median([o.share for o in out]):.2f}")
+                    print(f"    N={n:4d} {kind} R={r} m={factor:g}×MDE={m:.4f}: median share " + ", ".join(cells)
+                          + f"; agreement {rate_ci(agree, total)}")  # fmt: skip
+    print(f"done in {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
