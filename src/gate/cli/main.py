@@ -404,7 +404,7 @@ def compare(
     comparison = compared.comparison
     texts = outputs.write(comparison, out, [outputs.Output.JSON, outputs.Output.COMMENT])
     outputs.write_chart(comparison, out)  # out/metrics.png, with the plot extra
-    outputs.write_html(comparison, out, compared.base, compared.head, compared.evaluation)  # every case
+    outputs.write_html(comparison, out, compared.cases())  # every case
     if junit is not None:
         from gate.files import write_text_atomic
         from gate.sides import golden_file_of

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from gate import __version__
-from gate.compare.cases import case_lists, case_results, error_entries, ood_failures
+from gate.compare.cases import case_lists, case_results, error_entries, ood_failures, top_k
 from gate.compare.inputs import metric_inputs, shown_values, system_errors
 from gate.compare.mustpass import must_pass_failures
 from gate.compare.notes import changes, golden_changes, golden_warnings, unmatched_ids, unreadable_warnings
@@ -166,9 +166,8 @@ def compare(
     results = analyze_metrics(inputs, alpha=policy.alpha, seed=policy.seed, strict=policy.strict)
     base_errors, head_errors = system_errors(base, cases), system_errors(head, cases)
     broke = ~base_errors.any(axis=1) & head_errors.all(axis=1)
-    k_docs = max((resolve(n).k or 0 for n in policy.metrics), default=0) or 5
     case_inputs = metric_inputs(base, head, cases, policy)[0] if added else inputs
-    lists = case_lists(base, head, cases, case_results(case_inputs, broke), k_docs)
+    lists = case_lists(base, head, cases, case_results(case_inputs, broke), top_k(policy))
     ood = ood_failures(base, head, cases, policy)
     must_pass = must_pass_failures(base, head, cases, policy, inputs)
     unmatched = unmatched_ids(base, head, contract, inputs)

@@ -240,14 +240,7 @@ def _compare(run: PrRun) -> PrResult:
     texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
     outputs.write_chart(comparison, out)  # metrics.png in the artifact, with the plot extra
     outputs.write_html(  # report.html in the artifact: every case side by side
-        comparison,
-        out,
-        compared.base,
-        compared.head,
-        compared.evaluation,
-        details_url=context.run_url,
-        config=options.config.as_posix(),
-        lines=head_lines,
+        comparison, out, compared.cases(head_lines), details_url=context.run_url, config=options.config.as_posix()
     )
     if run.junit is not None:
         write_text_atomic(run.junit, outputs.render(comparison, Output.JUNIT, render_options))
