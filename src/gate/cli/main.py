@@ -387,7 +387,7 @@ def compare(
     from gate import outputs
     from gate.comparison import exit_code_for
     from gate.config import load_config
-    from gate.sides import compare_sides
+    from gate.sides import compare_sides, golden_file_of
 
     _refuse_compare_clashes(base, head, golden, config_path, out, junit)
     config = load_config(config_path) if config_path else None
@@ -402,15 +402,8 @@ def compare(
         prepare_output_file(junit, f"--junit {junit}")  # a missing folder is made now, not a failure after the work
     compared = compare_sides(base, head, out, config=config, golden=golden, strict=strict, jobs=jobs)
     comparison = compared.comparison
-    texts = outputs.write(comparison, out, [outputs.Output.JSON, outputs.Output.COMMENT])
-    outputs.write_chart(comparison, out)  # out/metrics.png, with the plot extra
-    outputs.write_html(comparison, out, compared.cases())  # every case
-    if junit is not None:
-        from gate.files import write_text_atomic
-        from gate.sides import golden_file_of
-
-        options = outputs.RenderOptions(golden_file=golden_file_of(base, golden))
-        write_text_atomic(junit, outputs.render(comparison, outputs.Output.JUNIT, options))
+    options = outputs.RenderOptions(golden_file=golden_file_of(base, golden) if junit is not None else None)
+    texts = outputs.write(comparison, out, options=options, cases=compared.cases(), junit=junit)
     fmt = fmt or ("text" if sys.stdout.isatty() else "markdown")
     chosen = {"json": outputs.Output.JSON, "markdown": outputs.Output.COMMENT, "text": outputs.Output.TEXT}[fmt]
     text = texts.get(chosen) or outputs.render(comparison, chosen)

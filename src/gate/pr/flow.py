@@ -29,7 +29,6 @@ from gate.comparison import exit_code_for, relocate
 from gate.config import load_config
 from gate.errors import NUL_INPUT, EvaluationError, GateError, InputError, is_nul_error
 from gate.files import contained_dir, prepare_output_file, refuse_output_clashes, remove_tree
-from gate.jsonl import write_text_atomic
 from gate.outputs import Output
 from gate.outputs.markdown import sticky_marker
 from gate.pr import envs, git, sides, trust
@@ -237,13 +236,7 @@ def _compare(run: PrRun) -> PrResult:
         marker=sticky_marker(options.config.as_posix()),
         config=options.config.as_posix(),
     )
-    texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
-    outputs.write_chart(comparison, out)  # metrics.png in the artifact, with the plot extra
-    outputs.write_html(  # report.html in the artifact: every case side by side
-        comparison, out, compared.cases(head_lines), details_url=context.run_url, config=options.config.as_posix()
-    )
-    if run.junit is not None:
-        write_text_atomic(run.junit, outputs.render(comparison, Output.JUNIT, render_options))
+    texts = outputs.write(comparison, out, options=render_options, cases=compared.cases(head_lines), junit=run.junit)
     status, url, warning = run.report.post_comment(texts[Output.COMMENT])
     if status == "local":
         run.emit(texts[Output.COMMENT])
