@@ -15,6 +15,11 @@ Status = Literal["pass", "fail", "inconclusive", "not_applicable"]
 cases): it is left out of the decision."""
 Verdict = Literal["pass", "fail", "inconclusive", "error"]
 """The gate's outcome (DESIGN §8): ``error`` when the evaluation could not be trusted (exit 3)."""
+Kind = Literal["binary", "graded", "ratio"]
+"""binary: 0/1 per case (McNemar); graded: in [0, 1] (sign-flip / bootstrap); ratio: positive and heavy-tailed
+(latency, cost), compared as log-ratios."""
+Direction = Literal["higher", "lower"]
+"""Whether a higher or a lower value of the metric is better."""
 CaseStatus = Literal["regressed", "suspected", "improved", "unchanged", "flaky", "not_applicable"]
 """A case's outcome on one metric (:func:`gate.stats.cases.analyze_cases`)."""
 
@@ -29,9 +34,9 @@ class MetricResult:
 
     name: str
     """Metric name."""
-    kind: str
+    kind: Kind
     """binary, graded or ratio."""
-    direction: str
+    direction: Direction
     """higher or lower (is better)."""
     margin: float
     """Configured margin (absolute; relative for ratio metrics)."""

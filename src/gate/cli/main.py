@@ -133,18 +133,21 @@ def _too_few_cases(cases: Sequence[GoldenCase], evaluation: GatePolicy) -> list[
     import math
 
     from gate.metrics import resolve
-    from gate.stats.power import ZERO_MARGIN_ALPHA, smallest_holm_p
+    from gate.stats.inputs import MetricPolicy
+    from gate.stats.power import smallest_holm_p
 
     gated = [name for name in evaluation.metrics if name in evaluation.gated]
     n_ood = sum(c.out_of_domain for c in cases)
     short = []
     for name in gated:
-        ood = resolve(name).spec.out_of_domain
-        n = n_ood if ood else len(cases) - n_ood
-        alpha = ZERO_MARGIN_ALPHA if evaluation.margin(name) == 0 else evaluation.alpha
+        spec = resolve(name).spec
+        n = n_ood if spec.out_of_domain else len(cases) - n_ood
+        alpha = MetricPolicy(spec.kind, spec.direction, evaluation.margin(name), evaluation.alpha).alpha
         if smallest_holm_p(n, len(gated)) > alpha:
             need = math.ceil(math.log2(len(gated) / alpha))
-            short.append(f"{name} ({n} {'out-of-domain' if ood else 'in-domain'} case(s), needs ≥ {need})")
+            short.append(
+                f"{name} ({n} {'out-of-domain' if spec.out_of_domain else 'in-domain'} case(s), needs ≥ {need})"
+            )
     if not short:
         return []
     return [

@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 
+from gate.stats.inputs import ZERO_MARGIN_ALPHA as ZERO_MARGIN_ALPHA  # re-exported: defined with the policy
+
 
 def _z_sum(alpha: float, power: float, two_sided: bool) -> float:
     if not (0 < alpha < 1 and 0 < power < 1):
@@ -219,10 +221,6 @@ def recommendation(
                 return f"use R = {r} to detect {worsening} of {margin_label}"
     need = math.ceil(sample_size(margin, omega2, s_a, s_b, r_base, r_head, alpha=alpha, power=power))
     return f"grow the golden set to N = {need} (at R = {max(r_base, r_head)}) to detect {worsening} of {margin_label}"
-
-
-ZERO_MARGIN_ALPHA = 0.01
-"""One-sided level used for a metric whose margin is 0 (STATISTICS.md §6 item 3)."""
 
 
 def smallest_holm_p(n_units: int, n_tests: int) -> float:
