@@ -113,6 +113,9 @@ class MetricResult:
     status: Status
     """fail (U < 0 ⟺ Holm p ≤ α, and Δ̂ ≤ −m), pass (L ≥ −m, or Δ̂ > 0: better), else inconclusive (worse, not
     significantly beyond the margin; fail in strict mode)."""
+    non_inferior: bool | None
+    """The interval excludes a worsening of the margin: L ≥ −m on the oriented scale (non-inferiority shown). None in
+    reports written before schema 6."""
     reason: str
     """One sentence explaining ``status``."""
 

@@ -157,6 +157,16 @@ def test_schema_lists_every_field_of_the_model():
         assert sorted(node["required"]) == sorted(names), key
 
 
+def test_reader_migrates_schema_5_without_non_inferiority(comparison, tmp_path):
+    old = comparison.to_dict() | {"schema_version": 5}
+    old["metrics"] = [{k: v for k, v in row.items() if k != "non_inferior"} for row in old["metrics"]]
+    (tmp_path / "v5.json").write_text(json.dumps(old))
+    migrated = load_report(tmp_path / "v5.json")
+    assert [m.non_inferior for m in migrated.metrics] == [None] * len(comparison.metrics)
+    assert migrated.must_pass_failures == comparison.must_pass_failures and migrated.verdict == comparison.verdict
+    assert dataclasses.replace(migrated, metrics=comparison.metrics).to_json() == comparison.to_json()
+
+
 def test_reader_migrates_schema_1_and_rejects_the_unknown(comparison, tmp_path):
     old = comparison.to_dict() | {"schema_version": 1}
     for key in ("regressed_cases", "suspected_cases", "improved_cases", "flaky_cases", "ood_failures"):

@@ -491,6 +491,7 @@ def _result(
         n_tied=int(np.count_nonzero(d == 0)),
         n_better=int(np.count_nonzero(d > 0)),
         status=status,
+        non_inferior=bool(low >= -margin),  # NaN (fewer than 2 pairs): not shown
         reason=reason,
     )
 
