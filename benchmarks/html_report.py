@@ -69,7 +69,7 @@ def main() -> None:
         compared = compare_sides(base, head, root / "out")
         compare_s = time.perf_counter() - start
         start = time.perf_counter()
-        page = outputs.write_html(compared.comparison, root / "out", compared.base, compared.head, compared.evaluation)
+        page = outputs.write_html(compared.comparison, root / "out", compared.cases())
         write_s = time.perf_counter() - start
         size = page.stat().st_size
         profile = tempfile.mkdtemp(prefix="rag-gate-bench-chromium-")

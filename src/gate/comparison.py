@@ -23,7 +23,7 @@ from gate.results import Aggregate, CaseStatus, ErrorBudgetUse, MetricResult, Ve
 from gate.results import MustPassFailure, PolicyChange
 from gate.trends import TrendBlock, TrendReport
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version of ``report.json``; :func:`load_report` migrates older versions."""
 TEXT_LIMIT = 600
 """Characters of untrusted text (questions, answers, chunks) kept per field in a comparison."""
@@ -640,12 +640,11 @@ def _migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
     """
     rows = []
     for row in data.get("metrics", []):
-        row = dict(row, ci_clipped=False, n_worse=None, n_tied=None, n_better=None)
+        row = dict(row, ci_clipped=False, n_worse=None, n_tied=None, n_better=None, non_inferior=None)
         keep = {k: v for k, v in row.items() if k in _RESULT_FIELDS}
         values: dict[str, Any] = {k: _float(v) if k in _FLOAT_FIELDS else v for k, v in keep.items()}
-        result = MetricResult(**values)
         display = metric_row(
-            result,
+            MetricResult(**values),
             label=row["label"],
             aggregates=SideAggregates(Aggregate(**row["aggregates"]["base"]), Aggregate(**row["aggregates"]["head"])),
             base_value=_float(row["base_mean"]),
@@ -663,18 +662,18 @@ def _migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
-    """Schema 4 → 5: must-pass failures, policy changes, relative margins (none recorded before)."""
-    rows = [{"margin_relative": None} | row for row in data.get("metrics", [])]  # absolute margins only, before
-    return dict(data, schema_version=5, metrics=rows, must_pass_failures=[], policy_changes=[])
+    """Schema 4 or 5 → 6: must-pass failures, policy changes, relative margins (5), non-inferiority (6): none before."""
+    rows = [{"margin_relative": None, "non_inferior": None} | row for row in data.get("metrics", [])]
+    return {"must_pass_failures": [], "policy_changes": []} | dict(data, schema_version=6, metrics=rows)
 
 
 _RESULT_FIELDS = frozenset(f.name for f in fields(MetricResult))
 _FLOAT_FIELDS = frozenset(f.name for f in fields(MetricResult) if f.type in ("float", "float | None"))
-_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3, 4: _migrate_v4}
+_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3, 4: _migrate_v4, 5: _migrate_v4}
 
 
 def load_report(path: Path | str) -> Comparison:
-    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 to 5).
+    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 to 6).
 
     Raises:
         InputError: the file is missing, not JSON, of an unknown schema version, or does not match the schema.

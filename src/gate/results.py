@@ -16,6 +16,11 @@ Status = Literal["pass", "fail", "inconclusive", "not_applicable"]
 cases): it is left out of the decision."""
 Verdict = Literal["pass", "fail", "inconclusive", "error"]
 """The gate's outcome (DESIGN §8): ``error`` when the evaluation could not be trusted (exit 3)."""
+Kind = Literal["binary", "graded", "ratio"]
+"""binary: 0/1 per case (McNemar); graded: in [0, 1] (sign-flip / bootstrap); ratio: positive and heavy-tailed
+(latency, cost), compared as log-ratios."""
+Direction = Literal["higher", "lower"]
+"""Whether a higher or a lower value of the metric is better."""
 CaseStatus = Literal["regressed", "suspected", "improved", "unchanged", "flaky", "not_applicable"]
 """A case's outcome on one metric (:func:`gate.stats.cases.analyze_cases`)."""
 
@@ -30,9 +35,9 @@ class MetricResult:
 
     name: str
     """Metric name."""
-    kind: str
+    kind: Kind
     """binary, graded or ratio."""
-    direction: str
+    direction: Direction
     """higher or lower (is better)."""
     margin: float
     """Configured margin (absolute; relative for ratio metrics)."""
@@ -109,6 +114,9 @@ class MetricResult:
     status: Status
     """fail (U < 0 ⟺ Holm p ≤ α, and Δ̂ ≤ −m), pass (L ≥ −m, or Δ̂ > 0: better), else inconclusive (worse, not
     significantly beyond the margin; fail in strict mode)."""
+    non_inferior: bool | None
+    """The interval excludes a worsening of the margin: L ≥ −m on the oriented scale (non-inferiority shown). None in
+    reports written before schema 6."""
     reason: str
     """One sentence explaining ``status``."""
 

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,6 +32,7 @@ from gate.runs import PREDICTIONS, SCORES, RunIdentity, Side, read_manifest, rea
 from gate.scoring import PairwiseRun, judge_pairs, pair_scores
 
 if TYPE_CHECKING:  # the comparison (and scipy, which it needs) is imported by compare_sides: loading needs neither
+    from gate.caseview import CaseView
     from gate.comparison import ChangedFile, Comparison
     from gate.stats.ppi import MeanEstimate
 
@@ -239,6 +240,17 @@ class Compared:
     """The head side."""
     evaluation: GatePolicy
     """The policy the sides were compared under."""
+
+    def cases(self, lines: Mapping[str, int] | None = None) -> Iterator[CaseView]:
+        """The comparison's per-case view, read from the sides in batches (:func:`gate.compare.views.case_views`).
+
+        Args:
+            lines: case id → line in the golden file a reviewer edits (the PR's own); default: the sides' lines.
+        """
+        from gate.compare.views import case_views
+
+        names = [m.name for m in self.comparison.metrics]
+        return case_views(self.base, self.head, self.evaluation, names, lines)
 
 
 def comparison_outputs(out_dir: Path, what: str, extra: Sequence[str] = ()) -> tuple[dict[str, Path], dict[str, Path]]:

@@ -274,17 +274,20 @@ def test_html_escapes_the_config_name_and_run_link(report):
 def test_report_html_streamed_a_batch_at_a_time_is_the_page_rendered_whole(squad_runs, tmp_path):
     """The page is written a case at a time, answers and claims read in batches (memory at 100k cases):
     any batch size gives the same bytes, and the embedded JSON is the encoding of every case at once."""
+    from gate.compare.views import case_views
     from gate.outputs.html import case_rows, html_parts, render_html, write_html
     from gate.sides import compare_sides
 
     base, head = squad_runs
     compared = compare_sides(base, head, tmp_path / "out")
-    args = (compared.comparison, compared.base, compared.head, compared.evaluation)
-    rows = list(case_rows(*args))
+    comparison = compared.comparison
+    rows = list(case_rows(comparison, compared.cases()))
     assert len(rows) == 140 and any("ch" in row for row in rows)  # claims were read from the scores files
-    assert [row for batch in (1, 7, 4096) for row in case_rows(*args, batch=batch)] == rows * 3
-    page = (write_html(*args[:1], tmp_path / "out", *args[1:])).read_text(encoding="utf-8")
-    assert page == render_html(compared.comparison, rows) == "".join(html_parts(compared.comparison, iter(rows)))
+    names = [m.name for m in comparison.metrics]
+    views = (case_views(compared.base, compared.head, compared.evaluation, names, batch=b) for b in (1, 7, 4096))
+    assert [row for batch in views for row in case_rows(comparison, batch)] == rows * 3
+    page = write_html(comparison, tmp_path / "out", compared.cases()).read_text(encoding="utf-8")
+    assert page == render_html(comparison, rows) == "".join(html_parts(comparison, iter(rows)))
     whole = {
         "metrics": _data(page)["metrics"],
         "statuses": _data(page)["statuses"],

@@ -1,6 +1,7 @@
 """The typed comparison, report.json (schema, reader) and the renderers, on comparisons made by the real code."""
 
 import dataclasses
+import importlib.util
 import json
 import re
 from importlib import resources
@@ -20,6 +21,7 @@ from gate.errors import InputError
 from gate.judges import get_judge
 from gate.models import Chunk, GoldenCase, Prediction
 from gate.outputs import Output, RenderOptions
+from gate.outputs.charts import CHART_FILE
 from gate.outputs.escape import escape_markdown, neutralize_references
 from gate.outputs.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_comment
 from gate.runs import Side
@@ -155,6 +157,16 @@ def test_schema_lists_every_field_of_the_model():
         assert sorted(node["required"]) == sorted(names), key
 
 
+def test_reader_migrates_schema_5_without_non_inferiority(comparison, tmp_path):
+    old = comparison.to_dict() | {"schema_version": 5}
+    old["metrics"] = [{k: v for k, v in row.items() if k != "non_inferior"} for row in old["metrics"]]
+    (tmp_path / "v5.json").write_text(json.dumps(old))
+    migrated = load_report(tmp_path / "v5.json")
+    assert [m.non_inferior for m in migrated.metrics] == [None] * len(comparison.metrics)
+    assert migrated.must_pass_failures == comparison.must_pass_failures and migrated.verdict == comparison.verdict
+    assert dataclasses.replace(migrated, metrics=comparison.metrics).to_json() == comparison.to_json()
+
+
 def test_reader_migrates_schema_1_and_rejects_the_unknown(comparison, tmp_path):
     old = comparison.to_dict() | {"schema_version": 1}
     for key in ("regressed_cases", "suspected_cases", "improved_cases", "flaky_cases", "ood_failures"):
@@ -176,9 +188,11 @@ def test_every_output_renders(comparison, tmp_path):
     for output in Output:
         text = outputs.render(comparison, output, RenderOptions(golden_file="eval/golden.jsonl"))
         assert text.strip(), output
-    written = outputs.write(comparison, tmp_path, list(Output))
+    written = outputs.write(comparison, tmp_path, list(Output), junit=tmp_path / "rag-gate.xml")
     assert set(written) == set(Output)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["comment.md", "report.json"]
+    chart = [CHART_FILE] if importlib.util.find_spec("matplotlib") else []  # the plot extra draws it
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["comment.md", "rag-gate.xml", "report.json", *chart])
+    assert (tmp_path / "rag-gate.xml").read_text(encoding="utf-8") == written[Output.JUNIT]
 
 
 def test_escape_markdown_neutralises_markup():

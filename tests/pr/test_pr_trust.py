@@ -23,6 +23,7 @@ from gate.config import load_config
 from gate.errors import InputError
 from gate.pr import cache
 from gate.pr import github as gh
+from gate.pr.credentials import Credentials
 from gate.pr.trust import SAFE_EVENTS, cache_policy, is_trusted, refuse_unsafe_event
 from gate.produce import run_side
 from gate.sandbox import Sandbox
@@ -341,6 +342,8 @@ def test_a_cache_entry_signed_with_another_key_is_not_trusted(tmp_path):
 def test_only_trusted_runs_write_the_cache(event, ref, in_actions, trusted):
     context = gh.GithubContext(event_name=event, ref=ref, default_branch="main", in_actions=in_actions)
     assert is_trusted(context) is trusted
-    policy = cache_policy(Path("c"), context, {"RAG_GATE_CACHE_KEY": CACHE_KEY})
-    assert policy.readable and policy.writable is trusted
-    assert not cache_policy(Path("c"), context, {}).readable or not in_actions  # CI without the secret: no cache
+    environ = {"RAG_GATE_CACHE_KEY": CACHE_KEY}
+    policy = cache_policy(Path("c"), context, environ, Credentials.from_environ(environ))
+    assert policy.readable and policy.writable is trusted and policy.signing_key == CACHE_KEY.encode()
+    unset = cache_policy(Path("c"), context, {}, Credentials())
+    assert not unset.readable or not in_actions  # CI without the secret: no cache

@@ -20,9 +20,8 @@ import perfdata
 import pytest
 from helpers import compare
 
-from gate import scoring
 from gate.config import GatePolicy
-from gate.scoring import PARALLEL_MIN, available_cores, use_processes
+from gate.scoring import PARALLEL_MIN, available_cores, pool, score_lines, use_processes
 
 N_DEFAULT = len(GatePolicy().metrics)  # the metrics computed without `metrics:` (16 with hallucinated_claim_rate)
 
@@ -143,7 +142,7 @@ def test_workers_that_keep_dying_stop_the_run_with_exit_3_and_keep_the_predictio
 
 
 def test_a_system_that_cannot_start_workers_scores_in_this_process(tmp_path, monkeypatch, caplog):
-    import gate.scoring
+    import gate.scoring.pool
     from gate.config import load_config
     from gate.golden import load_golden
     from gate.predictions import load_predictions
@@ -159,7 +158,7 @@ def test_a_system_that_cannot_start_workers_scores_in_this_process(tmp_path, mon
     def no_semaphores(*args):
         raise OSError("this platform lacks a functioning sem_open implementation")
 
-    monkeypatch.setattr(gate.scoring, "_pool", no_semaphores)
+    monkeypatch.setattr(gate.scoring.pool, "_pool", no_semaphores)
     assert score_lines(score_all(golden, table, 1, config.evaluation, judge, jobs=2)) == score_lines(serial)
     assert "no worker process can start here" in caplog.text and len(serial) == 40 * N_DEFAULT
 
@@ -209,10 +208,10 @@ def test_a_worker_freezes_what_it_keeps_and_collects_frozen_cycles_every_so_many
     table = {(p.id, p.repeat): p for p in load_predictions(settings.pipeline.predictions)}
     pairs = [(case, table[(case.id, 0)]) for case in load_golden(settings.golden)]
     metrics = [resolve(name) for name in evaluation.metrics]
-    serial = list(scoring._score_pairs(pairs, metrics, evaluation, get_judge(evaluation.judge), calls_judge=False))
+    serial = list(pool.score_pairs(pairs, metrics, evaluation, get_judge(evaluation.judge), calls_judge=False))
     worker = {"metrics": metrics, "evaluation": evaluation, "judge": get_judge(evaluation.judge), "chunks": 0}
-    monkeypatch.setattr(scoring, "_WORKER", worker)
-    monkeypatch.setattr(scoring, "COLLECT_EVERY", 3)
+    monkeypatch.setattr(pool, "_WORKER", worker)
+    monkeypatch.setattr(pool, "COLLECT_EVERY", 3)
 
     class Node:
         pass
@@ -222,20 +221,20 @@ def test_a_worker_freezes_what_it_keeps_and_collects_frozen_cycles_every_so_many
         cycle = Node()
         cycle.self = cycle  # a cycle, garbage once dropped, frozen with the first chunk
         alive = weakref.ref(cycle)
-        rows = scoring._score_chunk(pairs[:10])
+        rows = pool._score_chunk(pairs[:10])
         del cycle
         assert gc.get_freeze_count() > 0  # what the chunk left (the judge's caches) is out of the collector's passes
         gc.collect()
         assert alive() is not None  # frozen: a full pass does not see it
-        rows += scoring._score_chunk(pairs[10:20])
+        rows += pool._score_chunk(pairs[10:20])
         assert alive() is not None
-        rows += scoring._score_chunk(pairs[20:30])  # the third chunk: everything unfrozen and collected
+        rows += pool._score_chunk(pairs[20:30])  # the third chunk: everything unfrozen and collected
         assert alive() is None
-        rows += scoring._score_chunk(pairs[30:])
+        rows += pool._score_chunk(pairs[30:])
         assert worker["chunks"] == 4
     finally:
         gc.unfreeze()
-    same = [scoring.score_lines(r) for r in rows] == [scoring.score_lines(r) for r in serial]
+    same = [score_lines(r) for r in rows] == [score_lines(r) for r in serial]
     assert same  # the same rows as in one process, in order (as written: NaN equals NaN)
 
 
@@ -243,19 +242,19 @@ def test_workers_from_a_clean_server_for_many_predictions_give_the_same_bytes(sq
     """From CLEAN_WORKERS_MIN predictions on, the workers are forked from a forkserver (their memory holds the
     judge's caches, not this process's predictions), not from this process; the files are the same bytes."""
     evaluation = GatePolicy()
-    big = scoring._pool(2, evaluation, True, scoring.CLEAN_WORKERS_MIN)
+    big = pool._pool(2, evaluation, True, pool.CLEAN_WORKERS_MIN)
     try:
         assert big.submit(os.getppid).result() != os.getpid()  # the server's child, not this process's
     finally:
         big.shutdown()
     if threading.active_count() == 1:  # else both come from the server (a fork copies one thread only)
-        small = scoring._pool(2, evaluation, True, scoring.CLEAN_WORKERS_MIN - 1)
+        small = pool._pool(2, evaluation, True, pool.CLEAN_WORKERS_MIN - 1)
         try:
             assert small.submit(os.getppid).result() == os.getpid()
         finally:
             small.shutdown()
     serial, _ = compare(squad_pair.dir, "base.jsonl", "head.jsonl", "clean-1", "--format", "json", "--jobs", "1")
-    monkeypatch.setattr(scoring, "CLEAN_WORKERS_MIN", 1)
+    monkeypatch.setattr(pool, "CLEAN_WORKERS_MIN", 1)
     served, _ = compare(squad_pair.dir, "base.jsonl", "head.jsonl", "clean-2", "--format", "json", "--jobs", "2")
     assert serial.exit_code == served.exit_code == 1, served.output
     assert _outputs(squad_pair.dir, "clean-1") == _outputs(squad_pair.dir, "clean-2")

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import click
@@ -81,16 +81,30 @@ def terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+SECRETS = "rag-gate.secrets"
+"""Key of the secrets a command registered (:func:`register_secrets`) in its click context's ``meta``."""
+
+
+def register_secrets(secrets: Iterable[str]) -> None:
+    """Have :func:`handle_errors` redact ``secrets`` (a command's own, e.g. a token given as an option) too."""
+    click.get_current_context().meta.setdefault(SECRETS, []).extend(secrets)
+
+
 def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Turn GateError into a one-line stderr message and its exit code; unexpected errors exit 3.
 
-    A message is printed one line per problem, untrusted text in it on that line (:meth:`GateError.lines`).
+    A message is printed one line per problem, untrusted text in it on that line (:meth:`GateError.lines`), without
+    the environment's secrets and those the command registered (:func:`register_secrets`).
     """
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        debug = click.get_current_context().find_root().params.get("debug", False)
-        redact = Redactor.from_environ(os.environ, extra=[kwargs.get("github_token")])
+        context = click.get_current_context()
+        debug = context.find_root().params.get("debug", False)
+
+        def redact(text: str) -> str:
+            return Redactor.from_environ(os.environ, extra=context.meta.get(SECRETS, ()))(text)
+
         try:
             return command(*args, **kwargs)
         except GateError as exc:

@@ -169,18 +169,21 @@ def _too_few_cases(cases: Sequence[GoldenCase], evaluation: GatePolicy) -> list[
     import math
 
     from gate.metrics import resolve
-    from gate.stats.power import ZERO_MARGIN_ALPHA, smallest_holm_p
+    from gate.stats.inputs import MetricPolicy
+    from gate.stats.power import smallest_holm_p
 
     gated = [name for name in evaluation.metrics if name in evaluation.gated]
     n_ood = sum(c.out_of_domain for c in cases)
     short = []
     for name in gated:
-        ood = resolve(name).spec.out_of_domain
-        n = n_ood if ood else len(cases) - n_ood
-        alpha = ZERO_MARGIN_ALPHA if evaluation.margin(name) == 0 else evaluation.alpha
+        spec = resolve(name).spec
+        n = n_ood if spec.out_of_domain else len(cases) - n_ood
+        alpha = MetricPolicy(spec.kind, spec.direction, evaluation.margin(name), evaluation.alpha).alpha
         if smallest_holm_p(n, len(gated)) > alpha:
             need = math.ceil(math.log2(len(gated) / alpha))
-            short.append(f"{name} ({n} {'out-of-domain' if ood else 'in-domain'} case(s), needs ≥ {need})")
+            short.append(
+                f"{name} ({n} {'out-of-domain' if spec.out_of_domain else 'in-domain'} case(s), needs ≥ {need})"
+            )
     if not short:
         return []
     return [
@@ -423,7 +426,7 @@ def compare(
     from gate import outputs
     from gate.comparison import exit_code_for
     from gate.config import load_config
-    from gate.sides import compare_sides
+    from gate.sides import compare_sides, golden_file_of
 
     _refuse_compare_clashes(base, head, golden, config_path, out, junit)
     config = load_config(config_path) if config_path else None
@@ -438,15 +441,8 @@ def compare(
         prepare_output_file(junit, f"--junit {junit}")  # a missing folder is made now, not a failure after the work
     compared = compare_sides(base, head, out, config=config, golden=golden, strict=strict, jobs=jobs)
     comparison = compared.comparison
-    texts = outputs.write(comparison, out, [outputs.Output.JSON, outputs.Output.COMMENT])
-    outputs.write_chart(comparison, out)  # out/metrics.png, with the plot extra
-    outputs.write_html(comparison, out, compared.base, compared.head, compared.evaluation)  # every case
-    if junit is not None:
-        from gate.files import write_text_atomic
-        from gate.sides import golden_file_of
-
-        options = outputs.RenderOptions(golden_file=golden_file_of(base, golden))
-        write_text_atomic(junit, outputs.render(comparison, outputs.Output.JUNIT, options))
+    options = outputs.RenderOptions(golden_file=golden_file_of(base, golden) if junit is not None else None)
+    texts = outputs.write(comparison, out, options=options, cases=compared.cases(), junit=junit)
     fmt = fmt or ("text" if sys.stdout.isatty() else "markdown")
     chosen = {"json": outputs.Output.JSON, "markdown": outputs.Output.COMMENT, "text": outputs.Output.TEXT}[fmt]
     text = texts.get(chosen) or outputs.render(comparison, chosen)

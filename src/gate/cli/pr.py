@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from gate.cli.common import CONTEXT, handle_errors
+from gate.cli.common import CONTEXT, handle_errors, register_secrets
 from gate.sanitize import print_line
 
 ON = ("on", "true", "yes", "1")
@@ -152,10 +152,13 @@ def pr(
       rag-gate pr --base-ref main
       rag-gate pr --config rag-gate.yml --fail-on inconclusive --cache-dir .rag-gate-cache
     """  # noqa: D301 - click needs the real \b (backspace) character, a raw string would print "\b"
+    from gate.pr.credentials import Credentials
     from gate.pr.flow import run_pr
     from gate.pr.run import NotGatedYet, PrOptions
     from gate.sandbox import protect_process
 
+    credentials = Credentials.from_environ(os.environ, _blank_to_none(github_token))  # the one read of the secrets
+    register_secrets(credentials.secrets)  # redacted from any error message
     protect_process(os.environ, [github_token])  # before any other process starts
     options = PrOptions(
         config=Path(config or "rag-gate.yml"),
@@ -167,7 +170,6 @@ def pr(
         cache_dir=Path(cache_dir) if cache_dir else None,
         working_directory=Path(working_directory) if working_directory else None,
         setup_command=_blank_to_none(setup_command),
-        github_token=_blank_to_none(github_token),
         allow_privileged_event=allow_privileged_event,
         history=_blank_to_none(history),
         history_branch=_blank_to_none(history_branch),
@@ -176,7 +178,7 @@ def pr(
         progress=sys.stderr.isatty() if progress is None else progress,
     )
     try:
-        result = run_pr(options, os.environ, emit=print_line)
+        result = run_pr(options, os.environ, emit=print_line, credentials=credentials)
     except NotGatedYet as exc:
         click.echo(f"rag-gate: {exc}", err=True)
         sys.exit(0)

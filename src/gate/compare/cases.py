@@ -60,8 +60,13 @@ def _bad_claims(claims: Sequence[dict] | None) -> tuple[Claim, ...]:
     )
 
 
-def _dropped_docs(case: GoldenCase, base: Prediction | None, head: Prediction | None, k: int) -> tuple[str, ...]:
-    """Expected documents in base's top k that are not in head's top k."""
+def top_k(policy: GatePolicy) -> int:
+    """The k of "an expected document fell out of head's top k": the largest k of the policy's metrics, else 5."""
+    return max((resolve(name).k or 0 for name in policy.metrics), default=0) or 5
+
+
+def dropped_docs(case: GoldenCase, base: Prediction | None, head: Prediction | None, k: int) -> tuple[str, ...]:
+    """Expected documents in base's top k that are not in head's top k (none unless both sides answered)."""
     if base is None or head is None:
         return ()
     in_base, in_head = set(base.retrieved_ids[:k]), set(head.retrieved_ids[:k])
@@ -182,7 +187,7 @@ def case_lists(
         case = cases[i]
         b_pred, h_pred = read["base"][case.id], read["head"][case.id]
         results = [r for r in per_case.get(i, []) if r.status == status]
-        dropped = _dropped_docs(case, b_pred, h_pred, k_docs)
+        dropped = dropped_docs(case, b_pred, h_pred, k_docs)
         worse = status in ("regressed", "suspected")
         return CaseEntry(
             id=case.id,

@@ -47,7 +47,7 @@ from gate.models import FormRules, GoldenCase, Prediction
 if TYPE_CHECKING:  # defined once, with the statistics; not imported at run time (scipy is slow to import)
     import numpy as np
 
-    from gate.stats.inputs import Direction, Kind
+    from gate.results import Direction, Kind
 
 Stage = Literal["retrieval", "generation", "system", "efficiency"]
 """What a metric measures: the retriever, the generator (answers, refusals), the system (failures), or efficiency

@@ -1,7 +1,8 @@
 """Renderers: every output of a comparison is a pure function of the :class:`~gate.comparison.Comparison`.
 
 Callers pick the outputs they need (:class:`Output`); each is rendered once by :func:`render`, and :func:`write`
-writes the ones that are files into a directory. Nothing here decides anything: the verdict, the lists and every
+writes every output of a comparison (the files, the chart, ``report.html`` from the per-case view of
+:mod:`gate.compare.views`, JUnit XML). Nothing here decides anything: the verdict, the lists and every
 figure come from the comparison.
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from gate.caseview import CaseView
 from gate.comparison import Comparison
 from gate.files import make_dirs
 from gate.jsonl import write_text_atomic
@@ -128,26 +130,56 @@ def write_chart(comparison: Comparison, out_dir: Path) -> Path | None:
     return out_dir / CHART_FILE if drawn else None
 
 
+REPORT_FILES = (Output.JSON, Output.COMMENT)
+"""The text outputs a comparison writes into its output directory (``report.json``, ``comment.md``)."""
+
+
 def write(
-    comparison: Comparison, out_dir: Path, outputs: Iterable[Output], options: RenderOptions | None = None
+    comparison: Comparison,
+    out_dir: Path,
+    outputs: Iterable[Output] = REPORT_FILES,
+    options: RenderOptions | None = None,
+    *,
+    cases: Iterable[CaseView] | None = None,
+    junit: Path | None = None,
 ) -> dict[Output, str]:
-    """Render the chosen outputs once each, writing those that are files into ``out_dir`` (atomically).
+    """Write every output of a comparison (atomically), for ``rag-gate compare`` and ``rag-gate pr`` alike.
+
+    Into ``out_dir``: the chosen ``outputs`` that are files, each rendered once (``report.json``, ``comment.md``),
+    the chart (``metrics.png``, with the ``plot`` extra), and ``report.html`` when the comparison's per-case view
+    is given; JUnit XML to ``junit`` when given.
+
+    Args:
+        comparison: what to write.
+        out_dir: the output directory (made when missing).
+        outputs: the outputs to render (those that are files are written).
+        options: settings of the renderers (the page takes its run link and config name from them).
+        cases: the comparison's per-case view (:meth:`gate.sides.Compared.cases`): writes ``report.html``.
+        junit: where JUnit XML goes (None: not written).
 
     Returns:
         Output → rendered text, for the caller to print or post.
     """
+    options = options or RenderOptions()
     make_dirs(out_dir)
     texts = {}
     for output in outputs:
         texts[output] = text = render(comparison, output, options)
         if RENDERERS[output].filename is not None:
             write_text_atomic(path(out_dir, output), text)
+    write_chart(comparison, out_dir)
+    if cases is not None:  # every case side by side
+        write_html(comparison, out_dir, cases, details_url=options.details_url, config=options.config)
+    if junit is not None:
+        texts[Output.JUNIT] = text = render(comparison, Output.JUNIT, options)
+        write_text_atomic(junit, text)
     return texts
 
 
 __all__ = [
     "HTML_FILE",
     "RENDERERS",
+    "REPORT_FILES",
     "Output",
     "RenderOptions",
     "Renderer",

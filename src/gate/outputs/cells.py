@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from gate.comparison import CaseMetric, ChangedFile, Comparison, JudgeUsage, MetricRow, PairwiseReport, SideInfo
 from gate.metrics import resolve
 from gate.stats import numbers
-from gate.stats.inputs import ratio_scale
 
 GATE_STATUS = {
     "pass": "✅ pass",
@@ -95,8 +94,7 @@ def gate_status(row: MetricRow) -> str:
         return GATE_STATUS[row.status]
     if row.ci_low > 0:
         return "✅ better"
-    margin = ratio_scale(row.margin, row.direction) if row.kind == "ratio" else row.margin  # type: ignore[arg-type]
-    return "✅ better, not significant" + (" (non-inferior)" if row.ci_low >= -margin else "")
+    return "✅ better, not significant" + (" (non-inferior)" if row.non_inferior else "")
 
 
 def counts_cell(row: MetricRow) -> str:

@@ -19,9 +19,8 @@ import hashlib
 import math
 import re
 import secrets
-import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +29,11 @@ import msgspec
 import numpy as np
 from markupsafe import Markup
 
+from gate.caseview import CaseView
 from gate.comparison import CaseEntry, Comparison, clip
-from gate.config import GatePolicy
 from gate.files import atomic_writer, make_dirs
-from gate.metrics import resolve
 from gate.outputs import cells
 from gate.outputs.charts import bars
-from gate.runs import Side
 from gate.sanitize import clean
 
 HTML_FILE = "report.html"
@@ -99,31 +96,31 @@ def _claims(claims: Sequence[Any] | None) -> list[dict[str, Any]]:
     return out
 
 
-def _means(side: Side, ids: Sequence[str], metric: str) -> np.ndarray:
-    """Per-case means over the side's repeats of one metric, to 6 digits (NaN: not applicable, failed, not scored)."""
-    rows = np.array([side.index[case_id] for case_id in ids], dtype=np.intp)
-    values, _ = side.scores.matrix(metric, rows)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a row of NaN (every repeat failed) is NaN
-        means = np.round(np.nanmean(values, axis=1), 6) if values.size else np.full(len(ids), np.nan)
-    return np.asarray(means, dtype=float)
-
-
 def _mean_cell(value: float) -> float | None:
-    """A per-case mean for the page: None for NaN (and ±inf)."""
-    return None if math.isnan(value) or math.isinf(value) else float(value)
+    """A per-case mean for the page, to 6 digits: None for NaN (and ±inf)."""
+    return None if math.isnan(value) or math.isinf(value) else float(np.round(value, 6))
 
 
-def case_rows(
-    comparison: Comparison,
-    base: Side,
-    head: Side,
-    evaluation: GatePolicy,
-    lines: Mapping[str, int] | None = None,
-    *,
-    batch: int = 1024,
-) -> Iterator[dict[str, Any]]:
-    """Every paired case of the comparison as the page shows it (head's golden order), JSON-ready, one at a time.
+def _statuses(comparison: Comparison) -> tuple[dict[str, list[str]], dict[str, CaseEntry], dict[str, Any]]:
+    """Case id → the statuses the page filters it by, the case's entry in the lists, and its errors."""
+    listed: dict[str, CaseEntry] = {}
+    statuses: dict[str, list[str]] = defaultdict(list)
+    for status in ("regressed", "suspected", "improved", "flaky"):
+        for entry in getattr(comparison, f"{status}_cases"):
+            statuses[entry.id].append(status)
+            listed.setdefault(entry.id, entry)
+    for failure in comparison.ood_failures:
+        statuses[failure.id].append("ood")
+    errors: dict[str, list[list[Any]]] = defaultdict(list)
+    for e in comparison.errors:
+        errors[e.id].append([e.side, e.repeat, e.metric, _text(e.message, 500)])
+        if "error" not in statuses[e.id]:
+            statuses[e.id].append("error")
+    return statuses, listed, errors
+
+
+def case_rows(comparison: Comparison, cases: Iterable[CaseView]) -> Iterator[dict[str, Any]]:
+    """Every paired case of the comparison as the page shows it, JSON-ready, one at a time.
 
     Each row holds the question, both sides' first valid answers and retrieved ids, the expected ids and those
     that fell out of head's top k, both sides' claims with their verdicts and chunks, the per-case mean of every
@@ -132,81 +129,51 @@ def case_rows(
 
     Args:
         comparison: the comparison (its lists decide the statuses).
-        base: the base side it was made from.
-        head: the head side.
-        evaluation: the policy it was made under (its metrics' k decides "fell out of the top k").
-        lines: case id → line in the golden file a reviewer edits (the PR's own; default: the line each case
-            has in the sides' golden set).
-        batch: cases whose answers and claims are read from disk at a time (only these are held in memory: the
-            page of 100,000 cases is written as it is made).
+        cases: its per-case view (:func:`gate.compare.views.case_views`, in head's golden order), read one at a time.
     """
-    base_ids = {case.id for case in base.golden}
-    cases = [case for case in head.golden if case.id in base_ids]
-    ids = [case.id for case in cases]
-    k = max((resolve(name).k or 0 for name in evaluation.metrics), default=0) or 5
     labels = {m.name: m.label for m in comparison.metrics}
-    listed: dict[str, CaseEntry] = {}
-    statuses: dict[str, list[str]] = defaultdict(list)
-    for status in ("regressed", "suspected", "improved", "flaky"):
-        for entry in getattr(comparison, f"{status}_cases"):
-            statuses[entry.id].append(status)
-            listed.setdefault(entry.id, entry)
+    statuses, listed, errors = _statuses(comparison)
     ood = {f.id: f for f in comparison.ood_failures}
-    for case_id in ood:
-        statuses[case_id].append("ood")
-    errors: dict[str, list[list[Any]]] = defaultdict(list)
-    for e in comparison.errors:
-        errors[e.id].append([e.side, e.repeat, e.metric, _text(e.message, 500)])
-        if "error" not in statuses[e.id]:
-            statuses[e.id].append("error")
-    names = [m.name for m in comparison.metrics]
-    means = {label: [_means(side, ids, name) for name in names] for label, side in (("base", base), ("head", head))}
-    for start in range(0, len(cases), batch):
-        chunk = ids[start : start + batch]
-        answers = {"base": base.first_valid_many(chunk), "head": head.first_valid_many(chunk)}
-        claims = {"cb": base.scores.claims_many(chunk), "ch": head.scores.claims_many(chunk)}
-        for i, case in enumerate(cases[start : start + batch], start=start):
-            b, h = answers["base"][case.id], answers["head"][case.id]
-            rb, rh = (p.retrieved_ids if p else [] for p in (b, h))
-            in_base, in_head = set(rb[:k]), set(rh[:k])
-            row: dict[str, Any] = {
-                "id": _text(case.id, 300),
-                "q": _text(case.question),
-                "line": case.line if lines is None else lines.get(case.id, 0),
-                "st": statuses.get(case.id, []),
-                "ab": _text(b.answer) if b else None,
-                "ah": _text(h.answer) if h else None,
-                "rb": [_text(x, 200) for x in rb[:MAX_RETRIEVED]],
-                "rh": [_text(x, 200) for x in rh[:MAX_RETRIEVED]],
-                "exp": [_text(x, 200) for x in case.expected_doc_ids],
-                # [metric index, base, head]: a case carries only the metrics that apply to it
-                "m": [
-                    [j, b_mean, h_mean]
-                    for j, (b_means, h_means) in enumerate(zip(means["base"], means["head"], strict=True))
-                    for b_mean, h_mean in [(_mean_cell(b_means[i]), _mean_cell(h_means[i]))]
-                    if b_mean is not None or h_mean is not None
-                ],
-            }
-            if len(rb) > MAX_RETRIEVED or len(rh) > MAX_RETRIEVED:
-                row["more"] = [max(0, len(rb) - MAX_RETRIEVED), max(0, len(rh) - MAX_RETRIEVED)]
-            if b is not None and h is not None:
-                row["drop"] = [_text(d, 200) for d in case.expected_doc_ids if d in in_base and d not in in_head]
-                row["same"] = b.answer == h.answer
-            if case.out_of_domain:
-                row["ood"] = True
-            if case.id in ood:
-                row["oodnew"] = ood[case.id].new
-            if case.id in listed:
-                entry = listed[case.id]
-                row["cause"] = entry.cause
-                row["why"] = [cells.case_change(m, labels.get(m.name, m.name)) for m in entry.metrics]
-            for key in ("cb", "ch"):
-                found = _claims(claims[key][case.id])
-                if found:
-                    row[key] = found
-            if case.id in errors:
-                row["err"] = errors[case.id]
-            yield row
+    for case in cases:
+        rb, rh = case.retrieved_base, case.retrieved_head
+        row: dict[str, Any] = {
+            "id": _text(case.id, 300),
+            "q": _text(case.question),
+            "line": case.line,
+            "st": statuses.get(case.id, []),
+            "ab": _text(case.answer_base),
+            "ah": _text(case.answer_head),
+            "rb": [_text(x, 200) for x in rb[:MAX_RETRIEVED]],
+            "rh": [_text(x, 200) for x in rh[:MAX_RETRIEVED]],
+            "exp": [_text(x, 200) for x in case.expected_doc_ids],
+            # [metric index, base, head]: a case carries only the metrics that apply to it
+            "m": [
+                [j, b_mean, h_mean]
+                for j, (b, h) in enumerate(case.means)
+                for b_mean, h_mean in [(_mean_cell(b), _mean_cell(h))]
+                if b_mean is not None or h_mean is not None
+            ],
+        }
+        if len(rb) > MAX_RETRIEVED or len(rh) > MAX_RETRIEVED:
+            row["more"] = [max(0, len(rb) - MAX_RETRIEVED), max(0, len(rh) - MAX_RETRIEVED)]
+        if case.both_answered:
+            row["drop"] = [_text(d, 200) for d in case.dropped_docs]
+            row["same"] = case.identical_answer
+        if case.out_of_domain:
+            row["ood"] = True
+        if case.id in ood:
+            row["oodnew"] = ood[case.id].new
+        if case.id in listed:
+            entry = listed[case.id]
+            row["cause"] = entry.cause
+            row["why"] = [cells.case_change(m, labels.get(m.name, m.name)) for m in entry.metrics]
+        for key, claims in (("cb", case.claims_base), ("ch", case.claims_head)):
+            found = _claims(claims)
+            if found:
+                row[key] = found
+        if case.id in errors:
+            row["err"] = errors[case.id]
+        yield row
 
 
 def embed_json(value: Any) -> Markup:
@@ -338,33 +305,26 @@ def html_parts(
 def write_html(
     comparison: Comparison,
     out_dir: Path,
-    base: Side,
-    head: Side,
-    evaluation: GatePolicy,
+    cases: Iterable[CaseView],
     *,
     details_url: str | None = None,
     config: str | None = None,
-    lines: Mapping[str, int] | None = None,
 ) -> Path:
-    """Write ``out_dir/report.html`` (atomically) for a comparison and the two sides it was made from.
+    """Write ``out_dir/report.html`` (atomically) for a comparison and its per-case view.
 
     Args:
         comparison: what to show.
         out_dir: where the page goes.
-        base: the base side the comparison was made from.
-        head: the head side.
-        evaluation: the policy it was made under.
+        cases: the comparison's per-case view (:func:`gate.compare.views.case_views`), read one at a time.
         details_url: the workflow run (linked in the page's header).
         config: the config's path, named in the heading.
-        lines: case id → line in the PR's golden file (see :func:`case_rows`).
 
     Returns:
         The page's path.
     """
     make_dirs(out_dir)
     path = out_dir / HTML_FILE
-    cases = case_rows(comparison, base, head, evaluation, lines)
     with atomic_writer(path) as handle:
-        for part in html_parts(comparison, cases, details_url=details_url, config=config):
+        for part in html_parts(comparison, case_rows(comparison, cases), details_url=details_url, config=config):
             handle.write(part)
     return path

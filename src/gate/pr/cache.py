@@ -140,7 +140,7 @@ class Snapshot:
         return run_dir
 
 
-def signing_key(environ: Mapping[str, str], *, local: bool) -> bytes | None:
+def signing_key(secret: str | None, environ: Mapping[str, str], *, local: bool) -> bytes | None:
     """The key that signs and verifies cache entries.
 
     ``RAG_GATE_CACHE_KEY`` when set (in CI, from a repository secret); otherwise, for a local run, a random
@@ -148,15 +148,15 @@ def signing_key(environ: Mapping[str, str], *, local: bool) -> bytes | None:
     otherwise (CI without the secret) None: the cache cannot be trusted and is not used.
 
     Args:
-        environ: rag-gate's environment.
+        secret: ``RAG_GATE_CACHE_KEY``'s value (:class:`gate.pr.credentials.Credentials`; None or empty: unset).
+        environ: rag-gate's environment (``XDG_CACHE_HOME``).
         local: True outside GitHub Actions.
 
     Returns:
         The key bytes, or None.
     """
-    value = environ.get(SIGNING_KEY_VAR, "")
-    if value:
-        return value.encode("utf-8")
+    if secret:
+        return secret.encode("utf-8")
     if not local:
         return None
     root = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")

@@ -29,11 +29,11 @@ from gate.comparison import exit_code_for, relocate
 from gate.config import load_config
 from gate.errors import NUL_INPUT, EvaluationError, GateError, InputError, is_nul_error
 from gate.files import contained_dir, prepare_output_file, refuse_output_clashes, remove_tree
-from gate.jsonl import write_text_atomic
 from gate.outputs import Output
 from gate.outputs.markdown import sticky_marker
 from gate.pr import envs, git, sides, trust
 from gate.pr import github as gh
+from gate.pr.credentials import Credentials
 from gate.pr.envs import Setup
 from gate.pr.ownership import hand_outputs_over
 from gate.pr.report import Reporter, redact_exception, redacting, relative
@@ -53,14 +53,16 @@ def run_pr(
     *,
     emit: Callable[[str], None] = print,
     policy: gh.RetryPolicy | None = None,
+    credentials: Credentials | None = None,
 ) -> PrResult:
     """Run the whole PR flow (see the module docstring).
 
     Args:
         options: the command's options.
-        environ: the environment (``os.environ``): ``GITHUB_*`` and ``GITHUB_TOKEN``.
+        environ: the environment (``os.environ``): ``GITHUB_*``, and what the pipeline's sandbox passes on.
         emit: writes one line to stdout (workflow commands, and the comment in local mode).
         policy: GitHub retry bounds (tests shorten them).
+        credentials: the run's secrets, read by the command (default: read from ``environ``, no flag token).
 
     Returns:
         The verdict, exit code (:func:`gate.comparison.exit_code_for`), paths and what happened to the comment.
@@ -72,8 +74,9 @@ def run_pr(
         Both are also written to the job summary and as an ``::error`` annotation before being raised.
     """
     context = gh.github_context(environ)
-    token = trust.github_token(context, environ, options.github_token, emit)
-    redact = Redactor.from_environ(environ, extra=(options.github_token, token))
+    credentials = credentials if credentials is not None else Credentials.from_environ(environ)
+    token = trust.github_token(context, credentials, emit)
+    redact = Redactor.from_environ(environ, extra=credentials.secrets)
     report = Reporter(
         context,
         redacting(emit, redact),  # everything printed from here on (the ::add-mask:: lines are out already)
@@ -86,7 +89,7 @@ def run_pr(
     run: PrRun | None = None
     try:
         with ExitStack() as cleanup:  # the sides' temporary environments go when the run ends
-            run = _prepare(options, environ, report, cleanup)
+            run = _prepare(options, environ, credentials, report, cleanup)
             if trust.stores_base_only(context, options.base_ref):
                 return _store_base(run)
             return _compare(run)
@@ -112,7 +115,9 @@ def run_pr(
             hand_outputs_over((run.out, cache, run.junit), environ)
 
 
-def _prepare(options: PrOptions, environ: Mapping[str, str], report: Reporter, cleanup: ExitStack) -> PrRun:
+def _prepare(
+    options: PrOptions, environ: Mapping[str, str], credentials: Credentials, report: Reporter, cleanup: ExitStack
+) -> PrRun:
     """Check the event and the options, find the repository and the paths, and clear the previous run's verdict."""
     context = report.context
     trust.refuse_unsafe_event(context, allow_privileged=options.allow_privileged_event)
@@ -127,7 +132,7 @@ def _prepare(options: PrOptions, environ: Mapping[str, str], report: Reporter, c
         config_rel = config_path.relative_to(repo)
     except ValueError:
         raise InputError(f"{config_path}: the config must be inside the repository {repo}") from None
-    caching = trust.cache_policy(cache_dir, context, environ)
+    caching = trust.cache_policy(cache_dir, context, environ, credentials)
     out = contained_dir(workdir / options.out_dir, repo, f"--out-dir {options.out_dir}")
     junit = None
     if options.junit is not None:
@@ -139,7 +144,9 @@ def _prepare(options: PrOptions, environ: Mapping[str, str], report: Reporter, c
     for stale in (*stale_files, out / outputs.HTML_FILE):
         stale.unlink(missing_ok=True)  # a run that reaches no verdict must not leave the previous run's verdict
     store = history_store(options.history, options.history_branch, repo, workdir, context, report.token)
-    return PrRun(options, report, environ, head, repo, workdir, config_rel, out, junit, caching, store, cleanup)
+    return PrRun(
+        options, report, environ, credentials, head, repo, workdir, config_rel, out, junit, caching, store, cleanup
+    )
 
 
 def _refuse_clashes(
@@ -237,20 +244,7 @@ def _compare(run: PrRun) -> PrResult:
         marker=sticky_marker(options.config.as_posix()),
         config=options.config.as_posix(),
     )
-    texts = outputs.write(comparison, out, [Output.JSON, Output.COMMENT], render_options)
-    outputs.write_chart(comparison, out)  # metrics.png in the artifact, with the plot extra
-    outputs.write_html(  # report.html in the artifact: every case side by side
-        comparison,
-        out,
-        compared.base,
-        compared.head,
-        compared.evaluation,
-        details_url=context.run_url,
-        config=options.config.as_posix(),
-        lines=head_lines,
-    )
-    if run.junit is not None:
-        write_text_atomic(run.junit, outputs.render(comparison, Output.JUNIT, render_options))
+    texts = outputs.write(comparison, out, options=render_options, cases=compared.cases(head_lines), junit=run.junit)
     status, url, warning = run.report.post_comment(texts[Output.COMMENT])
     if status == "local":
         run.emit(texts[Output.COMMENT])

@@ -15,6 +15,7 @@ from gate.comparison import Comparison, FailOn
 from gate.config import Config
 from gate.errors import GateError
 from gate.pr import github as gh
+from gate.pr.credentials import Credentials
 from gate.pr.history_store import HistoryStore
 from gate.pr.report import Reporter
 from gate.pr.trust import CachePolicy
@@ -44,9 +45,6 @@ class PrOptions:
     setup_command: str | None = None
     """Shell command that installs the user's pipeline: run for each side in that side's checkout (the base's
     worktree, ``working_directory`` for the head), into that side's own environment (:mod:`gate.pr.envs`)."""
-    github_token: str | None = None
-    """Token for the comment, for local use (None: ``GITHUB_TOKEN``); ignored in GitHub Actions, where a command
-    line is visible to every process of the job."""
     allow_privileged_event: bool = False
     """Run even on an event that gives a write token and secrets to code that can come from a fork."""
     strict: bool = False
@@ -110,7 +108,9 @@ class PrRun:
     report: Reporter
     """Where it reports (the GitHub context, the comment's token, stdout), redacted."""
     environ: Mapping[str, str]
-    """rag-gate's environment (``os.environ``): what the sandbox passes on, the cache signing key."""
+    """rag-gate's environment (``os.environ``): what the sandbox passes on."""
+    credentials: Credentials
+    """The run's secrets (the tokens, the cache signing key), read once at the command line's edge."""
     head: Config
     """The head's config as the checkout has it (the comparison replaces its policy by the base's)."""
     repo: Path
@@ -142,5 +142,5 @@ class PrRun:
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
-        """The tokens the sandbox redacts from the pipeline's output."""
-        return (self.options.github_token, self.report.token)
+        """The secrets the sandbox redacts from the pipeline's output."""
+        return self.credentials.secrets

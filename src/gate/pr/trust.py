@@ -19,6 +19,7 @@ from gate.errors import InputError
 from gate.outputs.annotations import annotation
 from gate.pr import cache, git
 from gate.pr import github as gh
+from gate.pr.credentials import Credentials
 
 log = logging.getLogger("rag-gate")
 
@@ -111,7 +112,9 @@ def is_trusted(context: gh.GithubContext) -> bool:
     )
 
 
-def cache_policy(directory: Path | None, context: gh.GithubContext, environ: Mapping[str, str]) -> CachePolicy:
+def cache_policy(
+    directory: Path | None, context: gh.GithubContext, environ: Mapping[str, str], credentials: Credentials
+) -> CachePolicy:
     """The rule for the shared base cache: every run reads verified entries; only trusted runs write.
 
     Entries are signed with ``RAG_GATE_CACHE_KEY`` (in CI, from a repository secret the pipeline never gets), or,
@@ -121,14 +124,15 @@ def cache_policy(directory: Path | None, context: gh.GithubContext, environ: Map
     Args:
         directory: ``--cache-dir`` (None: no cache).
         context: the run's GitHub context.
-        environ: rag-gate's environment.
+        environ: rag-gate's environment (where a local run's per-user key is kept).
+        credentials: the run's secrets (``RAG_GATE_CACHE_KEY``).
 
     Returns:
         The policy.
     """
     if directory is None:
         return CachePolicy()
-    key = cache.signing_key(environ, local=not context.in_actions)
+    key = cache.signing_key(credentials.cache_key, environ, local=not context.in_actions)
     if key is None:
         log.warning(
             "base cache not used: no %s (set the action's cache-signing-key input from a repository secret; "
@@ -147,17 +151,15 @@ def stores_base_only(context: gh.GithubContext, base_ref: str | None) -> bool:
     return base_ref is None and context.pr_number is None and context.event_name in TRUSTED_EVENTS
 
 
-def github_token(
-    context: gh.GithubContext, environ: Mapping[str, str], flag: str | None, emit: Callable[[str], None]
-) -> str | None:
+def github_token(context: gh.GithubContext, credentials: Credentials, emit: Callable[[str], None]) -> str | None:
     """The token for the comment, masked in the log first when it is a GitHub token.
 
-    In GitHub Actions the token is ``GITHUB_TOKEN`` only: ``--github-token`` (``flag``) is ignored with a warning,
-    since a command line is visible to every process of the job. GitHub already masks a token that comes from
-    ``secrets`` or ``github.token``; a GitHub token from elsewhere is masked here too (anything else is never
-    printed, not even in a mask command). Locally the flag wins over ``GITHUB_TOKEN``.
+    In GitHub Actions the token is ``GITHUB_TOKEN`` only: ``--github-token`` (``credentials.flag_token``) is ignored
+    with a warning, since a command line is visible to every process of the job. GitHub already masks a token that
+    comes from ``secrets`` or ``github.token``; a GitHub token from elsewhere is masked here too (anything else is
+    never printed, not even in a mask command). Locally the flag wins over ``GITHUB_TOKEN``.
     """
-    token = environ.get("GITHUB_TOKEN") or None
+    token, flag = credentials.github_token, credentials.flag_token
     if not context.in_actions:
         return flag or token
     for secret in sorted({s for s in (flag, token) if s is not None}):

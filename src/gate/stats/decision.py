@@ -12,7 +12,7 @@ import numpy as np
 from gate.results import OOD_ANSWERED, Decision, ErrorBudgetUse, MetricResult, MustPassFailure, Status, raw_difference
 from gate.results import Verdict as Verdict  # re-exported: the types' home is gate.results
 from gate.stats import numbers
-from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
+from gate.stats.inputs import MetricInput, MetricPolicy, case_effects, oriented_repeats, ratio_scale
 from gate.stats.intervals import (
     FlipThresholds,
     clustered_se,
@@ -25,7 +25,6 @@ from gate.stats.intervals import (
 )
 from gate.stats.power import (
     RECOMMENDATION_TARGET,
-    ZERO_MARGIN_ALPHA,
     detectable_drop,
     recommendation,
     settling_design,
@@ -253,16 +252,16 @@ def _ratios(inp: MetricInput, delta: float, low: float, high: float) -> tuple[fl
     return math.exp(sign * delta), r_low, r_high
 
 
-def _shown(inp: MetricInput, delta: float, low: float, high: float) -> _Shown:
+def _shown(inp: MetricInput, policy: MetricPolicy, delta: float, low: float, high: float) -> _Shown:
     worse = "fell" if inp.direction == "higher" else "rose"
     p_label = "p (Holm-adjusted)" if inp.gated else "p"
     if inp.kind != "ratio":
         d, lo, hi = raw_difference(inp.direction, delta, low, high)
         interval = f"[{numbers.number(lo, signed=True)}, {numbers.number(hi, signed=True)}]"
-        return _Shown(f"Δ = {numbers.number(d, signed=True)}", interval, numbers.number(inp.margin), worse, p_label)
+        return _Shown(f"Δ = {numbers.number(d, signed=True)}", interval, policy.label, worse, p_label)
     ratio, r_low, r_high = _ratios(inp, delta, low, high)
     interval = f"[{numbers.ratio(r_low)}, {numbers.ratio(r_high)}]"
-    return _Shown(f"head/base = {numbers.ratio(ratio)}", interval, numbers.percent(inp.margin), worse, p_label)
+    return _Shown(f"head/base = {numbers.ratio(ratio)}", interval, policy.label, worse, p_label)
 
 
 def _decide(
@@ -382,7 +381,8 @@ def analyze_metrics(
     groups = _groups(pairs, seed)
     tested = _tests(inputs, pairs, groups, n_resamples)
     p = np.array([t[0] for t in tested], dtype=float)
-    alphas = np.array([ZERO_MARGIN_ALPHA if inp.margin == 0 else alpha for inp in inputs], dtype=float)
+    policies = [inp.policy(alpha) for inp in inputs]
+    alphas = np.array([policy.alpha for policy in policies], dtype=float)
     gated = np.array([inp.gated for inp in inputs], dtype=bool)
     testable = np.array([bool(np.any(pair.d != 0)) for pair in pairs], dtype=bool)
     p_adj, levels = _holm_levels(p, alphas, gated, testable)
@@ -391,25 +391,27 @@ def analyze_metrics(
     family = int(np.sum(gated & testable & ~np.isnan(p)))
     first_step = np.where(gated, alphas / max(family, 1), alphas)
     return [
-        _result(inp, pairs[k], intervals[k], p[k], p_adj[k], tested[k][1], alphas[k], levels[k], strict, first_step[k])
+        _result(
+            inp, policies[k], pairs[k], intervals[k], p[k], p_adj[k], tested[k][1], levels[k], strict, first_step[k]
+        )
         for k, inp in enumerate(inputs)
     ]
 
 
 def _result(
     inp: MetricInput,
+    policy: MetricPolicy,
     pair: _Paired,
     interval: tuple[float, float, str],
     p: float,
     p_adj: float,
     test_method: str,
-    alpha_k: float,
     level: float,
     strict: bool,
     mde_level: float,
 ) -> MetricResult:
     d, n = pair.d, pair.d.size
-    margin = ratio_scale(inp.margin, inp.direction) if inp.kind == "ratio" else inp.margin
+    margin, alpha_k = policy.oriented_margin, policy.alpha
     confidence = 1.0 - 2.0 * level
     if n >= 2:
         se = paired_se(d) if pair.clusters is None else clustered_se(d, pair.clusters)
@@ -438,7 +440,7 @@ def _result(
     delta = float(np.mean(d)) if n else float("nan")
     n_worse = int(np.count_nonzero(d < 0))
     resolution = 1 / n if inp.kind == "binary" and n else 0.0
-    shown = _shown(inp, delta, low, high)
+    shown = _shown(inp, policy, delta, low, high)
     status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, n_worse, shown, resolution)
     if status == "inconclusive" and n >= 2 and se > 0:
         reason += _settle(inp, pair, se, margin, mde_level, -delta, (omega2, s2_a, s2_b))
@@ -486,6 +488,7 @@ def _result(
         n_tied=int(np.count_nonzero(d == 0)),
         n_better=int(np.count_nonzero(d > 0)),
         status=status,
+        non_inferior=bool(low >= -margin),  # NaN (fewer than 2 pairs): not shown
         reason=reason,
     )
 

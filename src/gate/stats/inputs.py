@@ -4,16 +4,47 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
 
 import numpy as np
 
-Kind = Literal["binary", "graded", "ratio"]
-"""binary: 0/1 per case (McNemar); graded: in [0, 1] (sign-flip / bootstrap); ratio: positive and heavy-tailed
-(latency, cost), compared as log-ratios."""
-Direction = Literal["higher", "lower"]
-"""Whether a higher or a lower value of the metric is better."""
+from gate.results import Direction as Direction  # re-exported: the types' home is gate.results
+from gate.results import Kind as Kind
+from gate.stats import numbers
+
+ZERO_MARGIN_ALPHA = 0.01
+"""One-sided level used for a metric whose margin is 0 (STATISTICS.md §6 item 3)."""
+
+
+@dataclass(frozen=True)
+class MetricPolicy:
+    """How one metric is gated, resolved once: the margin on the statistics' scale, the metric's α and the label.
+
+    The statistics, the decision, the report and the CLI's checks read these values instead of each deriving them.
+    """
+
+    kind: Kind
+    """binary, graded or ratio."""
+    direction: Direction
+    """Whether higher or lower values are better."""
+    margin: float
+    """Tolerated worsening ≥ 0 as configured: absolute for binary/graded, relative for ratio (0.10 = 10 % worse)."""
+    family_alpha: float = 0.05
+    """The gate's one-sided family-wise level α."""
+    alpha: float = field(init=False)
+    """The metric's level α_k: ``family_alpha``, or :data:`ZERO_MARGIN_ALPHA` for a margin of 0 (a zero tolerance
+    is only as safe as the evidence that something changed)."""
+    oriented_margin: float = field(init=False)
+    """The margin on the oriented scale the test uses: metric units, or :func:`ratio_scale` of it for ratio metrics."""
+    label: str = field(init=False)
+    """The margin as reasons and advice print it: ``0.030``, or ``10 %`` for ratio metrics."""
+
+    def __post_init__(self) -> None:
+        """Resolve ``alpha``, ``oriented_margin`` and ``label`` from the configured values."""
+        ratio = self.kind == "ratio"
+        object.__setattr__(self, "alpha", ZERO_MARGIN_ALPHA if self.margin == 0 else self.family_alpha)
+        object.__setattr__(self, "oriented_margin", ratio_scale(self.margin, self.direction) if ratio else self.margin)
+        object.__setattr__(self, "label", numbers.percent(self.margin) if ratio else numbers.number(self.margin))
 
 
 @dataclass(frozen=True)
@@ -59,6 +90,10 @@ class MetricInput:
                     raise ValueError(f"{self.name}: a binary metric takes 0/1 values (or NaN)")
         if self.clusters is not None and np.shape(self.clusters) != (base.shape[0],):
             raise ValueError(f"{self.name}: clusters must have shape ({base.shape[0]},)")
+
+    def policy(self, alpha: float) -> MetricPolicy:
+        """The metric's :class:`MetricPolicy` in a gate of family-wise level ``alpha``."""
+        return MetricPolicy(self.kind, self.direction, self.margin, alpha)
 
 
 def ratio_scale(relative: float, direction: Direction) -> float:

@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 
+from gate.stats.inputs import ZERO_MARGIN_ALPHA as ZERO_MARGIN_ALPHA  # re-exported: defined with the policy
+
 
 def _z_sum(alpha: float, power: float, two_sided: bool) -> float:
     if not (0 < alpha < 1 and 0 < power < 1):
@@ -158,10 +160,6 @@ def variance_decomposition(base: np.ndarray, head: np.ndarray) -> tuple[float, f
     between += max(0.0, float(np.var(means_b, ddof=1)) - s2_b * inv_b)
     total = between + s2_a + s2_b
     return omega2, s2_a, s2_b, (between / total if total > 0 else nan)
-
-
-ZERO_MARGIN_ALPHA = 0.01
-"""One-sided level used for a metric whose margin is 0 (STATISTICS.md §6 item 3)."""
 
 
 def smallest_holm_p(n_units: int, n_tests: int) -> float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from gate.stats.inputs import Kind
+from gate.results import Kind
 
 Repeats = Literal["single", "repeated"]
 """``"single"``: one run per case on both sides (R = 1); ``"repeated"``: more on at least one side."""
