@@ -80,6 +80,29 @@ def _has_values(inp: MetricInput) -> bool:
     )
 
 
+def _unpaired(inp: MetricInput) -> tuple[Status, str]:
+    """The status of a metric with values or failures but no paired case.
+
+    Not applicable when it applies to no case on one side (no value there, and no failed evaluation on either side:
+    e.g. a golden set that marks no case out-of-domain on base, where head's does): nothing can be compared, and
+    nothing was measured to be worse. Inconclusive otherwise: values on both sides but on different cases, or failed
+    evaluations (a failure is not "not applicable"; the evaluation-error budget judges it).
+    """
+    valued = [int((~np.isnan(np.asarray(v, dtype=float))).any(axis=1).sum()) for v in (inp.base, inp.head)]
+    failed = bool(np.asarray(inp.failed_base).any() or np.asarray(inp.failed_head).any())
+    counts = f"{valued[0]} case(s) with a value on base, {valued[1]} on head"
+    if not failed:
+        for side, name, other in ((0, "base", "head"), (1, "head", "base")):
+            if valued[side] == 0:
+                return "not_applicable", (
+                    f"applies to no case on {name} ({valued[1 - side]} on {other}): nothing to compare, left out "
+                    "of the decision"
+                )
+    if not any(valued):
+        return "inconclusive", f"no case was measured on either side: every evaluation failed ({counts})"
+    return "inconclusive", f"no paired case: {counts}"
+
+
 @dataclass(frozen=True)
 class _Group:
     """Metrics paired over the same cases (and clusters): they share their resamples."""
@@ -448,6 +471,8 @@ def _result(
         reason += _settle(inp, pair, se, margin, mde_level, -delta, (omega2, s2_a, s2_b))
     if n == 0 and not _has_values(inp):
         status, reason = "not_applicable", "applies to no case on either side: left out of the decision"
+    elif n == 0:
+        status, reason = _unpaired(inp)
     if strict and status == "inconclusive":
         status, reason = "fail", f"strict mode, non-inferiority not shown: {reason}"
     ratio, ratio_low, ratio_high = _ratios(inp, delta, low, high) if inp.kind == "ratio" and n else (None,) * 3
@@ -555,6 +580,7 @@ def gate_decision(
     fail_on_new_ood: bool = True,
     alpha: float = 0.05,
     new_system_failures: int = 0,
+    refused_on_base: int = 0,
     budget: Sequence[ErrorBudgetUse] = (),
     error_budget: float = 0.05,
     strict: bool = False,
@@ -588,7 +614,10 @@ def gate_decision(
         refusal: the refusal metric's result, when the metric is computed.
         fail_on_new_ood: let new out-of-domain failures block (DESIGN §4).
         alpha: the level for the refusal drop, in (0, 0.5).
-        new_system_failures: cases answered on base in every repeat and failed on head in every repeat, ≥ 0.
+        new_system_failures: cases that ran without error on base in every repeat and failed on head in every
+            repeat, ≥ 0.
+        refused_on_base: how many of those ``new_system_failures`` the base refused in every repeat (it ran, but
+            did not answer), in [0, new_system_failures]: the reason counts them apart.
         budget: evaluation failures per gated metric and side.
         error_budget: largest tolerated share of evaluation failures of one gated metric on one side, in [0, 1].
         strict: release mode.
@@ -611,7 +640,11 @@ def gate_decision(
     if doubtful := [f for f in must_pass if not f.certain]:
         warnings.append(_must_pass_warning(doubtful))
     if new_system_failures:
-        fails.append(f"the pipeline fails on {new_system_failures} case(s) the base answered (system errors)")
+        answered = new_system_failures - refused_on_base
+        split = f": {answered} answered there, {refused_on_base} refused" if refused_on_base else ""
+        fails.append(
+            f"the pipeline fails on {new_system_failures} case(s) that ran without error on base{split} (system errors)"
+        )
     new_ood_failures -= sum(f.why == OOD_ANSWERED for f in certain)  # blocking already
     covered = new_ood_failures <= sum(f.why == OOD_ANSWERED for f in doubtful)  # warned about as must-pass flips
     if new_ood_failures > 0 and fail_on_new_ood:
