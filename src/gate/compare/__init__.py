@@ -180,7 +180,7 @@ def compare(
         fail_on_new_ood=policy.fail_on_new_ood,
         alpha=policy.alpha,
         new_system_failures=int(broke.sum()),
-        refused_on_base=refused_everywhere(base, [c.id for c, b in zip(cases, broke, strict=True) if b], policy),
+        refused_on_base=refused_everywhere(base, [cases[i].id for i in np.flatnonzero(broke)], policy),
         budget=budget,
         error_budget=policy.error_budget,
         strict=policy.strict,
