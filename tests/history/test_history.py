@@ -447,8 +447,10 @@ def test_show_without_matplotlib_writes_the_tables_and_says_how_to_get_charts(tm
     assert len(rows) == 8 and "CRITICAL" in rows[7]
     required = cli("history", "show", "--history", history, "--out", tmp_path / "required", "--charts")
     assert required.exit_code == 2 and not (tmp_path / "required").exists()
-    assert required.stderr.strip().splitlines()[-1].endswith(
-        "--charts: charts need matplotlib, which is not installed (pip install 'rag-gate[plot]')"
+    assert (
+        required.stderr.strip()
+        .splitlines()[-1]
+        .endswith("--charts: charts need matplotlib, which is not installed (pip install 'rag-gate[plot]')")
     )
     none = cli("history", "show", "--history", history, "--out", tmp_path / "none", "--no-charts")
     assert none.exit_code == 0 and "no charts" not in none.stderr

@@ -12,7 +12,7 @@ import numpy as np
 from gate.results import OOD_ANSWERED, Decision, ErrorBudgetUse, MetricResult, MustPassFailure, Status, raw_difference
 from gate.results import Verdict as Verdict  # re-exported: the types' home is gate.results
 from gate.stats import numbers
-from gate.stats.inputs import MetricInput, case_effects, oriented_repeats, ratio_scale
+from gate.stats.inputs import MetricInput, case_effects, has_values, oriented_repeats, ratio_scale, unpaired_status
 from gate.stats.intervals import (
     FlipThresholds,
     clustered_se,
@@ -68,39 +68,6 @@ def _pair(inp: MetricInput) -> _Paired:
         n_failed_head=int(np.asarray(inp.failed_head, dtype=bool).any(axis=1).sum()),
         ok=ok,
     )
-
-
-def _has_values(inp: MetricInput) -> bool:
-    """Whether any case has a value or a failure on either side (else the metric applies to no case)."""
-    return bool(
-        (~np.isnan(np.asarray(inp.base, dtype=float))).any()
-        or (~np.isnan(np.asarray(inp.head, dtype=float))).any()
-        or np.asarray(inp.failed_base).any()
-        or np.asarray(inp.failed_head).any()
-    )
-
-
-def _unpaired(inp: MetricInput) -> tuple[Status, str]:
-    """The status of a metric with values or failures but no paired case.
-
-    Not applicable when it applies to no case on one side (no value there, and no failed evaluation on either side:
-    e.g. a golden set that marks no case out-of-domain on base, where head's does): nothing can be compared, and
-    nothing was measured to be worse. Inconclusive otherwise: values on both sides but on different cases, or failed
-    evaluations (a failure is not "not applicable"; the evaluation-error budget judges it).
-    """
-    valued = [int((~np.isnan(np.asarray(v, dtype=float))).any(axis=1).sum()) for v in (inp.base, inp.head)]
-    failed = bool(np.asarray(inp.failed_base).any() or np.asarray(inp.failed_head).any())
-    counts = f"{valued[0]} case(s) with a value on base, {valued[1]} on head"
-    if not failed:
-        for side, name, other in ((0, "base", "head"), (1, "head", "base")):
-            if valued[side] == 0:
-                return "not_applicable", (
-                    f"applies to no case on {name} ({valued[1 - side]} on {other}): nothing to compare, left out "
-                    "of the decision"
-                )
-    if not any(valued):
-        return "inconclusive", f"no case was measured on either side: every evaluation failed ({counts})"
-    return "inconclusive", f"no paired case: {counts}"
 
 
 @dataclass(frozen=True)
@@ -469,10 +436,10 @@ def _result(
     status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, n_worse, shown, resolution)
     if status == "inconclusive" and n >= 2 and se > 0:
         reason += _settle(inp, pair, se, margin, mde_level, -delta, (omega2, s2_a, s2_b))
-    if n == 0 and not _has_values(inp):
+    if n == 0 and not has_values(inp):
         status, reason = "not_applicable", "applies to no case on either side: left out of the decision"
     elif n == 0:
-        status, reason = _unpaired(inp)
+        status, reason = unpaired_status(inp)
     if strict and status == "inconclusive":
         status, reason = "fail", f"strict mode, non-inferiority not shown: {reason}"
     ratio, ratio_low, ratio_high = _ratios(inp, delta, low, high) if inp.kind == "ratio" and n else (None,) * 3
