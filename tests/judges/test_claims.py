@@ -53,6 +53,9 @@ def test_coordinated_adjectives_of_one_noun_phrase_are_one_claim():
         "The Normans attacked",
         "destroyed the city walls.",
     ]
+    # a noun with an adjective's ending is no adjective: two noun phrases, split as before
+    assert len(split_clauses("He played death metal and progressive rock for a decade.")) == 2
+    assert len(split_clauses("Its cinematography used natural light and magical effects in every scene.")) == 2
     # a list after the phrase still gives one claim per item, each a span of the answer
     answer = "They kept the cultural and ethnic traditions, the language and the laws."
     assert [c.shown for c in claim_spans(answer)] == [

@@ -39,13 +39,23 @@ _SEGMENT = re.compile(
 _ADJECTIVE_SUFFIX = re.compile(
     r"(?:[a-z]{2}(?:al|ic|ive|ous|ful|less|able|ible|ary|ian|ese|ish))$|^(?:"
     r"big|small|large|old|new|young|long|short|high|low|great|good|bad|little|major|minor|early|late|rich|poor|"
-    r"strong|weak|wide|narrow|deep|dark|light|hot|cold|warm|full|free|open|main|local|common|rare|distinct|"
+    r"strong|weak|wide|narrow|deep|hot|cold|warm|main|local|common|rare|distinct|"
     r"modern|ancient|northern|southern|eastern|western|foreign|domestic|urban|rural|religious|civil|military)$",
     re.IGNORECASE,
 )
 """An English word that is an adjective by its ending (cultural, ethnic, religious, Norwegian) or one of a short
 list of common ones (large, old, distinct): both sides of a bare "and"/"or" being such a word marks coordinated
 adjectives inside one noun phrase ("the distinct cultural and ethnic identity"), which are no two claims."""
+_NOUN_ENDINGS = frozenset(
+    """metal capital animal hospital festival journal signal ritual rival trial proposal arrival approval terminal
+    crystal canal portal pedal total general official principal individual material editorial tutorial manual
+    music public republic clinic logic magic topic traffic panic mechanic fabric critic graphic
+    archive detective objective executive representative native relative motive incentive
+    library dictionary secretary salary summary anniversary boundary diary january february military dignitary
+    musician politician historian physician christian guardian librarian comedian technician
+    cheese radish polish""".split()
+)
+"""Words with an adjective's ending that are mostly nouns ("death metal and progressive metal"): no adjective here."""
 _COORDINATOR = re.compile(r"\s+(?:and|or)\s+", re.IGNORECASE)
 
 
@@ -61,7 +71,8 @@ def _joins_adjectives(sentence: str, match: re.Match[str], lang: Lang) -> bool:
     after = sentence[match.end() :].split()
     if not before or len(after) < 2:
         return False
-    return all(_ADJECTIVE_SUFFIX.search(word.strip("\"'()")) for word in (before[-1], after[0]))
+    words = [word.strip("\"'()").casefold() for word in (before[-1], after[0])]
+    return all(_ADJECTIVE_SUFFIX.search(w) and w not in _NOUN_ENDINGS for w in words)
 
 
 @dataclass(frozen=True)
