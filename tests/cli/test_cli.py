@@ -125,7 +125,9 @@ def test_a_head_that_fails_on_every_case_the_base_answered_is_a_regression(tmp_p
     result = invoke("compare", "--golden", tiny_golden, tmp_path / "base.jsonl", head, "--out", tmp_path / "r")
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert result.exit_code == 1 and report["verdict"] == "fail", result.output
-    assert report["reasons"][0] == "the pipeline fails on 4 case(s) the base answered (system errors)"
+    assert report["reasons"][0] == (  # q4 was refused on base: it ran, but was not answered
+        "the pipeline fails on 4 case(s) that ran without error on base: 3 answered there, 1 refused (system errors)"
+    )
     assert {c["id"]: c["cause"] for c in report["regressed_cases"]} == {f"q{i}": "error" for i in range(1, 5)}
 
 

@@ -74,7 +74,9 @@ def test_any_case_the_head_breaks_fails_the_gate(tmp_path_factory, broken):
     )
     result, report = compare(tmp, "base.jsonl", "head.jsonl", "out", "--config", str(tmp / "fast.yml"))
     assert result.exit_code == 1 and report["verdict"] == "fail", report["reasons"]
-    assert report["reasons"][0] == f"the pipeline fails on {len(broken)} case(s) the base answered (system errors)"
+    assert report["reasons"][0] == (
+        f"the pipeline fails on {len(broken)} case(s) that ran without error on base (system errors)"
+    )
     regressed = {c["id"]: c for c in report["regressed_cases"]}
     assert set(regressed) == {cases[i]["id"] for i in broken}
     assert all(c["cause"] == "error" and c["error"] == "KeyError: 'source' (rag.py:7)" for c in regressed.values())

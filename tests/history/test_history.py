@@ -10,6 +10,7 @@ import json
 import math
 import statistics
 import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -425,6 +426,34 @@ def test_show_writes_a_png_per_gated_metric_and_a_markdown_table(tmp_path):
     assert len(rows) == 8
     assert rows[6].split(" | ")[3:6] == ["0.820", "0.862", "+4.9 %"] and "ok" in rows[6]
     assert rows[7].split(" | ")[3:6] == ["0.760", "0.845", "+10.1 %"] and "CRITICAL" in rows[7]
+
+
+def test_show_without_matplotlib_writes_the_tables_and_says_how_to_get_charts(tmp_path, monkeypatch):
+    """README's `plot` extra is for the charts: without it `show` still writes history.md (exit 0) and says so in
+    one line; asking for the charts (--charts) is then a usage error naming the extra."""
+    history = tmp_path / "h.jsonl"
+    add_runs(tmp_path, WEEKS, history)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as on an install without the plot extra
+    result = cli("history", "show", "--history", history, "--out", tmp_path / "show")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == (
+        "rag-gate: no charts: charts need matplotlib, which is not installed (pip install 'rag-gate[plot]'); "
+        "history.md has the tables only"
+    )
+    assert sorted(p.name for p in (tmp_path / "show").iterdir()) == ["history.md"]
+    page = (tmp_path / "show" / "history.md").read_text()
+    assert "](faithfulness.png)" not in page
+    rows = [line for line in page.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == 8 and "CRITICAL" in rows[7]
+    required = cli("history", "show", "--history", history, "--out", tmp_path / "required", "--charts")
+    assert required.exit_code == 2 and not (tmp_path / "required").exists()
+    assert (
+        required.stderr.strip()
+        .splitlines()[-1]
+        .endswith("--charts: charts need matplotlib, which is not installed (pip install 'rag-gate[plot]')")
+    )
+    none = cli("history", "show", "--history", history, "--out", tmp_path / "none", "--no-charts")
+    assert none.exit_code == 0 and "no charts" not in none.stderr
 
 
 # ------------------------------------------------------------------------------------------- calibration

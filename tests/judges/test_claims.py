@@ -34,6 +34,37 @@ def test_a_list_item_is_judged_with_its_head_and_shown_alone():
     ]
 
 
+def test_coordinated_adjectives_of_one_noun_phrase_are_one_claim():
+    """'the distinct cultural and ethnic identity of ...' names one thing: split at "and" it gave the claims "... the
+    distinct cultural" and "ethnic identity of ...", neither of which an answer states. Clauses still split."""
+    answer = "The Normans kept  the distinct cultural and ethnic identity of their duchy."
+    assert shown(answer) == [
+        ("The Normans kept the distinct cultural and ethnic identity of their duchy.", answer),
+    ]
+    assert split_clauses("It formed a political or economic union with Norway.") == [
+        "It formed a political or economic union with Norway."
+    ]
+    # two clauses, and a verb pair, split as before: "the" and "destroyed" are no adjectives
+    assert split_clauses("The Normans adopted the Frankish language and they converted to Christianity.") == [
+        "The Normans adopted the Frankish language",
+        "they converted to Christianity.",
+    ]
+    assert split_clauses("The Normans attacked and destroyed the city walls.") == [
+        "The Normans attacked",
+        "destroyed the city walls.",
+    ]
+    # a noun with an adjective's ending is no adjective: two noun phrases, split as before
+    assert len(split_clauses("He played death metal and progressive rock for a decade.")) == 2
+    assert len(split_clauses("Its cinematography used natural light and magical effects in every scene.")) == 2
+    # a list after the phrase still gives one claim per item, each a span of the answer
+    answer = "They kept the cultural and ethnic traditions, the language and the laws."
+    assert [c.shown for c in claim_spans(answer)] == [
+        "They kept the cultural and ethnic traditions",
+        "the language",
+        "the laws.",
+    ]
+
+
 def test_folded_text_is_judged_and_the_text_as_written_is_shown():
     answer = "- It  is \u201cvery\u201d old\u2026\n2. Dr. Smith paid \uff13 million\u00a0dollars \u2014 in 1889."
     assert shown(answer) == [

@@ -338,3 +338,31 @@ def test_label_keeps_one_design_per_file_and_recomputes_pi(runs, tmp_path):
     mixed = runner.invoke(main, ["label", str(runs / "bad"), "--n", "4", "--out", str(out), "--stratify"])
     assert mixed.exit_code == 2
     assert f"{out}: holds answers of another sampling design; write this sample to another file" in mixed.stderr
+
+
+def test_every_share_of_judge_check_has_its_interval_inside_0_1():
+    """1 unfaithful label in 30, 2 flagged answers in 100: the normal intervals of the labels' share
+    (1/30 ± 1.96·0.033) and of the judge's (0.02 ± 1.96·0.014) go below 0; a share's interval stays in [0, 1]:
+    the labels' cut there, the judge's Wilson's (statsmodels)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    from gate.labels.agreement import Label
+    from gate.labels.corrected import corrected
+    from gate.labels.rules import Rule
+    from gate.labels.sampling import JudgedAnswer
+    from gate.models import GoldenCase, Prediction
+    from gate.stats.ppi import classical_mean
+
+    answers = [
+        JudgedAnswer(GoldenCase(f"q{i}", "Q?"), Prediction(id=f"q{i}", answer="A."), None, math.nan,
+                     values={"hallucinated_claim_rate": 1.0 if i < 2 else 0.0})
+        for i in range(100)
+    ]  # fmt: skip
+    labels = [Label(id=f"q{i}", repeat=0, line=i + 1, faithful=i != 1) for i in range(30)]
+    share = corrected(labels, answers, Rule("hallucinated_claim_rate", ">", 0.0))
+    raw = classical_mean([float(i == 1) for i in range(30)])
+    assert raw.low < 0 and share.labels_only.low == 0.0 and share.labels_only.high == pytest.approx(raw.high)
+    assert share.judge_only.estimate == pytest.approx(0.02)
+    low, high = proportion_confint(2, 100, alpha=0.05, method="wilson")
+    assert (share.judge_only.low, share.judge_only.high) == pytest.approx((low, high), abs=1e-12) and low > 0
+    assert 0.0 <= share.ppi.low <= share.ppi.high <= 1.0

@@ -92,6 +92,44 @@ def test_answers_that_mention_a_limitation_are_answers(answer):
     assert not is_refusal(answer)
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The answer is not in the documents.",
+        "I have no idea.",
+        "This question cannot be answered from the context.",
+        "Unfortunately, the provided context does not contain information about this.",
+        "My knowledge doesn't cover that topic.",
+        # the same kinds, other words
+        "The information isn't found in the given passages.",
+        "The year cannot be determined from these passages.",
+        "Sorry, we've got no clue.",
+        "That question is unanswerable.",
+        "The retrieved documents don't mention the opening year.",
+    ],
+)
+def test_refusals_that_say_the_sources_lack_the_answer_are_refusals(answer):
+    """Missed in a user's trial: no listed phrase and no inability to help; the absence rule finds them."""
+    assert not _pattern_only(answer)
+    assert is_refusal(answer) and is_refusal(answer, None, ())  # a rule, not a phrase: it always applies
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The provided context does not mention Paris, but the treaty was signed in Rouen in 911.",
+        "The answer is not in the first chapter but in the second: 1066.",
+        "The winner cannot be determined until the votes are counted.",
+        "The treaty does not mention Paris.",  # a fact about the treaty, not about the sources
+        "I have no doubt the Normans won.",
+        "The information is not included in the price.",
+        "Rome was not built in a day.",
+    ],
+)
+def test_statements_near_the_absence_rule_are_answers(answer):
+    assert not is_refusal(answer)
+
+
 def _pattern_only(answer: str) -> bool:
     """The old rule: a built-in phrase anywhere in the answer."""
     folded = " ".join(answer.casefold().replace("’", "'").split())
@@ -145,12 +183,14 @@ def test_few_real_answers_are_read_as_refusals():
     """False positives, measured: RAGTruth responses and FaithBench summaries are real answers of real models; the
     only refusals among them are RAGTruth QA answers that open with the phrase its prompt asks for when the passages
     do not answer ("Unable to answer based on given passages."). Measured: 5 of 676 RAGTruth responses (all five
-    that open with or lead in to that sentence), 0 of 600 FaithBench summaries."""
+    that open with or lead in to that sentence), 0 of 600 FaithBench summaries; the same with the absence rule
+    (16 RAGTruth responses and 4 FaithBench summaries have a sentence it matches, each after an answer or past a
+    "but" that says something)."""
     from judgeeval import load_faithbench, load_ragtruth
 
     ragtruth = [c for c in load_ragtruth(SHARED_DATA / "ragtruth-subset") if is_refusal(c.response)]
     faithbench = [c for c in load_faithbench(SHARED_DATA / "faithbench") if is_refusal(c.response)]
-    assert len(ragtruth) <= 6 and not faithbench
+    assert len(ragtruth) == 5 and not faithbench
     assert all("unable to answer based on given passages" in c.response.casefold() for c in ragtruth)
     assert all(c.task_type == "QA" and not c.hallucinated for c in ragtruth)
 

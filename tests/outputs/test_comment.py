@@ -287,12 +287,16 @@ def test_the_artifact_gets_a_png_of_every_drawable_metric(comparison, tmp_path):
 
 
 def test_the_detectable_worsening_line_says_why_it_is_empty():
-    """Identical, deterministic sides: no gated metric varies, every MDE is undefined; the line says so in words
-    instead of ending in a bare colon."""
-    answers = {c.id: (f"The answer is answer {i}.", f"d{i}") for i, c in enumerate(GOLDEN)}
+    """Identical, deterministic sides: the metrics vary from case to case, their per-case differences do not
+    (all 0), so every MDE is undefined; the line says that in words instead of ending in a bare colon."""
+    answers = {c.id: (f"The answer is answer {i}.", f"d{i}" if i % 3 else "elsewhere") for i, c in enumerate(GOLDEN)}
     side = _side("base", GOLDEN, answers, BASE_LATENCY, BASE_PIPELINE)
     same = compare(side, dataclasses.replace(side, label="head"), POLICY)
     assert all(math.isnan(m.mde) for m in same.metrics if m.gated)
     comment = render_comment(same)
-    assert "repeat(s)): none to show: no gated metric varied from case to case" in comment
+    assert _row(same, "hit_rate@1").aggregates.base.sd == pytest.approx(np.std([i % 3 > 0 for i in range(40)], ddof=1))
+    assert (
+        "repeat(s)): none to show: the per-case differences (head − base) of every gated metric did not vary from "
+        "case to case, so the noise (and the smallest change the test can detect) is unknown." in comment
+    )
     assert "repeat(s)): ." not in comment

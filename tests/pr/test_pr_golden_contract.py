@@ -69,6 +69,10 @@ def trimmed(tmp_path):
     return repo, broken
 
 
+def report_metrics(report: dict) -> set[str]:
+    return {m["name"] for m in report["metrics"]}
+
+
 def _local_pr(repo: Path, out: Path, *extra: str):
     args = ["pr", "--base-ref", "main", "--working-directory", str(repo), "--out-dir", str(out), *extra]
     return CliRunner().invoke(main, args, env={"GITHUB_ACTIONS": None, "GITHUB_EVENT_NAME": None})
@@ -85,6 +89,8 @@ def test_a_pr_that_deletes_the_cases_it_breaks_still_fails(trimmed, tmp_path):
     (edited,) = changes["edited"]
     assert edited["id"] == "q1" and edited["fields"] == ["reference_answers"]
     f1 = next(m for m in edited["metrics"] if m["name"] == "answer_f1")
+    assert "latency_ms" in report_metrics(report)  # measured, but no definition changes it: not listed
+    assert not {m["name"] for m in edited["metrics"]} & {"latency_ms", "cost_usd", "error_rate"}
     # SQuAD F1 of "The code word for item 1 is basil." (7 tokens without "the"): vs "basil" P 1/7, R 1 → 0.25;
     # vs "not the word" ("not", "word") P 1/7, R 1/2 → 2/9
     assert (f1["under_base"], f1["under_head"]) == (pytest.approx(0.25), pytest.approx(2 / 9))
@@ -140,7 +146,10 @@ def test_a_head_that_fails_on_every_case_fails_with_a_comment(tmp_path):
     regressed = report["regressed_cases"]
     assert len(regressed) == N_FACTS + 4
     assert all(c["cause"] == "error" and "retriever_that_does_not_exist" in c["error"] for c in regressed)
-    assert "the pipeline fails on 28 case(s) the base answered" in (tmp_path / "out" / "comment.md").read_text()
+    assert (
+        "the pipeline fails on 28 case(s) that ran without error on base"
+        in (tmp_path / "out" / "comment.md").read_text()
+    )
     (repo / "rag.py").write_text("import retriever_that_does_not_exist  # noqa: F401\n")
     git(repo, "commit", "-q", "-am", "a PR that breaks the import")
     result = _local_pr(repo, tmp_path / "out")  # the same out-dir: the previous verdict must not stay in it

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import ppi_py
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
 from gate.stats.ppi import classical_mean, difference, judge_mean, ppi_mean
 
@@ -49,6 +50,26 @@ def test_labels_alone_and_the_judge_alone():
         assert (ours.low, ours.high) == pytest.approx((low[0], high[0]), abs=1e-12)
     judge = judge_mean(f_u)
     assert judge.estimate == pytest.approx(f_u.mean()) and judge.se == pytest.approx(f_u.std() / math.sqrt(300))
+
+
+@pytest.mark.parametrize(("flagged", "n"), [(0, 50), (2, 100), (1, 7), (7, 7), (150, 300)])
+def test_the_judges_share_has_wilsons_interval_inside_0_1(flagged, n):
+    """The judge's calls are 0/1: its share's interval is Wilson's (statsmodels as the oracle), never below 0 or
+    above 1 — the normal interval of 2 flagged in 100 went to −0.007."""
+    calls = np.r_[np.ones(flagged), np.zeros(n - flagged)]
+    ours = judge_mean(calls, alpha=0.05)
+    low, high = proportion_confint(flagged, n, alpha=0.05, method="wilson")
+    assert (ours.low, ours.high) == pytest.approx((low, high), abs=1e-12)
+    assert 0.0 <= ours.low <= ours.estimate <= ours.high <= 1.0 and ours.low < ours.high
+    normal_low = flagged / n - 1.959963984540054 * math.sqrt(flagged / n * (1 - flagged / n) / n)
+    if (flagged, n) == (2, 100):
+        assert normal_low < 0 < ours.low
+
+
+def test_a_share_of_graded_scores_keeps_the_normal_interval():
+    scores = np.array([0.2, 0.5, 0.9, 0.4])
+    ours = judge_mean(scores, alpha=0.05)
+    assert ours.high - ours.estimate == pytest.approx(1.959963984540054 * scores.std() / 2)
 
 
 def test_power_tuning_never_loses_much_to_the_labels_alone():

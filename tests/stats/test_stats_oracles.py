@@ -346,7 +346,14 @@ def test_gate_decision_outcomes():
     assert gate_decision([ok, unsure]).verdict == "inconclusive"
     assert gate_decision([ok, unsure], strict=True).verdict == "fail"
     decision = gate_decision([ok], new_system_failures=3, budget=[over])
-    assert decision.verdict == "fail" and "fails on 3 case(s) the base answered" in decision.reasons[0]
+    assert decision.verdict == "fail" and decision.reasons[0] == (
+        "the pipeline fails on 3 case(s) that ran without error on base (system errors)"
+    )
+    # 3 cases broke on head; base had run them, and refused 1 of them: it answered 2, not 3
+    decision = gate_decision([ok], new_system_failures=3, refused_on_base=1)
+    assert decision.reasons[0] == (
+        "the pipeline fails on 3 case(s) that ran without error on base: 2 answered there, 1 refused (system errors)"
+    )
 
 
 def test_metric_that_applies_to_no_case_is_left_out():
@@ -357,7 +364,11 @@ def test_metric_that_applies_to_no_case_is_left_out():
     assert na.status == "not_applicable" and na.n_pairs == 0
     assert gate_decision([na, ok]).verdict == "pass" and gate_decision([na, ok], strict=True).verdict == "pass"
     failed = metric("refusal", "binary", empty, empty, failed_head=np.ones((6, 1), dtype=bool))
-    assert analyze_metrics([failed])[0].status == "inconclusive"  # failures are not "not applicable"
+    (only_failed,) = analyze_metrics([failed])
+    assert only_failed.status == "inconclusive"  # failures are not "not applicable": the error budget judges them
+    assert only_failed.reason == (
+        "no case was measured on either side: every evaluation failed (0 case(s) with a value on base, 0 on head)"
+    )
 
 
 def test_unchanged_metric_takes_no_share_of_alpha_and_has_no_mde():
@@ -386,10 +397,21 @@ def test_new_ood_failures_block_only_with_a_significant_refusal_drop():
     assert decision.warnings and "not significant (p (Holm-adjusted) = 0.250)" in decision.warnings[0]
 
 
-def test_metric_without_pairs_is_inconclusive():
+def test_metric_that_applies_to_one_side_only_is_not_applicable():
+    """A refusal metric on base's golden set without out-of-domain cases, head's with 5: nothing to compare, and
+    nothing measured worse ("0 / 0 / 0 inconclusive" read as a measurement). Values on both sides, on different
+    cases, stay inconclusive."""
     base = np.full((5, 1), np.nan)
-    (res,) = analyze_metrics([metric("m", "graded", base, np.ones(5))])
-    assert res.n_pairs == 0 and res.status == "inconclusive" and res.reason == "only 0 paired case(s)"
+    (res,) = analyze_metrics([metric("refusal", "binary", base, np.ones(5))])
+    assert res.n_pairs == 0 and res.status == "not_applicable"
+    assert res.reason == "applies to no case on base (5 on head): nothing to compare, left out of the decision"
+    assert gate_decision([res]).verdict == "pass" and gate_decision([res], strict=True).verdict == "pass"
+    (res,) = analyze_metrics([metric("m", "graded", np.ones(5), base)])
+    assert res.status == "not_applicable" and res.reason.startswith("applies to no case on head (5 on base)")
+    crossed = metric("m", "graded", [1.0, 1.0, np.nan, np.nan], [np.nan, np.nan, 0.5, np.nan])
+    (res,) = analyze_metrics([crossed])
+    assert res.n_pairs == 0 and res.status == "inconclusive"
+    assert res.reason == "no paired case: 2 case(s) with a value on base, 1 on head"
     assert gate_decision([res]).verdict == "inconclusive"
     assert gate_decision([]).reasons == ("no gated metrics",)
 

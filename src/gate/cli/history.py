@@ -22,6 +22,17 @@ from gate.sanitize import inert_json, one_line, shown
 
 HISTORY_FILE = click.Path(dir_okay=False, path_type=Path)
 RUN_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
+NO_MATPLOTLIB = "charts need matplotlib, which is not installed (pip install 'rag-gate[plot]')"
+"""Why ``history show`` draws no chart: the one line it prints (a note, or with ``--charts`` the error)."""
+
+
+def _matplotlib() -> bool:
+    """Whether matplotlib imports (it draws the charts; the ``plot`` extra)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def policy_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -186,6 +197,11 @@ def check(
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output directory.")
 @policy_options
 @click.option("--metric", "metrics", multiple=True, help="Metric to chart (repeatable) [the gated metrics].")
+@click.option(
+    "--charts/--no-charts",
+    default=None,
+    help="Require the PNG charts (exit 2 without matplotlib), or write none [charts when matplotlib is installed].",
+)
 @handle_errors
 def show(
     history_path: Path,
@@ -195,11 +211,13 @@ def show(
     warning: float | None,
     critical: float | None,
     metrics: tuple[str, ...],
+    charts: bool | None,
 ) -> None:
     """Chart each gated metric over time (PNG, with warning/critical bands) and write a markdown table.
 
     Writes OUT/history.md and OUT/<metric>.png. Unreadable history lines are reported and skipped.
-    Charts need matplotlib: pip install 'rag-gate[plot]'.
+    Charts need matplotlib (pip install 'rag-gate[plot]'): without it, history.md is written with the tables only,
+    a one-line note says how to get the charts, and the exit code is 0; with --charts it is exit 2 instead.
 
     \b
     Example:
@@ -217,19 +235,18 @@ def show(
     series = trend_series(read.entries, policy=policy, gated=gated)
     last = read.entries[-1] if read.entries else None
     chosen = list(metrics) or list(gated or (last.gated if last else None) or (last.record["metrics"] if last else []))
+    plot = charts is not False and bool(series) and bool(chosen)
+    if plot and not _matplotlib():
+        if charts:
+            raise InputError(f"--charts: {NO_MATPLOTLIB}")
+        plot = False
+        click.echo(f"rag-gate: no charts: {NO_MATPLOTLIB}; history.md has the tables only", err=True)
     make_dirs(out)
-    charts: dict[str, str] = {}
-    try:
-        for name in chosen:
-            if series:
-                charts[name] = plot_metric(series, name, out / chart_name(name)).name
-    except ImportError:
-        write_text_atomic(out / "history.md", history_markdown(series, chosen, {}))
-        raise InputError(
-            f"wrote {out / 'history.md'} without charts: charts need matplotlib (pip install 'rag-gate[plot]')"
-        ) from None
-    write_text_atomic(out / "history.md", history_markdown(series, chosen, charts))
-    click.echo(f"wrote {shown(out / 'history.md')} and {len(charts)} chart(s)", err=True)
+    drawn: dict[str, str] = {}
+    for name in chosen if plot else ():
+        drawn[name] = plot_metric(series, name, out / chart_name(name)).name
+    write_text_atomic(out / "history.md", history_markdown(series, chosen, drawn))
+    click.echo(f"wrote {shown(out / 'history.md')} and {len(drawn)} chart(s)", err=True)
 
 
 @history.command()

@@ -17,7 +17,7 @@ import numpy as np
 
 from gate import __version__
 from gate.compare.cases import case_lists, case_results, error_entries, ood_failures, top_k
-from gate.compare.inputs import metric_inputs, shown_values, system_errors
+from gate.compare.inputs import metric_inputs, refused_everywhere, shown_values, system_errors
 from gate.compare.mustpass import must_pass_failures
 from gate.compare.notes import changes, golden_changes, golden_warnings, unmatched_ids, unreadable_warnings
 from gate.comparison import (
@@ -180,6 +180,7 @@ def compare(
         fail_on_new_ood=policy.fail_on_new_ood,
         alpha=policy.alpha,
         new_system_failures=int(broke.sum()),
+        refused_on_base=refused_everywhere(base, [cases[i].id for i in np.flatnonzero(broke)], policy),
         budget=budget,
         error_budget=policy.error_budget,
         strict=policy.strict,

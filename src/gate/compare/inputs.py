@@ -21,6 +21,7 @@ from gate.config import GatePolicy
 from gate.metrics import resolve
 from gate.models import GoldenCase
 from gate.runs import Side
+from gate.scoring import detect_refusal
 from gate.stats import MetricInput
 from gate.stats.decision import ErrorBudgetUse
 from gate.stats.inputs import case_effects
@@ -51,6 +52,12 @@ def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[
 def system_errors(side: Side, cases: Sequence[GoldenCase]) -> np.ndarray:
     """Where the pipeline under test failed (a prediction row with ``error``), shape (N cases, R repeats)."""
     return side.table.error_mask([case.id for case in cases])
+
+
+def refused_everywhere(side: Side, case_ids: Sequence[str], policy: GatePolicy) -> int:
+    """How many of ``case_ids`` the side refused in every repeat that ran (a refusal ran, but did not answer)."""
+    valid = side.valid_many(case_ids)
+    return sum(bool(rows) and all(detect_refusal(p, policy) for p in rows) for rows in valid.values())
 
 
 def budget_use(

@@ -133,13 +133,24 @@ def golden_warnings(base: Side, head: Side, n_paired: int, only_one_side: int) -
     return []
 
 
+DEFINITION_STAGES = frozenset({"retrieval", "generation"})
+"""The metric stages whose score reads a golden case's definition (expected documents, references, out-of-domain
+flag); ``system`` and ``efficiency`` metrics measure the run alone."""
+
+
 def golden_changes(head: Side, diff: GoldenDiff, policy: GatePolicy) -> GoldenChanges:
     """The report of a golden-set change: ids, changed fields, and head's scores under both definitions.
 
     Edited cases are gated with the base definition (the contract); the head's definition is reported: each
-    metric that needs no judge is scored on head's answers against both definitions.
+    metric that needs no judge and reads the definition (retrieval and generation metrics) is scored on head's
+    answers against both definitions. Measurements of the run (latency, cost, failures) do not depend on the
+    definition and are not listed.
     """
-    metrics = [m for m in (resolve(name) for name in policy.metrics) if not m.spec.judged and not m.spec.paired]
+    metrics = [
+        m
+        for m in (resolve(name) for name in policy.metrics)
+        if not m.spec.judged and not m.spec.paired and m.spec.stage in DEFINITION_STAGES
+    ]
     edited = []
     for before, after in diff.edited:
         old, new = before.to_dict(), after.to_dict()

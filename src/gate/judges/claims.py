@@ -36,6 +36,45 @@ _SEGMENT = re.compile(
 )
 
 
+_ADJECTIVE_SUFFIX = re.compile(
+    r"(?:[a-z]{2}(?:al|ic|ive|ous|ful|less|able|ible|ary|ian|ese|ish))$|^(?:"
+    r"big|small|large|old|new|young|long|short|high|low|great|good|bad|little|major|minor|early|late|rich|poor|"
+    r"strong|weak|wide|narrow|deep|hot|cold|warm|main|local|common|rare|distinct|"
+    r"modern|ancient|northern|southern|eastern|western|foreign|domestic|urban|rural|religious|civil|military)$",
+    re.IGNORECASE,
+)
+"""An English word that is an adjective by its ending (cultural, ethnic, religious, Norwegian) or one of a short
+list of common ones (large, old, distinct): both sides of a bare "and"/"or" being such a word marks coordinated
+adjectives inside one noun phrase ("the distinct cultural and ethnic identity"), which are no two claims."""
+_NOUN_ENDINGS = frozenset(
+    """metal capital animal hospital festival journal signal ritual rival trial proposal arrival approval terminal
+    crystal canal portal pedal total general official principal individual material editorial tutorial manual
+    music public republic clinic logic magic topic traffic panic mechanic fabric critic graphic
+    archive detective objective executive representative native relative motive incentive
+    library dictionary secretary salary summary anniversary boundary diary january february military dignitary
+    musician politician historian physician christian guardian librarian comedian technician
+    cheese radish polish""".split()
+)
+"""Words with an adjective's ending that are mostly nouns ("death metal and progressive metal"): no adjective here."""
+_COORDINATOR = re.compile(r"\s+(?:and|or)\s+", re.IGNORECASE)
+
+
+def _joins_adjectives(sentence: str, match: re.Match[str], lang: Lang) -> bool:
+    """Whether the separator ``match`` is a bare "and"/"or" between two adjectives of one noun phrase.
+
+    "the distinct cultural and ethnic identity": the word before is an adjective, the word after is one too and a
+    word follows it (the noun they share). "The city is large and the river is wide" still splits (``the``).
+    """
+    if lang != "en" or not _COORDINATOR.fullmatch(match.group()):
+        return False
+    before = sentence[: match.start()].split()
+    after = sentence[match.end() :].split()
+    if not before or len(after) < 2:
+        return False
+    words = [word.strip("\"'()").casefold() for word in (before[-1], after[0])]
+    return all(_ADJECTIVE_SUFFIX.search(w) and w not in _NOUN_ENDINGS for w in words)
+
+
 @dataclass(frozen=True)
 class Claim:
     """One atomic claim of an answer: the text a judge checks, and where it stands in the answer as written."""
@@ -107,7 +146,8 @@ def split_clauses(sentence: str, lang: Lang = "en") -> list[str]:
     A list "It serves pizza, pasta and salad" gives one claim per item with the shared head:
     "It serves pizza", "It serves pasta", "It serves salad". A capitalised short piece after a comma is an
     apposition and stays with its clause ("Houston, Texas"); a short piece before any clause stays attached
-    to what follows ("Danielle and Adam welcomed ...").
+    to what follows ("Danielle and Adam welcomed ..."). A bare "and"/"or" between two adjectives of one noun
+    phrase joins them, it splits nothing ("the distinct cultural and ethnic identity of the Normans").
     """
     return [claim for claim, _, _ in _clause_pieces(sentence, lang)]
 
@@ -121,6 +161,8 @@ def _clause_pieces(sentence: str, lang: Lang) -> list[tuple[str, int, int]]:
     separators: list[str] = []
     pos = 0
     for match in _SEGMENT.finditer(sentence):
+        if _joins_adjectives(sentence, match, lang):
+            continue  # one noun phrase: "the distinct cultural and ethnic identity of ..."
         parts.append((pos, match.start()))
         separators.append(match.group())
         pos = match.end()

@@ -3,9 +3,10 @@
 Three estimates of the same quantity, the share of a run's answers that a person would call unfaithful:
 
 - **judge only**: the share the judge flags by a rule (:mod:`gate.labels.rules`) over every answer of the run,
-  with its normal interval: narrow, but it covers the judge's share, not the labelled truth, whenever the judge is
-  biased;
-- **labels only**: the (Horvitz–Thompson weighted) share of the labelled answers called unfaithful: unbiased, wide;
+  with Wilson's score interval (in [0, 1]): narrow, but it covers the judge's share, not the labelled truth,
+  whenever the judge is biased;
+- **labels only**: the (Horvitz–Thompson weighted) share of the labelled answers called unfaithful: unbiased, wide
+  (its normal interval, like the prediction-powered one, is cut to [0, 1]);
 - **prediction-powered** (PPI++, :func:`gate.stats.ppi.ppi_mean`): the judge's share corrected by its bias measured
   on the labels, with λ tuned for the smallest variance: valid however biased the judge is, never much wider than
   the labels' interval and narrower when the judge tracks the labels.
@@ -105,17 +106,33 @@ def corrected(
     return Corrected(
         rule,
         _no_zero_width(judge_mean(f_all, alpha=alpha)),
-        _no_zero_width(classical_mean(y, weights=weights, alpha=alpha)),
-        _no_zero_width(ppi_mean(y, f, f_all, weights=weights, alpha=alpha)),
+        _no_zero_width(_in_unit(classical_mean(y, weights=weights, alpha=alpha))),
+        _no_zero_width(_in_unit(ppi_mean(y, f, f_all, weights=weights, alpha=alpha))),
         note,
     )
 
 
 def _no_zero_width(e: MeanEstimate) -> MeanEstimate:
-    """The estimate without bounds when its standard error is 0 (every value alike): never a zero-width interval."""
-    if e.se == 0:
+    """The estimate without bounds when its interval has no width (every value alike, a normal interval of SE 0).
+
+    A Wilson interval (the judge's share, :func:`gate.stats.ppi.judge_mean`) has width even when every call is
+    alike (0 flagged of 50: [0, 0.071]) and is kept.
+    """
+    if e.se == 0 and not e.low < e.high:
         return MeanEstimate(e.estimate, e.se, math.nan, math.nan, e.lam, e.n, e.N)
     return e
+
+
+def _in_unit(e: MeanEstimate) -> MeanEstimate:
+    """The normal interval of a share cut to [0, 1], where the share lies (the coverage is unchanged).
+
+    The labels' weighted share and the prediction-powered one have normal intervals (θ̂ ± z·SE) that can leave
+    [0, 1] near its ends; cutting them there loses no true value. The point estimate is kept as computed (the
+    prediction-powered one corrects the judge's share by the labels' residuals and can fall just outside).
+    """
+    if math.isnan(e.low):
+        return e
+    return MeanEstimate(e.estimate, e.se, max(0.0, e.low), min(1.0, e.high), e.lam, e.n, e.N)
 
 
 Beyond = Literal["beyond", "within", "cannot_tell"]

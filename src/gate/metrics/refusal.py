@@ -81,6 +81,34 @@ _INABILITY = re.compile(
 "outside what I can answer" / "beyond my knowledge" / "not something I can help with" (and the Italian "non posso
 aiutarti", "non sono in grado di rispondere"). Matched on the folded, lower-cased sentence."""
 
+_SOURCE = (
+    r"(?:(?:the|these|this|those|your|my|any\s+of\s+the)\s+)(?:(?:provided|given|retrieved|available|supplied|above|"
+    r"following|attached|relevant)\s+)?(?:context|passages?|documents?|sources?|texts?|excerpts?|snippets?|"
+    r"materials?|information\s+(?:provided|given|available)|knowledge(?:\s+base)?)"
+)
+"""What an answer is drawn from, as a refusal names it: "the provided context", "these passages", "my knowledge"."""
+_NOT = r"(?:n't|\s+not)"
+_ABSENCE = re.compile(
+    rf"""{_SOURCE}\s+(?:does|do|did){_NOT}\s+(?:\w+\s+)?
+        (?:contain|include|mention|provide|specify|say|state|cover|address|discuss|answer|extend|give|offer|have|hold)\b
+      | \b(?:the\s+)?(?:answer|information|answer\s+to\s+(?:this|that|the|your)\s+question)\s+(?:is|was){_NOT}\s+
+        (?:\w+\s+)?(?:in|found\s+in|included\s+in|mentioned\s+in|given\s+in|provided\s+in|available\s+in)\s+
+        {_SOURCE}
+      | \b(?:(?:this|that|the|your)\s+question|it|this|that)\s+(?:cannot|can\s+not|can't|could\s+not|couldn't)\s+
+        be\s+answered\b
+      | \b(?:cannot|can\s+not|can't|could\s+not|couldn't)\s+be\s+(?:determined|found|answered|inferred|confirmed)\s+
+        (?:from|with|based\s+on|using|given|in)\s+{_SOURCE}
+      | \b(?:this|that|the|your)\s+question\s+(?:is|was)\s+(?:not\s+answerable|unanswerable)\b
+      | \b(?:i|we)(?:\s+have|\s+had|'ve)(?:\s+got)?\s+no\s+(?:idea|clue)\b
+      | \bmy\s+knowledge\s+(?:does|did){_NOT}\s+(?:cover|include|extend|reach)\b""",
+    re.VERBOSE,
+)
+"""The absence rule: the sources (or the model's own knowledge) say they lack the answer ("the provided context does
+not contain information about this", "the answer is not in the documents", "my knowledge doesn't cover that topic"),
+the question is said to be unanswerable ("this question cannot be answered from the context", "... cannot be
+determined from the passages"), or "I have no idea". Matched on the folded, lower-cased sentence, like
+:data:`_INABILITY`; a part after "but" that says something still makes the sentence an answer."""
+
 _CONTRAST = re.compile(r"\s*;\s*|,?\s+\b(?:but|however|although|though|whereas|ma|però|tuttavia)\b,?\s*")
 """Where a sentence turns to something else ("..., but the treaty was signed in Paris")."""
 _COURTESY_WORDS = frozenset(
@@ -125,11 +153,11 @@ def _says_something(part: str) -> bool:
 def _declines(sentence: str, pattern: re.Pattern[str]) -> bool:
     """Whether a folded sentence declines to answer.
 
-    It does when a part of it (split at "but", "however", ";") holds a refusal phrase or meets the inability rule,
-    and no other part says something without either.
+    It does when a part of it (split at "but", "however", ";") holds a refusal phrase or meets the inability or the
+    absence rule, and no other part says something without one.
     """
     parts = _CONTRAST.split(sentence)
-    declining = [bool(pattern.search(p) or _INABILITY.search(p)) for p in parts]
+    declining = [bool(pattern.search(p) or _INABILITY.search(p) or _ABSENCE.search(p)) for p in parts]
     return any(declining) and not any(
         _says_something(p) for p, declines in zip(parts, declining, strict=True) if not declines
     )
@@ -143,13 +171,16 @@ def is_refusal(answer: str, refused_flag: bool | None = None, phrases: Iterable[
     courtesy (a greeting, thanks, an apology, an offer of more help, a question) and one declines. A sentence
     declines when one of ``phrases`` occurs in it as whole words, or when it states an inability to help or answer
     (:data:`_INABILITY`: "I'm afraid I can't help with this request", "I am unable to assist with that", "that is
-    outside what I can answer"; first person or impersonal, with a verb of helping, answering or providing) — and
+    outside what I can answer"; first person or impersonal, with a verb of helping, answering or providing), or
+    says the sources lack the answer (:data:`_ABSENCE`: "the provided context does not contain information about
+    this", "the answer is not in the documents", "this question cannot be answered from the context", "my
+    knowledge doesn't cover that topic", "I have no idea") — and
     no other part of it, after "but", "however" or ";", says something ("The documents do not specify the year,
     but the treaty was signed in Paris." answers; so does a next sentence that opens with "However," and says
     something). Sentences end at ``. ! ?`` before a space and at line breaks; a
     lead-in line ending with ``:`` is skipped. Comparison is case-insensitive after NFKC normalisation, with curly
     quotes folded to straight ones and whitespace collapsed. ``phrases`` replace the built-in phrases; the
-    inability rule always applies.
+    inability and absence rules always apply.
 
     Args:
         answer: The generated answer.

@@ -98,8 +98,11 @@ def gate_status(row: MetricRow) -> str:
 
 
 def counts_cell(row: MetricRow) -> str:
-    """``worse / tie / better``: paired cases whose per-case value got worse, stayed, got better on head."""
-    if row.n_worse is None or row.n_tied is None or row.n_better is None:
+    """``worse / tie / better``: paired cases whose per-case value got worse, stayed, got better on head.
+
+    ``–`` when no case is paired: nothing was compared (``0 / 0 / 0`` would read as a measurement).
+    """
+    if row.n_worse is None or row.n_tied is None or row.n_better is None or row.n_pairs == 0:
         return numbers.MISSING
     return f"{row.n_worse} / {row.n_tied} / {row.n_better}"
 
@@ -126,6 +129,46 @@ def metric_cells(row: MetricRow) -> MetricCells:
         status=gate_status(row) if row.gated else f"{movement(row)} · not gated",
         counts=counts_cell(row),
     )
+
+
+@dataclass(frozen=True)
+class MethodNote:
+    """One line of the methods legend under the run details' table: a test, its interval and the rows that use it."""
+
+    name: str
+    """The short name the table's ``test`` column shows (the test's name without its variant)."""
+    variant: str
+    """The rest of the test's description (:attr:`~gate.stats.decision.MetricResult.test_method`): its sidedness,
+    exact or Monte Carlo, over cases or clusters, e.g. ``(one-sided, head worse, Monte Carlo B=10000 over cases)``."""
+    interval: str
+    """How the interval was made (its inversion, :attr:`~gate.stats.decision.MetricResult.ci_method`)."""
+    metrics: tuple[str, ...]
+    """The labels of the metrics tested this way, in table order."""
+
+
+def method_name_of(test_method: str) -> str:
+    """A test's short name: its description up to the variant in parentheses (``McNemar exact``)."""
+    return test_method.split(" (", 1)[0]
+
+
+def method_name(row: MetricRow) -> str:
+    """The test's short name for a table cell: ``McNemar exact``, ``sign-flip randomization`` (legend: the rest)."""
+    return method_name_of(row.test_method)
+
+
+def method_legend(rows: Sequence[MetricRow]) -> list[MethodNote]:
+    """Each distinct (test, interval) of the table once, with the metrics tested that way (first use first).
+
+    The run details' table names each row's test by its short name (:func:`method_name`); this says each method in
+    full once instead of on every row.
+    """
+    groups: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        groups.setdefault((row.test_method, row.ci_method), []).append(row.label)
+    return [
+        MethodNote(method_name_of(test), test[len(method_name_of(test)) :].strip(), interval, tuple(labels))
+        for (test, interval), labels in groups.items()
+    ]
 
 
 def _case_value(name: str, value: float) -> str:
@@ -167,6 +210,24 @@ def mde_cell(row: MetricRow) -> str:
     if row.kind == "ratio":
         return numbers.MISSING if math.isnan(row.mde) else numbers.percent(math.expm1(row.mde))
     return numbers.number(row.mde)
+
+
+def no_mde_text(comparison: Comparison) -> str:
+    """Why no gated metric has a minimum detectable worsening, in words (the MDE needs a noise estimate).
+
+    The MDE is undefined where fewer than 2 cases are paired, and where the per-case differences (head − base) do
+    not vary (standard error 0: e.g. identical sides), however much the metric itself varies from case to case.
+    """
+    gated = [m for m in comparison.metrics if m.gated and m.status != "not_applicable"]
+    if not gated:
+        return "no gated metric applies to these cases"
+    few = [m.label for m in gated if m.n_pairs < 2]
+    flat = [m.label for m in gated if m.n_pairs >= 2 and not math.isfinite(m.mde)]
+    parts = [f"{', '.join(few)} had fewer than 2 paired cases"] if few else []
+    if flat:
+        whose = "every gated metric" if len(flat) == len(gated) else ", ".join(flat)
+        parts.append(f"the per-case differences (head − base) of {whose} did not vary from case to case")
+    return "; ".join(parts) + ", so the noise (and the smallest change the test can detect) is unknown"
 
 
 def _one_column(name: str) -> bool:

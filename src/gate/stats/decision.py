@@ -12,7 +12,15 @@ import numpy as np
 from gate.results import OOD_ANSWERED, Decision, ErrorBudgetUse, MetricResult, MustPassFailure, Status, raw_difference
 from gate.results import Verdict as Verdict  # re-exported: the types' home is gate.results
 from gate.stats import numbers
-from gate.stats.inputs import MetricInput, MetricPolicy, case_effects, oriented_repeats, ratio_scale
+from gate.stats.inputs import (
+    MetricInput,
+    MetricPolicy,
+    case_effects,
+    has_values,
+    oriented_repeats,
+    ratio_scale,
+    unpaired_status,
+)
 from gate.stats.intervals import (
     FlipThresholds,
     clustered_se,
@@ -67,16 +75,6 @@ def _pair(inp: MetricInput) -> _Paired:
         n_failed_base=int(np.asarray(inp.failed_base, dtype=bool).any(axis=1).sum()),
         n_failed_head=int(np.asarray(inp.failed_head, dtype=bool).any(axis=1).sum()),
         ok=ok,
-    )
-
-
-def _has_values(inp: MetricInput) -> bool:
-    """Whether any case has a value or a failure on either side (else the metric applies to no case)."""
-    return bool(
-        (~np.isnan(np.asarray(inp.base, dtype=float))).any()
-        or (~np.isnan(np.asarray(inp.head, dtype=float))).any()
-        or np.asarray(inp.failed_base).any()
-        or np.asarray(inp.failed_head).any()
     )
 
 
@@ -444,8 +442,10 @@ def _result(
     status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, n_worse, shown, resolution)
     if status == "inconclusive" and n >= 2 and se > 0:
         reason += _settle(inp, pair, se, margin, mde_level, -delta, (omega2, s2_a, s2_b))
-    if n == 0 and not _has_values(inp):
+    if n == 0 and not has_values(inp):
         status, reason = "not_applicable", "applies to no case on either side: left out of the decision"
+    elif n == 0:
+        status, reason = unpaired_status(inp)
     if strict and status == "inconclusive":
         status, reason = "fail", f"strict mode, non-inferiority not shown: {reason}"
     ratio, ratio_low, ratio_high = _ratios(inp, delta, low, high) if inp.kind == "ratio" and n else (None,) * 3
@@ -555,6 +555,7 @@ def gate_decision(
     fail_on_new_ood: bool = True,
     alpha: float = 0.05,
     new_system_failures: int = 0,
+    refused_on_base: int = 0,
     budget: Sequence[ErrorBudgetUse] = (),
     error_budget: float = 0.05,
     strict: bool = False,
@@ -589,7 +590,10 @@ def gate_decision(
         refusal: the refusal metric's result, when the metric is computed.
         fail_on_new_ood: let new out-of-domain failures block (DESIGN §4).
         alpha: the level for the refusal drop, in (0, 0.5).
-        new_system_failures: cases answered on base in every repeat and failed on head in every repeat, ≥ 0.
+        new_system_failures: cases that ran without error on base in every repeat and failed on head in every
+            repeat, ≥ 0.
+        refused_on_base: how many of those ``new_system_failures`` the base refused in every repeat (it ran, but
+            did not answer), in [0, new_system_failures]: the reason counts them apart.
         budget: evaluation failures per gated metric and side.
         error_budget: largest tolerated share of evaluation failures of one gated metric on one side, in [0, 1].
         strict: release mode.
@@ -612,7 +616,11 @@ def gate_decision(
     if doubtful := [f for f in must_pass if not f.certain]:
         warnings.append(_must_pass_warning(doubtful, alpha))
     if new_system_failures:
-        fails.append(f"the pipeline fails on {new_system_failures} case(s) the base answered (system errors)")
+        answered = new_system_failures - refused_on_base
+        split = f": {answered} answered there, {refused_on_base} refused" if refused_on_base else ""
+        fails.append(
+            f"the pipeline fails on {new_system_failures} case(s) that ran without error on base{split} (system errors)"
+        )
     new_ood_failures -= sum(f.why == OOD_ANSWERED for f in certain)  # blocking already
     covered = new_ood_failures <= sum(f.why == OOD_ANSWERED for f in doubtful)  # warned about as must-pass flips
     if new_ood_failures > 0 and fail_on_new_ood:

@@ -10,6 +10,7 @@ import numpy as np
 
 from gate.results import Direction as Direction  # re-exported: the types' home is gate.results
 from gate.results import Kind as Kind
+from gate.results import Status
 from gate.stats import numbers
 
 ZERO_MARGIN_ALPHA = 0.01
@@ -150,3 +151,36 @@ def case_effects(inp: MetricInput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if inp.kind == "ratio":
         return base_means, head_means, sign * (np.log(head_means) - np.log(base_means))
     return base_means, head_means, sign * (head_means - base_means)
+
+
+def has_values(inp: MetricInput) -> bool:
+    """Whether any case has a value or a failure on either side (else the metric applies to no case)."""
+    return bool(
+        (~np.isnan(np.asarray(inp.base, dtype=float))).any()
+        or (~np.isnan(np.asarray(inp.head, dtype=float))).any()
+        or np.asarray(inp.failed_base).any()
+        or np.asarray(inp.failed_head).any()
+    )
+
+
+def unpaired_status(inp: MetricInput) -> tuple[Status, str]:
+    """The status of a metric with values or failures but no paired case.
+
+    Not applicable when it applies to no case on one side (no value there, and no failed evaluation on either side:
+    e.g. a golden set that marks no case out-of-domain on base, where head's does): nothing can be compared, and
+    nothing was measured to be worse. Inconclusive otherwise: values on both sides but on different cases, or failed
+    evaluations (a failure is not "not applicable"; the evaluation-error budget judges it).
+    """
+    valued = [int((~np.isnan(np.asarray(v, dtype=float))).any(axis=1).sum()) for v in (inp.base, inp.head)]
+    failed = bool(np.asarray(inp.failed_base).any() or np.asarray(inp.failed_head).any())
+    counts = f"{valued[0]} case(s) with a value on base, {valued[1]} on head"
+    if not failed:
+        for side, name, other in ((0, "base", "head"), (1, "head", "base")):
+            if valued[side] == 0:
+                return "not_applicable", (
+                    f"applies to no case on {name} ({valued[1 - side]} on {other}): nothing to compare, left out "
+                    "of the decision"
+                )
+    if not any(valued):
+        return "inconclusive", f"no case was measured on either side: every evaluation failed ({counts})"
+    return "inconclusive", f"no paired case: {counts}"

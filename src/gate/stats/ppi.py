@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
+from scipy import stats
 
 
 @dataclass(frozen=True)
@@ -156,20 +157,30 @@ def classical_mean(
 
 
 def judge_mean(f: Sequence[float] | np.ndarray, *, alpha: float = 0.05) -> MeanEstimate:
-    """The judge's mean over all N items with its normal interval: what the judge alone says (bias ignored).
+    """The judge's mean over all N items with its interval: what the judge alone says (bias ignored).
 
-    θ̂ = mean_N(f), SE² = Var_N(f)/N. Its interval covers the judge's own expected score, not the labelled truth,
-    unless the judge is unbiased.
+    θ̂ = mean_N(f), SE² = Var_N(f)/N. When every score is 0 or 1 (the judge's calls: θ̂ is a share) the interval
+    is Wilson's score interval for a binomial proportion, which stays in [0, 1] and keeps its coverage near 0 and 1
+    (the normal interval θ̂ ± z·SE went below 0 for a share of 2 flagged in 100); otherwise the normal interval
+    θ̂ ± z_{1−α/2}·SE. Either covers the judge's own expected score, not the labelled truth, unless the judge is
+    unbiased.
 
     Args:
         f: the judge's scores, shape (N,).
-        alpha: 1 − the interval's coverage.
+        alpha: 1 − the interval's coverage, in (0, 1).
+
+    Source: Wilson 1927, "Probable inference, the law of succession, and statistical inference", JASA 22(158),
+    doi:10.1080/01621459.1927.10502953 (``scipy.stats.binomtest(...).proportion_ci(method="wilson")``); Brown,
+    Cai & DasGupta 2001, Statistical Science 16(2) (why not the normal interval for a proportion).
     """
     z = _z(alpha)
     f_ = np.asarray(f, dtype=float).ravel()
     if not len(f_):
         return MeanEstimate(math.nan, math.nan, math.nan, math.nan, math.nan, 0, 0)
     estimate, se = float(f_.mean()), math.sqrt(float(np.var(f_)) / len(f_))
+    if np.isin(f_, (0.0, 1.0)).all():
+        ci = stats.binomtest(int(f_.sum()), len(f_)).proportion_ci(confidence_level=1 - alpha, method="wilson")
+        return MeanEstimate(estimate, se, float(ci.low), float(ci.high), math.nan, 0, len(f_))
     return MeanEstimate(estimate, se, estimate - z * se, estimate + z * se, math.nan, 0, len(f_))
 
 
