@@ -106,7 +106,7 @@ of the antonym list (:mod:`gate.judges.lexicon`)."""
 _TOKEN = re.compile(
     r"(?P<time>\b\d{1,2}(?::\d{2})?\s*(?:[ap]\.?m\.?)(?![a-z])|\b\d{1,2}:\d{2}\b)"
     r"|(?P<num>\d[\d,.]*\d|\d)"
-    r"|(?P<compound>(?<![^\W\d_])(?<!-)[^\W\d_]{1,2}-[^\W\d_]+(?![^\W\d_]|-))"
+    r"|(?P<compound>(?<!-)[^\W\d_]{1,2}-[^\W\d_]+(?![^\W\d_]|-))"
     r"|(?P<word>[^\W\d_]+(?:['’][^\W\d_]+)?)",
     re.IGNORECASE,
 )
