@@ -69,6 +69,9 @@ _MIN_CONFIDENCE = 0.9
 """py3langid's normalised probability above which a Latin-script text is taken to be in another language."""
 _MIN_WORDS = 4
 """Latin-script texts with fewer words are given the benefit of the doubt (too short to identify)."""
+_MIN_ODDS = 10.0
+"""How many times as likely as English and as Italian py3langid must find another language to take it for a text
+py3langid is not sure of (:func:`_clearly_other`)."""
 
 
 @dataclass(frozen=True)
@@ -156,14 +159,33 @@ def _langid(text: str) -> tuple[str, float]:
     return ("zh" if code == "wuu" else code), confidence  # Wu Chinese: report as Chinese
 
 
+def _clearly_other(text: str) -> str | None:
+    """py3langid's best guess for ``text`` when it is clearly neither English nor Italian, else None.
+
+    Clearly: a language outside :data:`JUDGE_LANGUAGES` with probability ≥ 0.4 and at least :data:`_MIN_ODDS` times
+    that of English and of Italian. A short French sentence shares function words with Italian ("la", "le") and gets
+    a low absolute confidence ("Je ne sais pas.": French 0.45), yet English and Italian are far less likely still.
+    """
+    with _lock:
+        ranked = dict(_identifier().rank(text))
+    code, confidence = max(ranked.items(), key=lambda item: item[1])
+    if code in JUDGE_LANGUAGES or confidence < 0.4:
+        return None
+    if confidence >= _MIN_ODDS * max(ranked.get("en", 0.0), ranked.get("it", 0.0)):
+        return "zh" if code == "wuu" else code
+    return None
+
+
 @functools.lru_cache(maxsize=4096)
 def identify(text: str) -> Language:
     """Identify the language of ``text``.
 
     Rules, in order: no letters → "und"; a non-Latin dominant script → py3langid's best guess (or the script's
     usual language when py3langid is unsure); a Latin-script text whose English or Italian function words make up
-    ≥ 30 % of its words → "en" or "it" by which has more; fewer than 4 words → "en" (too short to tell);
-    otherwise py3langid, taken when its normalised probability is ≥ 0.9, else "en".
+    ≥ 30 % of its words → "en" or "it" by which has more (for "it", another language that py3langid finds ten times
+    as likely as Italian and English wins: French shares "la", "le"); fewer than 4 words → "en" (too short to
+    tell); otherwise py3langid, taken when its normalised probability is ≥ 0.9 or when it is ≥ 0.4 and ten times
+    that of English and of Italian, else "en".
 
     Args:
         text: any text (an answer, a chunk, a reference answer).
@@ -188,11 +210,15 @@ def identify(text: str) -> Language:
     english = sum(map(english_words.__contains__, words))
     italian = sum(map(italian_words.__contains__, words))
     if words and (english + italian) / len(words) >= _MIN_FUNCTION_SHARE:
-        return Language("it" if italian > english else "en", script)
+        if italian > english:  # French, Spanish and Portuguese share "la", "le", "con", "per" with Italian
+            return Language(_clearly_other(text) or "it", script)
+        return Language("en", script)
     if len(words) < _MIN_WORDS:
         return Language("en", script)
     code, confidence = _langid(text)
-    return Language(code if confidence >= _MIN_CONFIDENCE else "en", script)
+    if confidence >= _MIN_CONFIDENCE:
+        return Language(code, script)
+    return Language(_clearly_other(text) or "en", script)
 
 
 def unreadable(texts: dict[str, str], languages: frozenset[str] = JUDGE_LANGUAGES) -> str | None:

@@ -49,6 +49,23 @@ def test_number_disagreeing_is_contradicted_and_says_what_the_chunk_says():
     assert claim.contradiction_level == "ALL"
 
 
+@pytest.mark.parametrize("answer", ["The Eiffel Tower was completed in 1111.", "1111"])
+def test_four_digits_where_the_chunk_states_a_year_are_contradicted(answer):
+    chunk = Chunk("eiffel", "The Eiffel Tower was completed in 1889. It is 330 metres tall.")
+    claim = JUDGE.judge("When was the Eiffel Tower completed?", answer, [chunk]).claims[0]
+    assert (claim.verdict, claim.reason) == ("contradicted", "number 1111 not in chunk; chunk says 1889")
+    # "1,200" is a count, not a year: it is compared with the chunk's counts only
+    count = JUDGE.judge("", "The tower has 1,200 steps.", [Chunk("t", "The tower has 1,665 steps, built in 1889.")])
+    assert count.claims[0].reason == "number 1200 not in chunk; chunk says 1665"
+
+
+def test_italian_number_words_are_no_numbers_in_english_and_wi_fi_is_wifi():
+    chunk = Chunk("cafe", "Wifi: free. Closed due to renovation until spring.")
+    judgment = JUDGE.judge("", "They offer free Wi-Fi. It is closed due to renovation.", [chunk])
+    assert [c.verdict for c in judgment.claims] == ["supported", "supported"]
+    assert not any(c.unsupported_facts for c in judgment.claims)
+
+
 def test_number_absent_from_a_sentence_without_numbers_is_unverifiable_not_contradicted():
     assert verdicts("Parking is free for 3 hours on weekends.", [NOISE]) == ["unverifiable"]
 
@@ -438,7 +455,7 @@ def test_no_chunks_means_unverifiable_without_attribution():
 
 
 def test_identity_and_factory():
-    assert (JUDGE.id, JUDGE.version) == ("lexical", "6")
+    assert (JUDGE.id, JUDGE.version) == ("lexical", "7")
     assert isinstance(JUDGE.version, str)
     assert get_judge({"name": "lexical", "support": 0.6}) == LexicalJudge(support=0.6)
     assert sorted(JUDGES) == ["lexical", "llm", "nli", "ragas"]

@@ -610,7 +610,7 @@ def test_lexical_identity_has_its_thresholds():
     model = LexicalJudge().model.version
     assert LexicalJudge().identity == {
         "name": "lexical",
-        "version": "6",
+        "version": "7",
         "cover": 0.75,
         "support": 0.75,
         "model": model,

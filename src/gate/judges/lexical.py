@@ -180,14 +180,16 @@ class LexicalJudge:
     hallucination score (:mod:`gate.judges.hallucination`); the shipped one by default."""
 
     id: ClassVar[str] = "lexical"
-    version: ClassVar[str] = "6"
+    version: ClassVar[str] = "7"
     """2: refusals detected by gate.metrics.refusal (the rule scoring uses); 3: antonyms, role swaps, relations,
     polarity across sentences, lower-case name swaps, duplicate claims, unsupported languages; 4: a sentence that
     states the claim with exactly its words outweighs a negated neighbour with more words; 5: a near-duplicate claim
     that differs from its twin by negation, a number, a month, a name or a listed antonym is kept and judged; 6: each
     claim's hallucination probability and the answer's grounded score (1 − its hallucination score; 0 when no claim is
     supported) from the fitted hallucination model; only citation markers are left out of the judged text (never a
-    word that is a retrieved id), and each claim is shown as written."""
+    word that is a retrieved id), and each claim is shown as written; 7: Italian number words are read in Italian text
+    only ("due to" is no 2), a hyphenated word with a first part of one or two letters is one word ("Wi-Fi" = "WiFi"),
+    four bare digits stand where a year does ("1111" against "1889" is a contradiction); the model refitted."""
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -303,7 +305,8 @@ class LexicalJudge:
         conflicts: list[str] = []
         if same_statement:
             for q in absent_numbers:
-                said = sorted({f"{o.value:g}" for f in window for o in f.numbers if o.kind == q.kind})
+                kind = _slot(q)
+                said = sorted({f"{o.value:g}" for f in window for o in f.numbers if _slot(o) == kind})
                 if said:
                     conflicts.append(f"number {q.value:g} not in chunk; chunk says {', '.join(said[:3])}")
             window_months = sorted(frozenset().union(*(f.months for f in window)))
@@ -425,6 +428,17 @@ def _signals(
         absent_facts=len(numbers) + len(months) + len(names),
         contradicted=verdict.verdict == "contradicted",
     )
+
+
+def _slot(number: Quantity) -> str:
+    """The kind of slot ``number`` fills: its kind, with four bare digits read as a year.
+
+    "in 1111" stands where a chunk says "in 1889" (a year outside 1800–2100 is still written as one); "1,200 rooms"
+    is no year.
+    """
+    if number.kind == "num" and number.four_digits:
+        return "year"
+    return number.kind
 
 
 def _share_absent(words: frozenset[str], stems: frozenset[str]) -> float:

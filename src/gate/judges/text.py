@@ -79,10 +79,14 @@ _UNITS = {
     "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
     "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
     "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "dozen": 12,
+}  # fmt: skip
+"""English number words ("one" is left out: too often not a quantity)."""
+_ITALIAN_UNITS = {
     "due": 2, "tre": 3, "quattro": 4, "cinque": 5, "sette": 7, "otto": 8, "nove": 9, "dieci": 10,
     "venti": 20, "trenta": 30, "cento": 100, "mille": 1000,
 }  # fmt: skip
-"""Number words ("one"/"uno"/"sei" are left out: too often not a quantity)."""
+"""Italian number words ("uno"/"sei" are left out: too often not a quantity), read in Italian text only: in English
+"due to" is no number two."""
 _SCALES = {
     "hundred": 1e2, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "k": 1e3, "m": 1e6,
     "mn": 1e6, "bn": 1e9, "mila": 1e3, "milione": 1e6, "milioni": 1e6, "miliardo": 1e9, "miliardi": 1e9,
@@ -102,6 +106,7 @@ of the antonym list (:mod:`gate.judges.lexicon`)."""
 _TOKEN = re.compile(
     r"(?P<time>\b\d{1,2}(?::\d{2})?\s*(?:[ap]\.?m\.?)(?![a-z])|\b\d{1,2}:\d{2}\b)"
     r"|(?P<num>\d[\d,.]*\d|\d)"
+    r"|(?P<compound>(?<!-)[^\W\d_]{1,2}-[^\W\d_]+(?![^\W\d_]|-))"
     r"|(?P<word>[^\W\d_]+(?:['’][^\W\d_]+)?)",
     re.IGNORECASE,
 )
@@ -126,6 +131,8 @@ class Quantity:
     step: float = 1.0
     """Rounding step of the written form ("1.3 million" → 1e5): a source value that rounds to ``value`` at
     this step is the same number."""
+    four_digits: bool = False
+    """Written as four bare digits ("1111", not "1,111" or "1111 million"): it may stand where a year does."""
 
     def matches(self, other: Quantity) -> bool:
         """True when ``other`` (from a source) is this number, allowing for rounding at this number's step."""
@@ -364,13 +371,24 @@ class _Token:
 
 
 def _tokens(text: str) -> list[_Token]:
-    return [_Token(m.lastgroup or "word", m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    """The words, numbers and clock times of ``text``.
+
+    A hyphenated word with a first part of one or two letters is one word, written without its hyphen ("Wi-Fi" →
+    "WiFi", "e-mail" → "email", "re-open" → "reopen"), so that it matches its spelling without a hyphen.
+    """
+    return [
+        _Token("word", m.group().replace("-", ""), m.start(), m.end())
+        if m.lastgroup == "compound"
+        else _Token(m.lastgroup or "word", m.group(), m.start(), m.end())
+        for m in _TOKEN.finditer(text)
+    ]
 
 
 def _quantities(text: str, tokens: list[_Token], lang: Lang) -> tuple[list[Quantity], set[int]]:
     """Numbers in ``tokens``; returns them and the indexes of the tokens they consumed."""
     out: list[Quantity] = []
     used: set[int] = set()
+    units = {**_UNITS, **_ITALIAN_UNITS} if lang == "it" else _UNITS
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -393,10 +411,10 @@ def _quantities(text: str, tokens: list[_Token], lang: Lang) -> tuple[list[Quant
                 i += 1
                 continue
             value, step, separated = parsed
-        elif low in _UNITS:
-            value = float(_UNITS[low])
-            while j < len(tokens) and tokens[j].text.lower() in _UNITS and _UNITS[tokens[j].text.lower()] < 10:
-                value += _UNITS[tokens[j].text.lower()]  # "twenty five"
+        elif low in units:
+            value = float(units[low])
+            while j < len(tokens) and tokens[j].text.lower() in units and units[tokens[j].text.lower()] < 10:
+                value += units[tokens[j].text.lower()]  # "twenty five"
                 j += 1
         elif low in ("a", "one", "un", "uno", "una") and j < len(tokens) and tokens[j].text.lower() in _SCALES:
             if tokens[j].text.lower() not in ("k", "m"):
@@ -424,7 +442,8 @@ def _quantities(text: str, tokens: list[_Token], lang: Lang) -> tuple[list[Quant
         elif tok.kind == "num" and not separated and step == 1.0 and 1800 <= value <= 2100 and len(tok.text) == 4:
             out.append(Quantity(value, "year"))
         else:
-            out.append(Quantity(value, "num", step))
+            bare = tok.kind == "num" and j == i + 1 and len(tok.text) == 4 and tok.text.isdigit()
+            out.append(Quantity(value, "num", step, four_digits=bare))
         used.update(range(i, j))
         i = j
     return out, used
@@ -433,7 +452,7 @@ def _quantities(text: str, tokens: list[_Token], lang: Lang) -> tuple[list[Quant
 def _plain(value: float, raw: str) -> Quantity:
     if len(raw) == 4 and 1800 <= value <= 2100:
         return Quantity(value, "year")
-    return Quantity(value, "num")
+    return Quantity(value, "num", four_digits=len(raw) == 4)
 
 
 def _sentence_starts(text: str) -> set[int]:
