@@ -135,6 +135,22 @@ def test_a_clear_regression_stops_early_with_fewer_calls(regression):
     assert f"the other {len(adaptive['not_run'])} case(s) were not run" in comment
 
 
+def test_a_cached_base_is_not_run_again_and_is_compared_on_the_cases_the_head_ran(regression):
+    """The base cache holds full runs (here written by a local run, which is trusted): an adaptive PR reads it."""
+    repo, counter, cache = regression / "repo", regression / "calls", regression / "cache"
+    full = run_pr(repo, regression / "full", "--cache-dir", str(cache))
+    assert full.exit_code == 1 and "(base from cache)" not in full.stderr
+    before = {side: len(calls(counter.with_suffix(side))) for side in (".base", ".head")}
+    result = run_pr(repo, regression / "cached", "--cache-dir", str(cache), "--adaptive", "on")
+    assert result.exit_code == 1 and "(base from cache)" in result.stderr, result.output
+    report = json.loads((regression / "cached" / "report.json").read_text())
+    head_calls = calls(counter.with_suffix(".head"))[before[".head"] :]
+    assert len(calls(counter.with_suffix(".base"))) == before[".base"]  # the base did not run
+    assert len(head_calls) == report["adaptive"]["cases_run"] == report["n_cases"] < 202
+    assert json.loads((regression / "cached" / "base" / "manifest.json").read_text())["status"] == "complete"
+    assert report["base"]["n_cases"] == report["head"]["n_cases"] == report["adaptive"]["cases_run"]
+
+
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """A PR that breaks one case in three, on 30 facts: too few cases for the looks to settle it early."""
