@@ -613,8 +613,9 @@ def relocate(comparison: Comparison, lines: Mapping[str, int]) -> Comparison:
 
     The PR flow evaluates a contract golden set in its output directory; reviewers need the PR's own file's lines.
     """
-    listed = (*CASE_FIELDS, "ood_failures", "must_pass_failures")
-    changes = {n: tuple(replace(e, line=lines.get(e.id, 0)) for e in getattr(comparison, n)) for n in listed}
+    changes: dict[str, Any] = {}
+    for name in (*CASE_FIELDS, "ood_failures", "must_pass_failures"):
+        changes[name] = tuple(replace(entry, line=lines.get(entry.id, 0)) for entry in getattr(comparison, name))
     return replace(comparison, **changes)
 
 

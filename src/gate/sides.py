@@ -76,8 +76,8 @@ def _load_side(
         preds_path = source
     golden = load_golden(golden_path)
     if only is not None:
-        wanted = set(only)
-        golden = [case for case in golden if case.id in wanted]
+        chosen = set(only)
+        golden = [case for case in golden if case.id in chosen]
     evaluation = evaluation or (
         GatePolicy.from_dict(manifest.evaluation) if manifest.evaluation is not None else GatePolicy()
     )

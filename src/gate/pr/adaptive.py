@@ -26,6 +26,7 @@ from gate.golden import GoldenDiff, load_golden
 from gate.pr import cache, envs, sides
 from gate.pr.run import PrRun
 from gate.produce import run_side
+from gate.results import Status
 from gate.sandbox import Sandbox
 from gate.sides import Compared, compare_sides
 
@@ -124,10 +125,15 @@ def _batches(
     snapshot = hit
     stopped: StopReason = "exhausted"
     options = run.options
-    common = {"golden": golden, "strict": options.strict, "diff": diff or None, "files": files}
     commits = f"{both.base_sha[:12]}..{both.head_sha[:12]}"
+
+    def compare(ids: list[str], decided: dict[str, tuple[Status, str]] | None = None) -> Compared:
+        """The fixed-N comparison at ``alpha_final`` of the cases ``ids``, with the decided metrics' statuses."""
+        return compare_sides(sides.intact(snapshot, run) if snapshot is not None else out / "base", out / "head", out,
+                             config=final, golden=golden, strict=options.strict, diff=diff or None, files=files,
+                             commits=commits, cases=ids, decided=decided)  # fmt: skip
+
     ids: list[str] = []
-    base_dir = out / "base"
     for k in range(max(1, len(order.ends))):
         ids = order.prefix(k) if order.ends else list(order.first)
         if hit is None:
@@ -136,9 +142,7 @@ def _batches(
             snapshot = cache.Snapshot.of(out / "base")
         run_side(both.head, out / "head", progress=options.progress, git_sha=both.head_sha, git_ref="HEAD",
                  sandbox=both.head_sandbox, require_answers=False, cases=ids)  # fmt: skip
-        assert snapshot is not None
-        base_dir = sides.intact(snapshot, run)
-        compared = compare_sides(base_dir, out / "head", out, config=final, commits=commits, cases=ids, **common)
+        compared = compare(ids)
         certain = any(f.certain for f in compared.comparison.must_pass_failures)
         n_run = order.ends[k] if order.ends else 0
         looks.update(compared.base, compared.head, n_run, must_pass_failed=certain)
@@ -150,8 +154,7 @@ def _batches(
             break
     decided = looks.decided()
     if decided:
-        compared = compare_sides(base_dir, out / "head", out, config=final, commits=commits, cases=ids,
-                                 decided=decided, **common)  # fmt: skip
+        compared = compare(ids, decided)
     ran = set(ids)
     not_run = tuple(i for i in order.sequence if i not in ran)
     side_text = f"{len(ids)} of {len(order.first) + len(order.sequence)} cases on each side"
