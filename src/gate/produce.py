@@ -220,7 +220,7 @@ def _run_side_locked(
                 "started": _now(),
             }
         )
-        kept, rewrite = _resume_or_archive(out_dir, identity, code)
+        kept, rewrite = _resume_or_archive(out_dir, identity, code, quiet=cases is not None)
         stored, usage_before = _stored_scores(out_dir, identity, kept) if cases is not None else ({}, None)
         # the manifest says "running" before any file changes, and is rewritten last with the final status
         write_json(out_dir / MANIFEST, manifest.to_dict())
@@ -278,7 +278,7 @@ RUN_FILES = (PREDICTIONS, SCORES, MANIFEST)
 
 
 def _resume_or_archive(
-    out_dir: Path, identity: RunIdentity, code: dict[str, Any] | None = None
+    out_dir: Path, identity: RunIdentity, code: dict[str, Any] | None = None, quiet: bool = False
 ) -> tuple[list[Prediction], bool]:
     """What to keep from a previous run in ``out_dir``: (kept predictions, whether predictions.jsonl needs rewriting).
 
@@ -286,7 +286,8 @@ def _resume_or_archive(
     is given, the same code fingerprint (:func:`gate.fingerprint.code_fingerprint`; a manifest without one never
     matches) is resumed: its predictions without ``error`` are kept. Anything else there (another run, a run of
     edited pipeline code, files without a valid manifest) is moved aside as ``<name>.previous-<n>.<ext>`` with a
-    new number n, so that no previous run is ever lost, and the run starts afresh (said on stderr).
+    new number n, so that no previous run is ever lost, and the run starts afresh (said on stderr). ``quiet``: a
+    resume is logged at DEBUG, not as a warning (an adaptive evaluation's batches resume by design).
     """
     try:
         previous = read_manifest(out_dir) if (out_dir / MANIFEST).exists() else None
@@ -299,7 +300,8 @@ def _resume_or_archive(
     if previous is not None and not changed:
         kept, dirty = read_partial_predictions(out_dir / PREDICTIONS)
         if kept:
-            log.warning("%s: resuming: %d prediction(s) kept, failed ones retried", out_dir, len(kept))
+            (log.debug if quiet else log.warning)("%s: resuming: %d prediction(s) kept, failed ones retried", out_dir,
+                                                 len(kept))  # fmt: skip
         return kept, dirty or not (out_dir / PREDICTIONS).exists()
     outputs = tuple(sorted(p.name for p in out_dir.glob("command-output-*.jsonl") if ".previous-" not in p.name))
     moved = archive_previous(out_dir, RUN_FILES + outputs)

@@ -77,3 +77,15 @@ def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
         f"sequential test after {oracle.n}"
     )
     assert looks.split.sequential == pytest.approx(0.2 * 0.05) and looks.split.final == pytest.approx(0.8 * 0.05)
+
+
+def test_a_pr_that_turns_the_adaptive_mode_on_is_shown_as_a_policy_change():
+    """`adaptive:` is base-side policy: the PR's own setting applies after merge and the comment says so."""
+    from gate.compare.notes import policy_changes
+
+    moved = policy_changes(GatePolicy(), GatePolicy(adaptive={"batch": 40}))
+    assert [(c.key, c.base, c.head) for c in moved] == [
+        ("adaptive.batch", "null", "40"),
+        ("adaptive.enabled", "false", "true"),
+    ]
+    assert GatePolicy(adaptive=True).adaptive.enabled and not GatePolicy().adaptive.enabled
