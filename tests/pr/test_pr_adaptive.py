@@ -133,6 +133,10 @@ def test_a_clear_regression_stops_early_with_fewer_calls(regression):
     comment = (regression / "out" / "comment.md").read_text()
     assert f"{adaptive['cases_run']} of {total} cases on each side" in comment
     assert f"the other {len(adaptive['not_run'])} case(s) were not run" in comment
+    page = (regression / "out" / "report.html").read_text()
+    assert (
+        f"Adaptive evaluation (order seed 7, batches of 20, {adaptive['looks']} look(s)): {adaptive['reason']}" in page
+    )
 
 
 def test_a_cached_base_is_not_run_again_and_is_compared_on_the_cases_the_head_ran(regression):
