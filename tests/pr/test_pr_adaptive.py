@@ -54,7 +54,7 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def make_repo(repo: Path, n: int, broken_every: int, calls: Path) -> None:
+def make_repo(repo: Path, n: int, broken_every: int, calls: Path, config: str = "") -> None:
     """``main``: the right document for each of ``n`` facts; ``feature``: every ``broken_every``-th one wrong."""
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
@@ -70,7 +70,7 @@ def make_repo(repo: Path, n: int, broken_every: int, calls: Path) -> None:
     golden += [{"id": f"ood{k}", "question": q, "out_of_domain": True} for k, q in enumerate(OOD)]
     (repo / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     (repo / "golden.jsonl").write_text("".join(json.dumps(g) + "\n" for g in golden))
-    (repo / "rag-gate.yml").write_text(CONFIG)
+    (repo / "rag-gate.yml").write_text(CONFIG + config)
     (repo / ".gitignore").write_text("rag-gate-out/\n__pycache__/\n")
     (repo / "rag.py").write_text(TEMPLATE.format(broken=0, n=n, calls=str(calls.with_suffix(".base"))))
     git(repo, "add", "-A")
@@ -177,3 +177,27 @@ def test_an_unsettled_pr_runs_every_case_and_keeps_the_fixed_n_verdict(small):
     assert report["alpha"] == pytest.approx(0.04) and plain["alpha"] == 0.05  # α = 0.01 spent on the early looks
     assert json.loads((small / "adaptive" / "head" / "manifest.json").read_text())["status"] == "complete"
     assert plain["adaptive"] is None
+
+
+def test_a_pr_that_changes_nothing_stops_early_with_pass_on_a_large_enough_set(tmp_path):
+    """``adaptive: true`` in the base's config; one gated metric with a margin, so no change can be ruled in."""
+    make_repo(
+        tmp_path / "repo",
+        400,
+        0,
+        tmp_path / "calls",
+        "gate: [hit_rate@5]\nmargins: {hit_rate@5: 0.05}\nadaptive: true\n",
+    )
+    result = run_pr(tmp_path / "repo", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    adaptive = report["adaptive"]
+    assert report["verdict"] == "pass" and adaptive["stopped"] == "decided"
+    assert adaptive["metrics"] == [
+        {"name": "hit_rate@5", "decision": "non_inferior", "decided_at": adaptive["cases_run"] - 2, "estimate": 0.0}
+    ]
+    runs = len(calls((tmp_path / "calls").with_suffix(".base"))), len(calls((tmp_path / "calls").with_suffix(".head")))
+    assert runs == (adaptive["cases_run"],) * 2 and adaptive["cases_run"] < 402 / 2
+    gated = [m for m in report["metrics"] if m["gated"]]
+    assert [(m["name"], m["status"]) for m in gated] == [("hit_rate@5", "pass")]
+    assert gated[0]["reason"].startswith("sequential test after")
