@@ -85,6 +85,7 @@ SECTIONS = (
     "scoring",
     "compare2k",
     "e2e",
+    "adaptive",
 )
 NO_JUDGE_METRICS = (
     "hit_rate@5", "recall@5", "precision@5", "mrr", "ndcg@5", "answer_f1", "exact_match", "refusal",
@@ -675,6 +676,38 @@ def e2e_rows(n: int, work: Path) -> list[Row]:
     ]  # fmt: skip
 
 
+def adaptive_rows(n: int, work: Path) -> list[Row]:
+    """Row 11: ``rag-gate pr`` on a clear regression, every case against ``--adaptive on``: pipeline calls and wall.
+
+    The scratch repository of tests/pr/test_pr_adaptive.py (a deterministic code-word pipeline that logs its calls;
+    the PR breaks retrieval on every other case), ``n`` in-domain cases and 2 out-of-domain ones, R = 1, no cache.
+    """
+    from test_pr_adaptive import make_repo
+
+    root = work / "adaptive"
+    make_repo(root / "repo", n, 2, root / "calls")
+    figures = {}
+    for mode in ("off", "on"):
+        logs = [(root / "calls").with_suffix(suffix) for suffix in (".base", ".head")]
+        for path in logs:
+            path.unlink(missing_ok=True)
+        say(f"adaptive: pr --adaptive {mode} on {n:,} cases")
+        args = ["pr", "--base-ref", "main", "--out-dir", f"rag-gate-out/{mode}", "--comment", "off", "--no-progress"]
+        wall, _, code, _ = child_tree([RAG_GATE, *args, "--adaptive", mode], cwd=root / "repo")
+        calls = sum(len(path.read_text().split()) for path in logs if path.exists())
+        figures[mode] = (wall, calls, code)
+    adaptive = json.loads((root / "repo" / "rag-gate-out" / "on" / "report.json").read_text())["adaptive"]
+    (wall_fixed, calls_fixed, code_fixed), (wall, calls, code) = figures["off"], figures["on"]
+    shutil.rmtree(root)
+    return [
+        Row(f"pr --adaptive on, clear regression ({n:,} + 2 cases, every other one broken, R=1): pipeline calls "
+            f"(both sides) and wall, against every case (exit {code} vs {code_fixed}; {adaptive['cases_run']} "
+            f"cases per side, stopped: {adaptive['stopped']}, {adaptive['looks']} looks)",
+            f"{calls} calls, {seconds(wall)}", f"{calls_fixed} calls, {seconds(wall_fixed)}", calls / calls_fixed,
+            "calls ≤ 50 % of the fixed design, same exit code", calls <= calls_fixed / 2 and code == code_fixed),
+    ]  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------------------ main
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -726,6 +759,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             rows += compare_rows((2000,), 2000, runs, work)
         if "e2e" in sections:
             rows += e2e_rows(2000 if quick else args.e2e_cases, work)
+        if "adaptive" in sections:
+            rows += adaptive_rows(200 if quick else 2000, work)
     elapsed = time.perf_counter() - started
     header = (
         f"rag-gate performance, {'--quick' if quick else 'full'} mode, median of {runs} interleaved "

@@ -20,6 +20,7 @@ from gate.manifest import JudgeUsage as JudgeUsage  # re-exported: part of the c
 from gate.results import Aggregate, CaseStatus, ErrorBudgetUse, MetricResult, Verdict, raw_difference
 
 # isort: split
+from gate.adaptive import AdaptiveRun
 from gate.results import MustPassFailure, PolicyChange
 from gate.trends import TrendBlock, TrendReport
 
@@ -513,6 +514,8 @@ class Comparison:
     """Must-pass cases base passed in every repeat and head failed in every repeat (certain ones, first, block)."""
     policy_changes: tuple[PolicyChange, ...] = ()
     """Gate settings the PR's config changes (applied after merge; this PR is judged under the base's)."""
+    adaptive: AdaptiveRun | None = None
+    """How an adaptive evaluation ran and why it stopped (None: every case ran); case lists cover the cases run."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form of ``report.json`` (NaN and ±inf as None; tuples as lists)."""
@@ -610,12 +613,9 @@ def relocate(comparison: Comparison, lines: Mapping[str, int]) -> Comparison:
 
     The PR flow evaluates a contract golden set in its output directory; reviewers need the PR's own file's lines.
     """
-
-    def moved(entries: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(replace(entry, line=lines.get(entry.id, 0)) for entry in entries)
-
-    listed = (*CASE_FIELDS, "ood_failures", "must_pass_failures")
-    changes: dict[str, Any] = {name: moved(getattr(comparison, name)) for name in listed}
+    changes: dict[str, Any] = {}
+    for name in (*CASE_FIELDS, "ood_failures", "must_pass_failures"):
+        changes[name] = tuple(replace(entry, line=lines.get(entry.id, 0)) for entry in getattr(comparison, name))
     return replace(comparison, **changes)
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
+from gate.adaptive import AdaptivePolicy
 from gate.errors import InputError, located
 from gate.judges import JUDGES, PAIRWISE
 from gate.metrics import DEFAULT_METRICS, resolve
@@ -152,6 +153,8 @@ class GatePolicy:
     judge_labels: str | None = None
     """Answers labelled by hand (``judge_labels: labels.jsonl``, relative to the config file): ``compare`` and ``pr``
     show the judge's agreement with them in the comment's run details, and warn when they are stale."""
+    adaptive: AdaptivePolicy = field(default_factory=AdaptivePolicy)
+    """Adaptive evaluation (``adaptive:``; ``true`` or ``{batch, seed}``; base-side policy): :mod:`gate.adaptive`."""
 
     def __post_init__(self) -> None:
         """Normalise containers (lists → tuples, a bare judge name → a mapping) and fill ``gated``."""
@@ -169,8 +172,8 @@ class GatePolicy:
             set_(self, "must_pass", MustPassPolicy(**self.must_pass))
         set_(self, "judge", {"name": self.judge} if isinstance(self.judge, str) else dict(self.judge))
         set_(self, "refusal_phrases", tuple(self.refusal_phrases))
-        if isinstance(self.trend, Mapping):
-            set_(self, "trend", TrendPolicy(**self.trend))
+        set_(self, "trend", TrendPolicy(**self.trend) if isinstance(self.trend, Mapping) else self.trend)
+        set_(self, "adaptive", AdaptivePolicy.of(self.adaptive))
 
     def judge_spec(self) -> dict[str, Any]:
         """The ``judge:`` mapping to build the judge from: an endpoint judge's ``concurrency`` is ``judge_concurrency``.
@@ -367,9 +370,6 @@ def _default(cls: type, name: str) -> Any:
     """The default of field ``name`` of dataclass ``cls``."""
     f = next(f for f in fields(cls) if f.name == name)
     return f.default if f.default_factory is MISSING else f.default_factory()
-
-
-# --- reading ----------------------------------------------------------------------------------------------------
 
 
 def _read_text(path: Path) -> str:

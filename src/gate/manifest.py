@@ -191,8 +191,9 @@ class RunIdentity:
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-Status = Literal["running", "complete", "failed"]
-"""A run's status: written ``running`` first, rewritten last with the final one."""
+Status = Literal["running", "complete", "partial", "failed"]
+"""A run's status: written ``running`` first, rewritten last with the final one (``partial``: an adaptive
+evaluation ran only a prefix of its order, ``n_cases`` of the golden set's cases)."""
 
 _OMITTED_WHEN_NONE = frozenset(
     {"config", "pipeline", "scoring", "evaluation", "gate_version", "code", "finished", "counts", "judge_usage",

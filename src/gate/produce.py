@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import math
 import os
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from gate.golden import file_sha256, load_golden, shard
 from gate.jsonl import JsonlAppender, write_json
 from gate.judges import get_judge
 from gate.judges.base import Judge, judge_usage
-from gate.manifest import Counts, ErrorCount, Manifest
+from gate.manifest import Counts, ErrorCount, JudgeUsage, Manifest
 from gate.models import GoldenCase, Prediction, Score
 from gate.pipeline import WorkerPool, run_command, run_python
 from gate.predictions import PredictionTable, align, load_predictions, scan_predictions
@@ -123,11 +124,15 @@ def run_side(
     sandbox: Sandbox | None = None,
     require_answers: bool = True,
     jobs: int | None = None,
+    cases: Collection[str] | None = None,
 ) -> Path:
     """Run the golden set through one side's pipeline, score it, and write a run directory.
 
     Resumes an interrupted run in ``out_dir`` made with the same golden set, config, repeats and shard: rows
-    already computed are kept, failed rows are retried.
+    already computed are kept, failed rows are retried. With ``cases`` (an adaptive evaluation's batches: each call
+    names a longer prefix of its order), only those cases run; the run's identity is the same for every prefix, so
+    each call extends the same run, and the rows an earlier call scored are reused, not scored again (judge failures
+    are retried). Its manifest says ``partial`` until every case has run.
 
     Args:
         config: the side's loaded config.
@@ -142,9 +147,10 @@ def run_side(
             head that fails on every case the base answered is a regression, which the comparison reports. A
             pipeline that cannot start at all (import error, missing function) is raised either way: nothing ran.
         jobs: worker processes that score (``--jobs``); None: the config's ``scoring.jobs``, else every core.
+        cases: the ids of the golden cases to run (None: all of them).
 
     Returns:
-        ``out_dir`` (its run is complete, also when every prediction failed).
+        ``out_dir`` (its run is complete or partial, also when every prediction failed).
 
     Raises:
         InputError: bad golden set, config or precomputed predictions.
@@ -166,7 +172,7 @@ def run_side(
                 left.get("started", "?"),
             )
         return _run_side_locked(
-            config, out_dir, repeats, progress, git_sha, git_ref, shard_spec, sandbox, require_answers, jobs
+            config, out_dir, repeats, progress, git_sha, git_ref, shard_spec, sandbox, require_answers, jobs, cases
         )
 
 
@@ -181,11 +187,16 @@ def _run_side_locked(
     sandbox: Sandbox | None,
     require_answers: bool,
     scoring_jobs: int | None = None,
+    cases: Collection[str] | None = None,
 ) -> Path:
     """:func:`run_side` once ``out_dir`` is locked by this process."""
     golden = load_golden(config.golden)
     if shard_spec is not None:
         golden = shard(golden, *shard_spec)
+    n_all = len(golden)
+    if cases is not None:
+        wanted = set(cases)
+        golden = [case for case in golden if case.id in wanted]
     n_repeats = repeats or config.repeats
     pool = _early_workers(config, out_dir, len(golden) * n_repeats, sandbox)
     try:
@@ -209,7 +220,8 @@ def _run_side_locked(
                 "started": _now(),
             }
         )
-        kept, rewrite = _resume_or_archive(out_dir, identity, code)
+        kept, rewrite = _resume_or_archive(out_dir, identity, code, quiet=cases is not None)
+        stored, usage_before = _stored_scores(out_dir, identity, kept) if cases is not None else ({}, None)
         # the manifest says "running" before any file changes, and is rewritten last with the final status
         write_json(out_dir / MANIFEST, manifest.to_dict())
         if rewrite:
@@ -219,6 +231,8 @@ def _run_side_locked(
         jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
         # a slow python: pipeline's predictions are scored while it works on the next cases (see EarlyScores)
         early = EarlyScores(golden, evaluation, judge, min_latency_ms=EARLY_SCORING_MS * config.pipeline.concurrency)
+        for prediction, rows in stored.values():
+            early.reuse(prediction, rows)
         on_written = early.add if config.pipeline.python else None
         _produce(config, golden, jobs, n_repeats, out_dir / PREDICTIONS, progress, sandbox, on_written, pool)
     finally:  # the workers are gone before the scores are written
@@ -226,7 +240,8 @@ def _run_side_locked(
             pool.close()
 
     # the predictions as written are the source of the scores (early ones are reused only for the same rows)
-    table = align(golden, load_run_predictions(out_dir), out_dir / PREDICTIONS, n_repeats)
+    ids = {case.id for case in golden}
+    table = align(golden, [p for p in load_run_predictions(out_dir) if p.id in ids], out_dir / PREDICTIONS, n_repeats)
     workers = scoring_jobs if scoring_jobs is not None else config.scoring_jobs
     counts = Counter[str]()  # the rows are written, not kept: 1.5 million of them at 100,000 cases
 
@@ -238,7 +253,7 @@ def _run_side_locked(
     n_errors = sum(p.error is not None for p in table.values())
     manifest = msgspec.structs.replace(
         manifest,
-        status="complete",  # finished; a run whose every prediction failed is complete too (see below)
+        status="complete" if len(golden) == n_all else "partial",  # a run whose every prediction failed is complete
         finished=_now(),
         counts=Counts(
             predictions=len(table),
@@ -246,7 +261,7 @@ def _run_side_locked(
             scores=counts["scores"],
             judge_failures=counts["judge_failures"],
         ),
-        judge_usage=judge_usage(judge),
+        judge_usage=judge_usage(judge) if usage_before is None else usage_before + judge_usage(judge),
         prediction_errors=tuple(
             ErrorCount(message, count)
             for message, count in Counter(p.error for p in table.values() if p.error is not None).most_common()
@@ -263,7 +278,7 @@ RUN_FILES = (PREDICTIONS, SCORES, MANIFEST)
 
 
 def _resume_or_archive(
-    out_dir: Path, identity: RunIdentity, code: dict[str, Any] | None = None
+    out_dir: Path, identity: RunIdentity, code: dict[str, Any] | None = None, quiet: bool = False
 ) -> tuple[list[Prediction], bool]:
     """What to keep from a previous run in ``out_dir``: (kept predictions, whether predictions.jsonl needs rewriting).
 
@@ -271,7 +286,8 @@ def _resume_or_archive(
     is given, the same code fingerprint (:func:`gate.fingerprint.code_fingerprint`; a manifest without one never
     matches) is resumed: its predictions without ``error`` are kept. Anything else there (another run, a run of
     edited pipeline code, files without a valid manifest) is moved aside as ``<name>.previous-<n>.<ext>`` with a
-    new number n, so that no previous run is ever lost, and the run starts afresh (said on stderr).
+    new number n, so that no previous run is ever lost, and the run starts afresh (said on stderr). ``quiet``: a
+    resume is logged at DEBUG, not as a warning (an adaptive evaluation's batches resume by design).
     """
     try:
         previous = read_manifest(out_dir) if (out_dir / MANIFEST).exists() else None
@@ -284,7 +300,8 @@ def _resume_or_archive(
     if previous is not None and not changed:
         kept, dirty = read_partial_predictions(out_dir / PREDICTIONS)
         if kept:
-            log.warning("%s: resuming: %d prediction(s) kept, failed ones retried", out_dir, len(kept))
+            (log.debug if quiet else log.warning)("%s: resuming: %d prediction(s) kept, failed ones retried", out_dir,
+                                                 len(kept))  # fmt: skip
         return kept, dirty or not (out_dir / PREDICTIONS).exists()
     outputs = tuple(sorted(p.name for p in out_dir.glob("command-output-*.jsonl") if ".previous-" not in p.name))
     moved = archive_previous(out_dir, RUN_FILES + outputs)
@@ -296,6 +313,43 @@ def _resume_or_archive(
             ", ".join(p.name for p in moved),
         )
     return [], True
+
+
+def _stored_scores(
+    out_dir: Path, identity: RunIdentity, kept: list[Prediction]
+) -> tuple[dict[tuple[str, int], tuple[Prediction, list[Score]]], JudgeUsage | None]:
+    """The score rows an earlier call of this run wrote for the predictions kept, and the judge usage it recorded.
+
+    Reused only from a run with the same identity (prediction and score fields: the same config, judge, scoring
+    settings and rag-gate) whose ``scores.jsonl`` exists; a kept prediction has not changed since it was scored
+    (kept rows are never rewritten, failed ones are retried). A (case, repeat) with a judge failure is not reused.
+
+    Returns:
+        ((case id, repeat) → (the prediction, its score rows in file order)), the previous judge usage or None.
+    """
+    if not kept or not (out_dir / SCORES).exists():
+        return {}, None
+    try:
+        previous = read_manifest(out_dir)
+    except InputError:
+        return {}, None
+    if identity.differences(previous.identity, RunIdentity.PREDICTION_FIELDS + RunIdentity.SCORE_FIELDS):
+        return {}, None
+    from gate.jsonl import scan_rows
+    from gate.runs import ScoreRow
+
+    predictions = {(p.id, p.repeat): p for p in kept if p.error is None}
+    rows: dict[tuple[str, int], list[Score]] = {}
+    judge_failed = set()
+    for _, _, row in scan_rows(out_dir / SCORES, ScoreRow, "score"):
+        key = (row.id, row.repeat)
+        if key in predictions:
+            value = math.nan if row.value is None else row.value
+            rows.setdefault(key, []).append(Score(row.id, row.repeat, row.metric, value, row.error, row.detail))
+            if row.error is not None and row.error.startswith("judge"):
+                judge_failed.add(key)
+    stored = {key: (predictions[key], scores) for key, scores in rows.items() if key not in judge_failed}
+    return stored, previous.judge_usage
 
 
 EARLY_SCORING_MS = 1.0

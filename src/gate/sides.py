@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,6 +34,7 @@ from gate.scoring import PairwiseRun, judge_pairs, pair_scores
 if TYPE_CHECKING:  # the comparison (and scipy, which it needs) is imported by compare_sides: loading needs neither
     from gate.caseview import CaseView
     from gate.comparison import ChangedFile, Comparison
+    from gate.results import Status
     from gate.stats.ppi import MeanEstimate
 
 log = logging.getLogger("rag-gate")
@@ -46,6 +47,7 @@ def _load_side(
     evaluation: GatePolicy | None,
     out_dir: Path,
     jobs: int | None = None,
+    only: Collection[str] | None = None,
 ) -> tuple[Side, GatePolicy]:
     """Load a run directory or a predictions file; score it unless its scores have the policy's identity.
 
@@ -53,7 +55,8 @@ def _load_side(
     the judge (its configuration, id and version), the scoring settings and the rag-gate version equal the
     policy's, and the run scored every policy metric; otherwise the side is rescored and the comparison says
     why. Predictions of cases that are not in ``golden_path`` are left out (a head's added cases, when the base's
-    golden set is the contract).
+    golden set is the contract). With ``only`` (an adaptive evaluation), the side is the golden set's cases of
+    those ids, and a ``partial`` run directory is taken.
 
     Raises:
         InputError: an unreadable or incomplete run directory (status not ``complete``), bad files, or an output
@@ -62,7 +65,8 @@ def _load_side(
     manifest = Manifest()
     if source.is_dir():
         manifest = read_manifest(source)
-        require_complete(source, manifest)
+        if only is None or manifest.status != "partial":
+            require_complete(source, manifest)
         predictions = scan_predictions(source / PREDICTIONS)
         preds_path = source / PREDICTIONS
         golden_path = golden_path or Path(manifest.golden or "")
@@ -72,6 +76,9 @@ def _load_side(
         predictions = scan_predictions(source)
         preds_path = source
     golden = load_golden(golden_path)
+    if only is not None:
+        chosen = set(only)
+        golden = [case for case in golden if case.id in chosen]
     evaluation = evaluation or (
         GatePolicy.from_dict(manifest.evaluation) if manifest.evaluation is not None else GatePolicy()
     )
@@ -80,10 +87,11 @@ def _load_side(
     ids = {case.id for case in golden}
     if source.is_dir() and (extra := predictions.ids - ids):
         predictions = predictions.restricted(ids)
-        warnings.append(
-            f"{label}: {len(extra)} case(s) not in the compared golden set left out (the base's golden set is the "
-            "contract; `rag-gate pr` evaluates added cases on both sides)"
-        )
+        if only is None:  # an adaptive evaluation's cases not run yet are said once, in its own report
+            warnings.append(
+                f"{label}: {len(extra)} case(s) not in the compared golden set left out (the base's golden set is "
+                "the contract; `rag-gate pr` evaluates added cases on both sides)"
+            )
     table = predictions.index(golden, repeats)
     if label == "base":  # nothing to compare against; a head that fails everywhere is a regression (compare)
         require_some_predictions(table, preds_path)
@@ -296,6 +304,8 @@ def compare_sides(
     files: Sequence[ChangedFile] | None = None,
     commits: str | None = None,
     jobs: int | None = None,
+    cases: Collection[str] | None = None,
+    decided: Mapping[str, tuple[Status, str]] | None = None,
 ) -> Compared:
     """Load (and, where needed, score) two sides and compare them; the sides are kept for per-case reports.
 
@@ -318,6 +328,10 @@ def compare_sides(
         commits: the range ``files`` is of, e.g. ``abc123..def456``.
         jobs: worker processes that score a side that needs scoring (``--jobs``); None: ``config``'s
             ``scoring.jobs``, else every core.
+        cases: compare on the golden set's cases of these ids only (an adaptive evaluation's cases run so far;
+            ``partial`` run directories are taken); None: every case.
+        decided: metric → (status, reason) decided by an adaptive evaluation's sequential test, which replace the
+            fixed-N statuses (:func:`gate.compare.compare`).
 
     Raises:
         InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common), or a run
@@ -332,8 +346,8 @@ def compare_sides(
     if golden is None and diff is None and Path(base).is_dir() and Path(head).is_dir():
         golden, diff = _golden_contract(Path(base), Path(head))
     jobs = jobs if jobs is not None else config.scoring_jobs if config is not None else None
-    base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir, jobs)
-    head_side, _ = _load_side("head", Path(head), golden, evaluation, out_dir, jobs)
+    base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir, jobs, cases)
+    head_side, _ = _load_side("head", Path(head), golden, evaluation, out_dir, jobs, cases)
     if not {c.id for c in base_side.golden} & {c.id for c in head_side.golden}:
         raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
     judged_under = evaluation
@@ -344,7 +358,9 @@ def compare_sides(
         base_side, head_side, pairwise = judge_pairwise(base_side, head_side, evaluation, out_dir)
     from gate.compare import compare
 
-    comparison = compare(base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise)
+    comparison = compare(
+        base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise, decided=decided
+    )
     if Path(head).is_dir() and head_side.manifest.evaluation is not None:  # the head run's own policy
         from gate.compare.notes import policy_changes
 

@@ -172,7 +172,7 @@ def test_every_public_dataclass_field_is_documented():
             "golden: golden.jsonl\npipeline:\n  python: a:b\n  timeout: 3\n",
             "rag-gate.yml:4: pipeline.timeout: unknown key; did you mean `timeout_s`?",
         ),
-        (GOOD + "colour: red\n", "rag-gate.yml:3: colour: unknown key (allowed: alpha, cluster_by, error_budget,"),
+        (GOOD + "colour: red\n", "rag-gate.yml:3: colour: unknown key (allowed: adaptive, alpha, cluster_by,"),
         ("golden: golden.jsonl\npipeline: {}\n", "rag-gate.yml:2: pipeline: needs exactly one of"),
         (
             "golden: golden.jsonl\npipeline: {python: a:b, command: x}\n",

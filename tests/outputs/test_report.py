@@ -123,6 +123,7 @@ def test_the_schema_bounds_every_p_value_share_and_rate(comparison, tmp_path):
 def test_schema_lists_every_field_of_the_model():
     """Drift check: each object in the schema has exactly the fields of its dataclass, all required."""
     from gate import comparison as model
+    from gate.adaptive import AdaptiveRun, SequentialMetric
 
     pairs = {
         "": model.Comparison,
@@ -149,6 +150,8 @@ def test_schema_lists_every_field_of_the_model():
         "golden_changes": model.GoldenChanges,
         "edited_case": model.EditedCase,
         "definition_score": model.DefinitionScore,
+        "adaptive": AdaptiveRun,
+        "sequential_metric": SequentialMetric,
     }
     for key, cls in pairs.items():
         node = REPORT_SCHEMA["$defs"][key] if key else REPORT_SCHEMA

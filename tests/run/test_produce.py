@@ -433,3 +433,40 @@ def test_workers_and_their_children_die_with_rag_gate(tmp_path, tiny_golden, sig
             assert proc.returncode == 3 and "interrupted" in (tmp_path / "run.log").read_text()
     finally:
         kill_all(proc, workers or pids(tmp_path, "worker"), children or pids(tmp_path, "child"))
+
+
+def test_a_prefix_run_extends_the_same_run_and_never_runs_or_scores_a_case_twice(tmp_path, tiny_golden):
+    """Adaptive batches: each call names a longer prefix; earlier predictions and scores are kept, judge failures
+    retried; the manifest is partial until every case ran (then `rag-gate run`'s resume completes it)."""
+    (tmp_path / "rag.py").write_text(VERSIONED.replace("VERSION", "v1"))
+    (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer', concurrency: 1}\n")
+    config, out, log = load_config(tmp_path / "rag-gate.yml"), tmp_path / "run", tmp_path / "calls.log"
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # the pipeline logs its calls to calls.log in its working directory
+    try:
+        run_side(config, out, cases=["q1", "q3"])
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["status"] == "partial" and manifest["n_cases"] == 2
+        assert sorted(log.read_text().split()) == ["q1", "q3"]
+        rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+        assert {r["id"] for r in rows} == {"q1", "q3"}
+        # mark q1's hit rate (a rescore would write 1 back) and make q3's a judge failure (to be retried)
+        for r in rows:
+            if r["metric"] == "hit_rate@5" and r["id"] == "q1":
+                assert r["value"] == 1.0
+                r["value"] = 0.5
+            if r["metric"] == "hit_rate@5" and r["id"] == "q3":
+                r["value"], r["error"] = None, "judge: timed out"
+        write_jsonl(out / "scores.jsonl", rows)
+        run_side(config, out, cases=["q3", "q1", "q2"])
+        assert sorted(log.read_text().split()) == ["q1", "q2", "q3"]  # q2 alone was run
+        again = {(r["id"], r["metric"]): r for r in map(json.loads, (out / "scores.jsonl").read_text().splitlines())}
+        assert again[("q1", "hit_rate@5")]["value"] == 0.5  # reused, not scored again
+        assert again[("q3", "hit_rate@5")].get("error") is None  # the judge failure was scored again
+        assert {i for i, _ in again} == {"q1", "q2", "q3"}
+        assert json.loads((out / "manifest.json").read_text())["status"] == "partial"
+        run_side(config, out)  # every case: the same run, completed
+        assert sorted(log.read_text().split()) == ["q1", "q2", "q3", "q4"]
+        assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    finally:
+        os.chdir(cwd)

@@ -39,6 +39,11 @@ def _switch(ctx: click.Context, param: click.Parameter, value: str | None) -> bo
     return text in ON
 
 
+def _switch_or_config(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
+    """``on``/``off`` (and their synonyms) as a bool; blank as None (the config decides)."""
+    return None if not (value or "").strip() else _switch(ctx, param, value)
+
+
 @click.command(context_settings=CONTEXT)
 @click.option(
     "--config",
@@ -120,6 +125,14 @@ def _switch(ctx: click.Context, param: click.Parameter, value: str | None) -> bo
     help="Also write JUnit XML (gated metrics, regressed cases) to FILE, relative to --working-directory.",
 )
 @click.option("--strict", is_flag=True, help="Treat an inconclusive verdict as fail.")
+@click.option(
+    "--adaptive",
+    default="",
+    callback=_switch_or_config,
+    metavar="on|off",
+    help="Adaptive evaluation: run the cases in a seeded random order, in batches, and stop once the verdict is "
+    "settled (default: the base config's adaptive:).",
+)
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 @handle_errors
 def pr(
@@ -138,6 +151,7 @@ def pr(
     history_branch: str,
     junit: str,
     strict: bool,
+    adaptive: bool | None,
     progress: bool | None,
 ) -> None:
     """Evaluate the PR head and its merge base, compare, and comment on the pull request.
@@ -175,6 +189,7 @@ def pr(
         history_branch=_blank_to_none(history_branch),
         junit=Path(junit) if junit else None,
         strict=strict,
+        adaptive=adaptive,
         progress=sys.stderr.isatty() if progress is None else progress,
     )
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -38,6 +38,7 @@ from gate.config import GatePolicy
 from gate.golden import GoldenDiff
 from gate.metrics import resolve
 from gate.models import GoldenCase
+from gate.results import Status
 from gate.runs import Side
 from gate.scoring import PairwiseRun
 from gate.stats import analyze_metrics, sign_test
@@ -133,6 +134,7 @@ def compare(
     files: Sequence[ChangedFile] | None = None,
     commits: str | None = None,
     pairwise: PairwiseRun | None = None,
+    decided: Mapping[str, tuple[Status, str]] | None = None,
 ) -> Comparison:
     """Compare two loaded sides under ``policy`` (the base's evaluation settings).
 
@@ -153,6 +155,8 @@ def compare(
         commits: the range ``files`` is of.
         pairwise: the pairwise judge's verdicts (their ``head_win_rate`` rows are in the sides' scores), reported
             as ``pairwise``.
+        decided: metric → (status, reason) an adaptive evaluation's sequential test decided
+            (:mod:`gate.compare.sequential`); they replace those metrics' fixed-N status and reason.
 
     Returns:
         The :class:`~gate.comparison.Comparison`; the same inputs give an equal comparison.
@@ -165,6 +169,9 @@ def compare(
     contract = [c for c in cases if c.id not in added]
     inputs, budget = metric_inputs(base, head, contract, policy)
     results = analyze_metrics(inputs, alpha=policy.alpha, seed=policy.seed, strict=policy.strict)
+    if decided:
+        results = [replace(r, status=decided[r.name][0], reason=decided[r.name][1]) if r.name in decided else r
+                   for r in results]  # fmt: skip
     base_errors, head_errors = system_errors(base, cases), system_errors(head, cases)
     broke = ~base_errors.any(axis=1) & head_errors.all(axis=1)
     case_inputs = metric_inputs(base, head, cases, policy)[0] if added else inputs

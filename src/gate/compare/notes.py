@@ -207,7 +207,17 @@ def changes(
     )
 
 
-POLICY_KEYS = ("gated", "margins", "alpha", "strict", "fail_on_new_ood", "must_pass", "error_budget", "trend")
+POLICY_KEYS = (
+    "gated",
+    "margins",
+    "alpha",
+    "strict",
+    "fail_on_new_ood",
+    "must_pass",
+    "error_budget",
+    "trend",
+    "adaptive",
+)
 """The :class:`~gate.config.GatePolicy` fields that decide what blocks a merge (DESIGN §8: a PR's changes to them
 apply after merge only, and are shown)."""
 

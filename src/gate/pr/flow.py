@@ -26,13 +26,15 @@ from pathlib import Path
 from gate import outputs
 from gate.compare.notes import policy_changes
 from gate.comparison import exit_code_for, relocate
-from gate.config import load_config
+from gate.config import Config, load_config
 from gate.errors import NUL_INPUT, EvaluationError, GateError, InputError, is_nul_error
 from gate.files import contained_dir, prepare_output_file, refuse_output_clashes, remove_tree
+from gate.golden import GoldenDiff
 from gate.outputs import Output
 from gate.outputs.markdown import sticky_marker
-from gate.pr import envs, git, sides, trust
+from gate.pr import adaptive, envs, git, sides, trust
 from gate.pr import github as gh
+from gate.pr.cache import Snapshot
 from gate.pr.credentials import Credentials
 from gate.pr.envs import Setup
 from gate.pr.ownership import hand_outputs_over
@@ -41,7 +43,8 @@ from gate.pr.run import NotGatedYet, PrOptions, PrResult, PrRun
 from gate.pr.trend import HISTORY_COPY, OFF, TREND_FILE, check_head, history_store, push_summary, record_push
 from gate.produce import run_side
 from gate.redact import Redactor
-from gate.sides import compare_sides
+from gate.sandbox import Sandbox
+from gate.sides import Compared, compare_sides
 from gate.sides import comparison_outputs as sides_outputs
 
 log = logging.getLogger("rag-gate")
@@ -204,34 +207,17 @@ def _compare(run: PrRun) -> PrResult:
         golden, diff, head_lines = sides.golden_contract(base, head, out)
         base, head = dataclasses.replace(base, golden=golden), dataclasses.replace(head, golden=golden)
         sandbox = sides.make_sandbox(run.environ, (base, head), run.secrets)
-        base_results, cached = sides.base_results(run, base, base_sha, base_label, sandbox, _setup(run, tree))
-    # the base's policy, including which variables the pipeline may have: a PR cannot ask for more
-    pipeline = dataclasses.replace(head.pipeline, env_passthrough=base.pipeline.env_passthrough)
-    head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats, pipeline=pipeline)
-    if (setup := _setup(run, repo)) is not None:  # the head's own environment, from its own checkout, after the base
-        sandbox = envs.side_sandbox(setup, sandbox, pipeline.env_passthrough, None)
-    remove_tree(out / "head")
-    head_run = run_side(
-        head,
-        out / "head",
-        progress=options.progress,
-        git_sha=head_sha,
-        git_ref="HEAD",
-        sandbox=sandbox,
-        require_answers=False,  # failing on every case the base answered is a regression, not a broken run
-    )
-    base_run = sides.intact(base_results, run)
-    compared = compare_sides(
-        base_run,
-        head_run,
-        out,
-        config=base,
-        golden=golden,
-        strict=options.strict,
-        diff=diff or None,
-        files=git.changed_files(repo, base_sha),
-        commits=f"{base_sha[:12]}..{head_sha[:12]}",
-    )
+        if options.adaptive if options.adaptive is not None else base.evaluation.adaptive.enabled:
+            setups, shas = (_setup(run, tree), _setup(run, repo)), (base_sha, base_label, head_sha)
+            files = git.changed_files(repo, base_sha)
+            compared, head_run, cached = adaptive.evaluate(
+                run, base, head, sandbox, setups, shas, golden=golden, diff=diff, files=files
+            )
+        else:
+            base_results, cached = sides.base_results(run, base, base_sha, base_label, sandbox, _setup(run, tree))
+            compared = None
+    if compared is None:
+        compared, head_run = _head_side(run, base, head, base_results, sandbox, golden, diff, (base_sha, head_sha))
     store = run.store
     trend, trend_note = (
         check_head(store, head_run, base, base_sha=base_sha, head_sha=head_sha, out=out) if store else (None, "")
@@ -268,6 +254,49 @@ def _compare(run: PrRun) -> PrResult:
         base_cached=cached,
         trend=trend,
     )
+
+
+def _head_side(
+    run: PrRun,
+    base: Config,
+    head: Config,
+    base_results: Snapshot,
+    sandbox: Sandbox,
+    golden: Path,
+    diff: GoldenDiff,
+    shas: tuple[str, str],
+) -> tuple[Compared, Path]:
+    """Evaluate the head on every case and compare it with the base's results; returns (comparison, head run)."""
+    options, repo, out = run.options, run.repo, run.out
+    base_sha, head_sha = shas
+    # the base's policy, including which variables the pipeline may have: a PR cannot ask for more
+    pipeline = dataclasses.replace(head.pipeline, env_passthrough=base.pipeline.env_passthrough)
+    head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats, pipeline=pipeline)
+    if (setup := _setup(run, repo)) is not None:  # the head's own environment, from its own checkout, after the base
+        sandbox = envs.side_sandbox(setup, sandbox, pipeline.env_passthrough, None)
+    remove_tree(out / "head")
+    head_run = run_side(
+        head,
+        out / "head",
+        progress=options.progress,
+        git_sha=head_sha,
+        git_ref="HEAD",
+        sandbox=sandbox,
+        require_answers=False,  # failing on every case the base answered is a regression, not a broken run
+    )
+    base_run = sides.intact(base_results, run)
+    compared = compare_sides(
+        base_run,
+        head_run,
+        out,
+        config=base,
+        golden=golden,
+        strict=options.strict,
+        diff=diff or None,
+        files=git.changed_files(repo, base_sha),
+        commits=f"{base_sha[:12]}..{head_sha[:12]}",
+    )
+    return compared, head_run
 
 
 def _store_base(run: PrRun) -> PrResult:

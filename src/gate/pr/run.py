@@ -58,6 +58,8 @@ class PrOptions:
     """The history branch (None: ``rag-gate-history``)."""
     junit: Path | None = None
     """Also write the comparison as JUnit XML to this file, relative to ``working_directory`` (None: not)."""
+    adaptive: bool | None = None
+    """Adaptive evaluation (:mod:`gate.pr.adaptive`): True on, False off, None the base config's ``adaptive:``."""
 
 
 class NotGatedYet(GateError):

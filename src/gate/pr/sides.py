@@ -103,6 +103,28 @@ def base_results(
     key is part of the cache key. The snapshot (every file, in memory) is what the comparison will use: see
     :func:`intact`.
     """
+    hit, sandbox, key = cached_base(run, config, base_sha, sandbox, setup)
+    if hit is not None:
+        return hit, True
+    run_dir = run.out / "base"
+    remove_tree(run_dir)  # never resume a run of another commit; a link there is removed, not followed
+    run_side(config, run_dir, progress=run.options.progress, git_sha=base_sha, git_ref=base_label, sandbox=sandbox)
+    snapshot = cache.Snapshot.of(run_dir)
+    policy = run.caching
+    if policy.writable:
+        assert policy.directory is not None and policy.signing_key is not None
+        cache.store(policy.directory, key, snapshot, policy.signing_key)
+    return snapshot, False
+
+
+def cached_base(
+    run: PrRun, config: Config, base_sha: str, sandbox: Sandbox, setup: envs.Setup | None = None
+) -> tuple[cache.Snapshot | None, Sandbox, cache.CacheKey]:
+    """The base's full results from the verified cache, restored into ``out/base``, or None and the sandbox to run it.
+
+    Returns:
+        (the cached snapshot or None, the base's sandbox: its own environment with a setup command, the cache key).
+    """
     policy = run.caching
     env_id = envs.env_key(setup.repo, base_sha, setup.command, sandbox.python) if setup else ""
     key = cache.CacheKey(
@@ -114,22 +136,15 @@ def base_results(
         gate_version=__version__,
         environment=env_id,
     )
-    run_dir = run.out / "base"
     if policy.readable:
         assert policy.directory is not None and policy.signing_key is not None
         hit = cache.lookup(policy.directory, key, policy.signing_key)
         if hit is not None:
-            hit.restore(run_dir)
-            return hit, True
+            hit.restore(run.out / "base")
+            return hit, sandbox, key
     if setup is not None:
         sandbox = envs.side_sandbox(setup, sandbox, config.pipeline.env_passthrough, policy, env_id)
-    remove_tree(run_dir)  # never resume a run of another commit; a link there is removed, not followed
-    run_side(config, run_dir, progress=run.options.progress, git_sha=base_sha, git_ref=base_label, sandbox=sandbox)
-    snapshot = cache.Snapshot.of(run_dir)
-    if policy.writable:
-        assert policy.directory is not None and policy.signing_key is not None
-        cache.store(policy.directory, key, snapshot, policy.signing_key)
-    return snapshot, False
+    return None, sandbox, key
 
 
 def intact(snapshot: cache.Snapshot, run: PrRun) -> Path:

@@ -257,6 +257,10 @@ class EarlyScores:
             self._scores[(prediction.id, prediction.repeat)] = (replace(prediction, line=0), scores)
             self._lines[id(scores)] = (scores, score_lines(scores))
 
+    def reuse(self, prediction: Prediction, scores: list[Score]) -> None:
+        """Take ``scores`` as ``prediction``'s (rows an earlier call of the same run scored), also when not enabled."""
+        self._scores[(prediction.id, prediction.repeat)] = (replace(prediction, line=0), scores)
+
     def get(self, prediction: Prediction) -> list[Score] | None:
         """The scores of ``prediction`` if it was scored early (the same fields but ``line``), else None."""
         found = self._scores.get((prediction.id, prediction.repeat))

@@ -1,0 +1,83 @@
+"""Adaptive evaluation (issue 33): its setting in the config and what a comparison records about it.
+
+A contract module (standard library only): :class:`AdaptivePolicy` is the config's ``adaptive:`` key (base-side
+policy, like the margins), :class:`AdaptiveRun` the ``adaptive`` block of ``report.json``. The procedure is
+:mod:`gate.stats.sequential` (the looks) and :mod:`gate.compare.sequential` (the order and the per-batch looks);
+the PR flow runs it (:mod:`gate.pr.adaptive`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+StopReason = Literal["fail", "decided", "exhausted"]
+"""Why an adaptive run stopped: a gated metric failed (the verdict is fail), every gated metric was decided, or the
+golden set ran out with a metric undecided (the fixed-N analysis decided it)."""
+
+
+@dataclass(frozen=True)
+class AdaptivePolicy:
+    """The config's ``adaptive:``: ``true``, or a mapping ``{batch: 50, seed: 3}`` (on), ``false``/absent (off)."""
+
+    enabled: bool = False
+    """Run the cases in a seeded random order, in batches, and stop once every gated metric is decided."""
+    batch: int | None = None
+    """Cases per batch of the sequence (the first one too), ≥ 1; None: a tenth of the sequence (at least 1)."""
+    seed: int | None = None
+    """Seed of the order; None: the gate's ``seed``."""
+
+    @classmethod
+    def of(cls, value: AdaptivePolicy | bool | Mapping[str, Any] | None) -> AdaptivePolicy:
+        """The policy from the config's value (a bool, a mapping, this type or None)."""
+        if isinstance(value, AdaptivePolicy):
+            return value
+        if isinstance(value, Mapping):
+            return cls(enabled=bool(value.get("enabled", True)), batch=value.get("batch"), seed=value.get("seed"))
+        return cls(enabled=bool(value))
+
+
+@dataclass(frozen=True)
+class SequentialMetric:
+    """One gated metric at the last look of an adaptive run."""
+
+    name: str
+    """Metric name."""
+    decision: str
+    """``fail``, ``non_inferior`` or ``continue`` (undecided: the fixed-N analysis at ``alpha_final`` decided it)."""
+    decided_at: int | None
+    """Sequence cases seen at the look that decided it (None: undecided)."""
+    estimate: float
+    """Mean per-case difference so far, on the sequence's scale ([−1, 1]; ratio metrics: clipped log-ratio / B)."""
+
+
+@dataclass(frozen=True)
+class AdaptiveRun:
+    """How an adaptive comparison ran and why it stopped (``report.json``'s ``adaptive``)."""
+
+    seed: int
+    """Seed of the order: ``numpy.random.default_rng(seed).permutation`` of the sequence's cases in golden order."""
+    batch: int
+    """Cases per batch."""
+    n_first: int
+    """Must-pass and out-of-domain cases, run first and in full (outside the sequence)."""
+    n_sequence: int
+    """Cases in the sequence (every other case)."""
+    cases_run: int
+    """Cases each side ran (``n_first`` plus the sequence's prefix); a side restored from the base cache holds
+    every case, of which only these are compared."""
+    looks: int
+    """Batches looked at."""
+    stopped: StopReason
+    """Why it stopped."""
+    reason: str
+    """One line: why it stopped."""
+    alpha_sequential: float
+    """Level of each metric's early test in each direction (:func:`gate.stats.sequential.split_alpha`)."""
+    alpha_final: float
+    """Family-wise level of the fixed-N analysis of the comparison (undecided metrics keep its status)."""
+    metrics: tuple[SequentialMetric, ...]
+    """Each gated metric's sequential decision."""
+    not_run: tuple[str, ...]
+    """Ids of the cases not run (the rest of the order, in order)."""

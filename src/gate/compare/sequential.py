@@ -1,0 +1,180 @@
+"""The adaptive evaluation's order and its looks (issue 33, phase 2; the design note of :mod:`gate.stats.sequential`).
+
+:func:`adaptive_order` puts the must-pass and out-of-domain cases first (run in full, outside the sequence) and the
+others in a seeded random order, cut into batches; :class:`Looks` takes the two sides after each batch and keeps,
+per gated metric, the first decision of :func:`gate.stats.sequential.look` on the per-case differences in the run
+order; :meth:`Looks.stop` says whether the run may stop and :meth:`Looks.decided` gives the statuses that replace
+the fixed-N ones in the comparison (:func:`gate.compare.compare`, ``decided``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gate.adaptive import SequentialMetric, StopReason
+from gate.compare.inputs import metric_inputs
+from gate.compare.mustpass import must_pass_cases
+from gate.config import GatePolicy
+from gate.metrics import resolve
+from gate.models import GoldenCase
+from gate.results import Status
+from gate.runs import Side
+from gate.stats.inputs import case_effects, ratio_scale
+from gate.stats.sequential import (
+    HORIZON_SHARE,
+    AlphaSplit,
+    SequentialDecision,
+    batch_ends,
+    log_ratio_differences,
+    look,
+    split_alpha,
+)
+
+RATIO_BOUND = math.log(4.0)
+"""B of :func:`gate.stats.sequential.log_ratio_differences`: a ratio metric's per-case log-ratio is clipped to
+[−B, B] (a case 4 times slower counts as 4 times) and divided by B."""
+
+
+@dataclass(frozen=True)
+class Order:
+    """Which cases an adaptive evaluation runs, in what order, and where it looks."""
+
+    first: tuple[str, ...]
+    """Must-pass and out-of-domain case ids, in golden order: run first and in full."""
+    sequence: tuple[str, ...]
+    """Every other case id, in the seeded random order."""
+    ends: tuple[int, ...]
+    """Sequence cases run after each batch (:func:`gate.stats.sequential.batch_ends`), the last ``len(sequence)``."""
+    seed: int
+    """Seed of the order."""
+    batch: int
+    """Cases per batch."""
+
+    def prefix(self, look: int) -> list[str]:
+        """The case ids run after batch ``look`` (0-based): :attr:`first`, then the sequence up to its end."""
+        end = self.ends[look] if self.ends else 0
+        return [*self.first, *self.sequence[:end]]
+
+
+def adaptive_order(cases: Sequence[GoldenCase], policy: GatePolicy, seed: int, batch: int | None = None) -> Order:
+    """The order of an adaptive evaluation over ``cases`` (the golden set both sides run).
+
+    The sequence is ``numpy.random.default_rng(seed).permutation`` of the other cases in golden order: the same
+    seed and golden set give the same order. Every batch, the first included, has ``batch`` cases (default: a
+    tenth of the sequence, at least 1).
+
+    Args:
+        cases: the golden cases, in file order.
+        policy: the gate's policy (which cases are must-pass).
+        seed: seed of the order, ≥ 0.
+        batch: cases per batch, ≥ 1, or None.
+
+    Returns:
+        The :class:`Order`.
+    """
+    first = {c.id for c in must_pass_cases(cases, policy)} | {c.id for c in cases if c.out_of_domain}
+    rest = [c.id for c in cases if c.id not in first]
+    size = batch or max(1, math.ceil(len(rest) / 10))
+    permuted = tuple(rest[i] for i in np.random.default_rng(seed).permutation(len(rest)))
+    ends = tuple(int(e) for e in batch_ends(len(rest), size, size))
+    return Order(tuple(c.id for c in cases if c.id in first), permuted, ends, seed, size)
+
+
+def sequential_metrics(policy: GatePolicy) -> tuple[str, ...]:
+    """The gated metrics the looks decide: every gated metric but those of out-of-domain cases (refusal).
+
+    Those apply to the first cases only (run in full) and are decided by the fixed-N analysis.
+    """
+    return tuple(name for name in policy.gated if not resolve(name).spec.out_of_domain)
+
+
+@dataclass
+class Looks:
+    """Each sequential metric's first decision over the looks of one adaptive evaluation."""
+
+    policy: GatePolicy
+    """The gate's policy (metrics, margins, α)."""
+    order: Order
+    """The evaluation's order."""
+    decisions: dict[str, tuple[SequentialDecision, int | None, float]] = field(default_factory=dict)
+    """Metric → (decision, sequence cases at the look that decided it, estimate at that look or the last)."""
+    looks: int = 0
+    """Batches looked at."""
+    must_pass_failed: bool = False
+    """A must-pass case flipped certainly (the verdict is fail whatever the metrics say)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The metrics the looks decide."""
+        return sequential_metrics(self.policy)
+
+    @property
+    def split(self) -> AlphaSplit:
+        """α of the early looks (each metric, each direction) and of the fixed-N analysis at the end."""
+        return split_alpha(self.policy.alpha, max(1, len(self.names)))
+
+    def update(self, base: Side, head: Side, n_run: int, must_pass_failed: bool = False) -> None:
+        """Look at the sides after a batch: ``n_run`` sequence cases of :attr:`order` have run on both.
+
+        Per sequential metric still undecided: the per-case differences head − base (oriented, negative = worse;
+        per-case means over repeats; cases valid on both sides; ratio metrics as clipped log-ratios over B) in the
+        run order, and :func:`gate.stats.sequential.look` at ``split.sequential`` with the bets tuned for
+        ``ceil(HORIZON_SHARE · len(sequence))`` cases. A decision is final.
+        """
+        self.looks += 1
+        self.must_pass_failed = self.must_pass_failed or must_pass_failed
+        by_id = {c.id: c for c in base.golden}
+        cases = [by_id[i] for i in self.order.sequence[:n_run] if i in by_id]
+        names = set(self.names)
+        inputs, _ = metric_inputs(base, head, cases, self.policy)
+        target = max(1, math.ceil(HORIZON_SHARE * len(self.order.sequence)))
+        for inp in inputs:
+            if inp.name not in names or self.decisions.get(inp.name, ("continue",))[0] != "continue":
+                continue
+            effect = case_effects(inp)[2]
+            d = effect[np.isfinite(effect)]
+            if inp.kind == "ratio":
+                d, _ = log_ratio_differences(d, RATIO_BOUND)
+                margin = ratio_scale(inp.margin, inp.direction) / RATIO_BOUND
+            else:
+                d, margin = np.clip(d, -1.0, 1.0), inp.margin  # binary and graded scores lie in [0, 1]
+            seen = look(d, min(margin, 0.999), self.split.sequential, target_n=target)
+            decided_at = n_run if seen.decision != "continue" else None
+            self.decisions[inp.name] = (seen.decision, decided_at, seen.estimate)
+
+    def stop(self) -> StopReason | None:
+        """Whether the run may stop: ``fail``, ``decided`` or None (run the next batch).
+
+        ``fail``: a metric failed, or a must-pass case flipped certainly; ``decided``: every metric is decided.
+        """
+        states = [self.decisions.get(name, ("continue", None, math.nan))[0] for name in self.names]
+        if self.must_pass_failed or "fail" in states:
+            return "fail"
+        if states and "continue" not in states:
+            return "decided"
+        return None
+
+    def decided(self) -> dict[str, tuple[Status, str]]:
+        """Metric → (status, reason) for the decided metrics, to replace their fixed-N status in the comparison."""
+        out: dict[str, tuple[Status, str]] = {}
+        for name, (decision, at, estimate) in self.decisions.items():
+            if decision == "fail":
+                out[name] = (
+                    "fail",
+                    f"sequential test after {at} cases: a drop beyond the margin (mean {estimate:+.3f})",
+                )
+            elif decision == "non_inferior":
+                out[name] = ("pass", f"sequential test after {at} cases: a drop beyond the margin is ruled out")
+        return out
+
+    def metrics(self) -> tuple[SequentialMetric, ...]:
+        """Each sequential metric's decision, for the report."""
+        out = []
+        for name in self.names:
+            decision, at, estimate = self.decisions.get(name, ("continue", None, math.nan))
+            out.append(SequentialMetric(name, decision, at, estimate))
+        return tuple(out)

@@ -1,0 +1,91 @@
+"""The adaptive evaluation's order and per-batch looks (gate.compare.sequential) against phase 1's replay.
+
+The oracle is :func:`gate.stats.sequential.stopping_point` (tested against confseq in tests/stats): replayed on the
+same per-case differences in the same order, it must stop at the batch where :class:`Looks`, fed the two sides
+batch by batch as the PR flow does, stops, with the same decisions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gate.compare.sequential import Looks, adaptive_order
+from gate.config import GatePolicy
+from gate.models import GoldenCase, Prediction, Score
+from gate.predictions import PredictionTable
+from gate.runs import Side
+from gate.stats.sequential import HORIZON_SHARE, stopping_point
+
+POLICY = GatePolicy(metrics=("hit_rate@5",), gated=("hit_rate@5",), margins={"hit_rate@5": 0.05}, seed=3)
+
+
+def cases(n: int) -> list[GoldenCase]:
+    return [GoldenCase(f"c{i}", f"question {i}?", (f"d{i}",)) for i in range(n)] + [
+        GoldenCase("ood", "out of scope?", (), out_of_domain=True),
+        GoldenCase("vip", "must pass?", ("d0",), must_pass=True),
+    ]
+
+
+def side(label: str, golden: list[GoldenCase], values: dict[str, float]) -> Side:
+    table = PredictionTable.from_mapping(golden, 1, {(c.id, 0): Prediction(c.id, 0, answer="a") for c in golden})
+    scores = [Score(c.id, 0, "hit_rate@5", values.get(c.id, math.nan)) for c in golden]
+    return Side(label, golden, table, 1, scores, {})  # type: ignore[arg-type]
+
+
+def test_the_order_is_seeded_and_puts_must_pass_and_out_of_domain_cases_first():
+    golden = cases(50)
+    order = adaptive_order(golden, POLICY, seed=3)
+    assert order.first == ("ood", "vip") and len(order.sequence) == 50 and order.batch == 5
+    ids = [f"c{i}" for i in range(50)]
+    assert list(order.sequence) == [ids[i] for i in np.random.default_rng(3).permutation(50)]
+    assert adaptive_order(golden, POLICY, seed=3) == order and adaptive_order(golden, POLICY, seed=4) != order
+    assert order.ends == tuple(range(5, 51, 5))
+    assert order.prefix(0) == ["ood", "vip", *order.sequence[:5]]
+    assert adaptive_order(golden, POLICY, seed=3, batch=20).ends == (20, 40, 50)
+
+
+@pytest.mark.parametrize(
+    ("n", "broken", "expected"),
+    [(200, 0.3, "fail"), (400, 0.0, "decided")],  # a clear regression; no change at all on a large set
+)
+def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
+    golden = cases(n)
+    rng = np.random.default_rng(11)
+    base = {c.id: 1.0 for c in golden if not c.out_of_domain}
+    head = {i: (0.0 if rng.random() < broken else v) for i, v in base.items()}
+    sides = side("base", golden, base), side("head", golden, head)
+    order = adaptive_order(golden, POLICY, seed=3)
+    looks = Looks(POLICY, order)
+    stopped = None
+    for end in order.ends:
+        looks.update(*sides, end)
+        if (stopped := looks.stop()) is not None:
+            break
+    d = np.array([head[i] - base[i] for i in order.sequence])
+    oracle = stopping_point(
+        [d], [0.05], looks.split.sequential, np.array(order.ends), target_n=math.ceil(HORIZON_SHARE * n)
+    )
+    assert stopped == expected and not oracle.exhausted
+    assert order.ends[looks.looks - 1] == oracle.n < n  # stopped early, at the replay's batch
+    assert looks.metrics()[0].decision == oracle.decisions[0] == ("fail" if expected == "fail" else "non_inferior")
+    assert looks.metrics()[0].decided_at == oracle.n
+    status, reason = looks.decided()["hit_rate@5"]
+    assert status == ("fail" if expected == "fail" else "pass") and reason.startswith(
+        f"sequential test after {oracle.n}"
+    )
+    assert looks.split.sequential == pytest.approx(0.2 * 0.05) and looks.split.final == pytest.approx(0.8 * 0.05)
+
+
+def test_a_pr_that_turns_the_adaptive_mode_on_is_shown_as_a_policy_change():
+    """`adaptive:` is base-side policy: the PR's own setting applies after merge and the comment says so."""
+    from gate.compare.notes import policy_changes
+
+    moved = policy_changes(GatePolicy(), GatePolicy(adaptive={"batch": 40}))
+    assert [(c.key, c.base, c.head) for c in moved] == [
+        ("adaptive.batch", "null", "40"),
+        ("adaptive.enabled", "false", "true"),
+    ]
+    assert GatePolicy(adaptive=True).adaptive.enabled and not GatePolicy().adaptive.enabled

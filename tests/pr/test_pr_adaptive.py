@@ -1,0 +1,203 @@
+"""`rag-gate pr --adaptive on` end to end: a real scratch repository and pipeline whose calls are counted.
+
+(a) a clear regression stops early with exit 1 and fewer pipeline calls than cases; (b) a PR the looks cannot
+settle runs every case and falls back to the fixed-N verdict, the one `pr` gives without the adaptive mode.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from scratch_repo import GITHUB_VARS
+
+from gate.cli import main
+
+TEMPLATE = '''"""Deterministic code-word RAG pipeline that counts its calls (adaptive PR-flow tests)."""
+import json
+import re
+from pathlib import Path
+
+DOCS = {{d["id"]: d["text"] for d in map(json.loads, (Path(__file__).parent / "docs.jsonl").read_text().splitlines())}}
+BROKEN_EVERY = {broken}
+CALLS = {calls!r}
+
+
+def answer(case, **options):
+    with open(CALLS, "a", encoding="utf-8") as sink:
+        sink.write(case["id"] + "\\n")
+    match = re.search(r"item (\\d+)", case["question"])
+    if not match:
+        if BROKEN_EVERY == 2:
+            return {{"answer": "It is sunny and warm, with light wind.", "retrieved": []}}
+        return {{"answer": "I don't have that information.", "retrieved": [], "refused": True}}
+    i = int(match.group(1))
+    j = (i + 1) % {n} if BROKEN_EVERY and i % BROKEN_EVERY == 0 else i
+    doc = f"d{{j}}"
+    return {{"answer": DOCS[doc], "retrieved": [{{"id": doc, "text": DOCS[doc], "score": 1.0}}]}}
+'''
+CONFIG = """golden: golden.jsonl
+pipeline:
+  python: rag:answer
+  concurrency: 2
+  timeout_s: 30
+repeats: 1
+seed: 7
+"""
+OOD = ["What is the weather on Mars today?", "Who will win the next election?"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def make_repo(repo: Path, n: int, broken_every: int, calls: Path, config: str = "") -> None:
+    """``main``: the right document for each of ``n`` facts; ``feature``: every ``broken_every``-th one wrong."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "ci@example.com")
+    git(repo, "config", "user.name", "ci")
+    words = [f"zq{i:03d}{'abcdefghij'[i % 10]}" for i in range(n)]
+    docs = [{"id": f"d{i}", "text": f"The code word for item {i} is {words[i]}."} for i in range(n)]
+    golden = [
+        {"id": f"q{i}", "question": f"What is the code word for item {i}?", "expected_doc_ids": [f"d{i}"],
+         "reference_answers": [words[i]]}
+        for i in range(n)
+    ]  # fmt: skip
+    golden += [{"id": f"ood{k}", "question": q, "out_of_domain": True} for k, q in enumerate(OOD)]
+    (repo / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (repo / "golden.jsonl").write_text("".join(json.dumps(g) + "\n" for g in golden))
+    (repo / "rag-gate.yml").write_text(CONFIG + config)
+    (repo / ".gitignore").write_text("rag-gate-out/\n__pycache__/\n")
+    (repo / "rag.py").write_text(TEMPLATE.format(broken=0, n=n, calls=str(calls.with_suffix(".base"))))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "rag.py").write_text(TEMPLATE.format(broken=broken_every, n=n, calls=str(calls.with_suffix(".head"))))
+    git(repo, "commit", "-q", "-am", "the PR")
+
+
+def run_pr(repo: Path, out: Path, *extra: str):
+    args = ["pr", "--base-ref", "main", "--working-directory", str(repo), "--out-dir", str(out), "--comment", "off"]
+    return CliRunner().invoke(main, [*args, *extra], env=dict.fromkeys(GITHUB_VARS), catch_exceptions=False)
+
+
+def calls(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def regression(tmp_path_factory):
+    """A PR that breaks retrieval on every other case (a clear regression), on 200 facts."""
+    root = tmp_path_factory.mktemp("adaptive")
+    make_repo(root / "repo", 200, 2, root / "calls")
+    return root
+
+
+def test_a_clear_regression_stops_early_with_fewer_calls(regression):
+    repo, counter = regression / "repo", regression / "calls"
+    result = run_pr(repo, regression / "out", "--adaptive", "on")
+    assert result.exit_code == 1, result.output
+    report = json.loads((regression / "out" / "report.json").read_text())
+    adaptive = report["adaptive"]
+    total = 202
+    assert report["verdict"] == "fail" and adaptive["stopped"] == "fail"
+    assert adaptive["n_first"] == 2 and adaptive["n_sequence"] == 200 and adaptive["batch"] == 20
+    # every pipeline call is one case once, on each side: fewer than the golden set's cases
+    base_calls, head_calls = calls(counter.with_suffix(".base")), calls(counter.with_suffix(".head"))
+    assert len(base_calls) == len(set(base_calls)) == adaptive["cases_run"]
+    assert len(head_calls) == len(set(head_calls)) == adaptive["cases_run"]
+    assert adaptive["cases_run"] < total and adaptive["cases_run"] == total - len(adaptive["not_run"])
+    assert adaptive["cases_run"] == 2 + 20 * adaptive["looks"]
+    assert {"ood0", "ood1"} <= set(head_calls)  # out-of-domain (must-pass) cases first and in full
+    assert not set(adaptive["not_run"]) & set(head_calls)
+    # the run order is the seeded permutation of the in-domain cases (seed: the config's)
+    import numpy as np
+
+    ids = [f"q{i}" for i in range(200)]
+    order = [ids[i] for i in np.random.default_rng(7).permutation(200)]
+    assert set(head_calls) - {"ood0", "ood1"} == set(order[: adaptive["cases_run"] - 2])
+    assert adaptive["not_run"] == order[adaptive["cases_run"] - 2 :]
+    # the failing metric was decided by the sequential test, and the case lists cover the cases run only
+    failed = [m for m in adaptive["metrics"] if m["decision"] == "fail"]
+    assert failed and all(m["decided_at"] == adaptive["cases_run"] - 2 for m in failed)
+    assert any(r.startswith("hit_rate@5: sequential test after") for r in report["reasons"])
+    regressed = {c["id"] for c in report["regressed_cases"]}
+    assert regressed and regressed <= set(head_calls)
+    assert report["n_cases"] == adaptive["cases_run"]
+    manifest = json.loads((regression / "out" / "head" / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["n_cases"] == adaptive["cases_run"]
+    comment = (regression / "out" / "comment.md").read_text()
+    assert f"{adaptive['cases_run']} of {total} cases on each side" in comment
+    assert f"the other {len(adaptive['not_run'])} case(s) were not run" in comment
+    page = (regression / "out" / "report.html").read_text()
+    assert (
+        f"Adaptive evaluation (order seed 7, batches of 20, {adaptive['looks']} look(s)): {adaptive['reason']}" in page
+    )
+
+
+def test_a_cached_base_is_not_run_again_and_is_compared_on_the_cases_the_head_ran(regression):
+    """The base cache holds full runs (here written by a local run, which is trusted): an adaptive PR reads it."""
+    repo, counter, cache = regression / "repo", regression / "calls", regression / "cache"
+    full = run_pr(repo, regression / "full", "--cache-dir", str(cache))
+    assert full.exit_code == 1 and "(base from cache)" not in full.stderr
+    before = {side: len(calls(counter.with_suffix(side))) for side in (".base", ".head")}
+    result = run_pr(repo, regression / "cached", "--cache-dir", str(cache), "--adaptive", "on")
+    assert result.exit_code == 1 and "(base from cache)" in result.stderr, result.output
+    report = json.loads((regression / "cached" / "report.json").read_text())
+    head_calls = calls(counter.with_suffix(".head"))[before[".head"] :]
+    assert len(calls(counter.with_suffix(".base"))) == before[".base"]  # the base did not run
+    assert len(head_calls) == report["adaptive"]["cases_run"] == report["n_cases"] < 202
+    assert json.loads((regression / "cached" / "base" / "manifest.json").read_text())["status"] == "complete"
+    assert report["base"]["n_cases"] == report["head"]["n_cases"] == report["adaptive"]["cases_run"]
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A PR that breaks one case in three, on 30 facts: too few cases for the looks to settle it early."""
+    root = tmp_path_factory.mktemp("adaptive-small")
+    make_repo(root / "repo", 30, 3, root / "calls")
+    return root
+
+
+def test_an_unsettled_pr_runs_every_case_and_keeps_the_fixed_n_verdict(small):
+    repo, counter = small / "repo", small / "calls"
+    fixed = run_pr(repo, small / "fixed")
+    n_fixed = len(calls(counter.with_suffix(".head")))
+    adaptive = run_pr(repo, small / "adaptive", "--adaptive", "on")
+    head_calls = calls(counter.with_suffix(".head"))[n_fixed:]
+    report, plain = (json.loads((small / d / "report.json").read_text()) for d in ("adaptive", "fixed"))
+    assert report["adaptive"]["stopped"] == "exhausted" and report["adaptive"]["not_run"] == []
+    assert report["adaptive"]["cases_run"] == 32 == len(head_calls) == len(set(head_calls)) == n_fixed
+    assert adaptive.exit_code == fixed.exit_code == 1 and report["verdict"] == plain["verdict"] == "fail"
+    assert {m["name"]: m["status"] for m in report["metrics"]} == {m["name"]: m["status"] for m in plain["metrics"]}
+    assert report["alpha"] == pytest.approx(0.04) and plain["alpha"] == 0.05  # α = 0.01 spent on the early looks
+    assert json.loads((small / "adaptive" / "head" / "manifest.json").read_text())["status"] == "complete"
+    assert plain["adaptive"] is None
+
+
+def test_a_pr_that_changes_nothing_stops_early_with_pass_on_a_large_enough_set(tmp_path):
+    """``adaptive: true`` in the base's config; one gated metric with a margin, so no change can be ruled in."""
+    make_repo(
+        tmp_path / "repo",
+        400,
+        0,
+        tmp_path / "calls",
+        "gate: [hit_rate@5]\nmargins: {hit_rate@5: 0.05}\nadaptive: true\n",
+    )
+    result = run_pr(tmp_path / "repo", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    adaptive = report["adaptive"]
+    assert report["verdict"] == "pass" and adaptive["stopped"] == "decided"
+    assert adaptive["metrics"] == [
+        {"name": "hit_rate@5", "decision": "non_inferior", "decided_at": adaptive["cases_run"] - 2, "estimate": 0.0}
+    ]
+    runs = len(calls((tmp_path / "calls").with_suffix(".base"))), len(calls((tmp_path / "calls").with_suffix(".head")))
+    assert runs == (adaptive["cases_run"],) * 2 and adaptive["cases_run"] < 402 / 2
+    gated = [m for m in report["metrics"] if m["gated"]]
+    assert [(m["name"], m["status"]) for m in gated] == [("hit_rate@5", "pass")]
+    assert gated[0]["reason"].startswith("sequential test after")
