@@ -148,9 +148,9 @@ def _definitions(name: str) -> list[str]:
     return found
 
 
-def test_kind_and_direction_are_defined_once_with_the_statistics():
-    assert _definitions("Kind") == ["gate/stats/inputs.py"]
-    assert _definitions("Direction") == ["gate/stats/inputs.py"]
+def test_kind_and_direction_are_defined_once_in_the_result_contracts():
+    assert _definitions("Kind") == ["gate/results.py"]
+    assert _definitions("Direction") == ["gate/results.py"]
 
 
 def test_the_statistics_import_nothing_else_from_the_package():

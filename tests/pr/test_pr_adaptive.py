@@ -173,7 +173,9 @@ def test_an_unsettled_pr_runs_every_case_and_keeps_the_fixed_n_verdict(small):
     assert report["adaptive"]["stopped"] == "exhausted" and report["adaptive"]["not_run"] == []
     assert report["adaptive"]["cases_run"] == 32 == len(head_calls) == len(set(head_calls)) == n_fixed
     assert adaptive.exit_code == fixed.exit_code == 1 and report["verdict"] == plain["verdict"] == "fail"
-    assert {m["name"]: m["status"] for m in report["metrics"]} == {m["name"]: m["status"] for m in plain["metrics"]}
+    # every metric but the wall-clock latency, which two runs of the same pipeline do not repeat exactly
+    statuses = [{m["name"]: m["status"] for m in r["metrics"] if m["name"] != "latency_ms"} for r in (report, plain)]
+    assert statuses[0] == statuses[1] and len(statuses[0]) >= 10
     assert report["alpha"] == pytest.approx(0.04) and plain["alpha"] == 0.05  # α = 0.01 spent on the early looks
     assert json.loads((small / "adaptive" / "head" / "manifest.json").read_text())["status"] == "complete"
     assert plain["adaptive"] is None

@@ -51,6 +51,10 @@ _URL = re.compile(r"https?://[^\s<>\"'`()\[\]\\]+")
 """A link the comment prints as is (the workflow run's URL): http(s), nothing that could end the markdown link."""
 
 
+LINE_LIMIT = 1000
+"""Characters of a whole-line value (the judge-labels line) before it is cut: a table cell's limit is too short."""
+
+
 def _finalize(value: Any) -> Any:
     if isinstance(value, Markup):
         return value
@@ -107,7 +111,7 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(num=fmt, p=fmt_p, raw=Markup)
+    env.filters.update(num=fmt, p=fmt_p, raw=Markup, long=lambda value: Markup(escape_markdown(value, LINE_LIMIT)))
     env.globals.update(causes=cause_counts, trend_section=trend_markdown)
     env.globals.update(
         cells=cells.metric_cells,
