@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-StopReason = Literal["fail", "decided", "exhausted"]
+StopReason = Literal["fail", "must_pass", "decided", "exhausted"]
 """Why an adaptive run stopped: a gated metric failed (the verdict is fail), every gated metric was decided, or the
 golden set ran out with a metric undecided (the fixed-N analysis decided it)."""
 

@@ -26,6 +26,8 @@ line), tried in turn by ``ActionCommandManager.TryProcessCommand``; Unicode 15.1
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import sys
 import threading
@@ -210,10 +212,24 @@ class GuardedStream:
 
     def _write(self, text: str) -> int:
         try:
-            return self._stream.write(text)
-        except UnicodeEncodeError:
-            encoding = getattr(self._stream, "encoding", None) or "utf-8"
-            return self._stream.write(text.encode(encoding, "replace").decode(encoding))
+            try:
+                return self._stream.write(text)
+            except UnicodeEncodeError:
+                encoding = getattr(self._stream, "encoding", None) or "utf-8"
+                return self._stream.write(text.encode(encoding, "replace").decode(encoding))
+        except BrokenPipeError:
+            self._reader_gone()
+            return 0
+
+    def _reader_gone(self) -> None:
+        """The reader closed the pipe (``rag-gate compare | head``): drop the rest of the output, not the command.
+
+        The stream's descriptor is pointed at ``os.devnull`` so that no later flush (nor the interpreter's at exit)
+        raises again; the command goes on and exits with its own code (its results are written to files anyway).
+        Source: Python's documentation, "Note on SIGPIPE" (``signal`` module).
+        """
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
 
     def write(self, text: str) -> int:
         """Write ``text`` encodable, without control characters, each line neutralized."""
@@ -238,8 +254,11 @@ class GuardedStream:
             self.write(line)
 
     def flush(self) -> None:
-        """Flush the wrapped stream."""
-        self._stream.flush()
+        """Flush the wrapped stream (nothing when its reader closed the pipe: :meth:`_reader_gone`)."""
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
 
 
 def guard_std_streams() -> None:

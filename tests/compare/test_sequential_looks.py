@@ -89,3 +89,16 @@ def test_a_pr_that_turns_the_adaptive_mode_on_is_shown_as_a_policy_change():
         ("adaptive.enabled", "false", "true"),
     ]
     assert GatePolicy(adaptive=True).adaptive.enabled and not GatePolicy().adaptive.enabled
+
+
+def test_a_certain_must_pass_failure_stops_the_run_and_is_named_as_the_reason():
+    """No metric is decided after one batch of an unchanged PR, yet a certain must-pass flip stops the run: the
+    reason says so (it was reported as a metric's failure)."""
+    golden = cases(200)
+    values = {c.id: 1.0 for c in golden if not c.out_of_domain}
+    order = adaptive_order(golden, POLICY, seed=3)
+    looks = Looks(POLICY, order)
+    looks.update(side("base", golden, values), side("head", golden, values), order.ends[0])
+    assert looks.stop() is None and looks.metrics()[0].decision == "continue"
+    looks.update(side("base", golden, values), side("head", golden, values), order.ends[1], must_pass_failed=True)
+    assert looks.stop() == "must_pass" and looks.decided() == {}

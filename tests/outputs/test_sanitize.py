@@ -185,7 +185,7 @@ def _compare_inputs(tmp_path, n=30, bad=15):
     golden, base, head = [], [], []
     for i in range(n):
         question = f"When was town {i} founded?" + (f" {PAYLOAD}" if i == 1 else "")
-        case_id, year = f"q{i:02d}", str(1800 + i)
+        case_id, year = f"q{i:02d}" + (f" {PAYLOAD}" if i == 0 else ""), str(1800 + i)  # a regressed case's id too
         golden.append({"id": case_id, "question": question, "expected_doc_ids": [f"d{i}"], "reference_answers": [year]})
         good = {
             "id": case_id,
@@ -299,3 +299,20 @@ def test_shown_escapes_every_hidden_character_of_a_name_and_keeps_the_rest():
     assert shown(os.fsdecode(b"caf\xe9.jsonl")) == "caf\\udce9.jsonl"  # a file name that is not UTF-8
     assert shown(Path("runs/é 1/ok")) == "runs/é 1/ok"  # printable text, spaces too, as typed
     assert shown("x\x01y") != shown("xy")
+
+
+def test_a_reader_that_closes_the_pipe_does_not_change_the_exit_code(tmp_path):
+    """``rag-gate compare | head -1``: the rest of stdout is dropped; the exit code is still the verdict's (1), not
+    an internal error (3), and the report is written."""
+    _compare_inputs(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gate", "compare", "--golden", tmp_path / "golden.jsonl", "--format", "text",
+         tmp_path / "base.jsonl", tmp_path / "head.jsonl", "--out", tmp_path / "out"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "PYTHONIOENCODING": "utf-8"},
+    )  # fmt: skip
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before rag-gate prints anything
+    stderr = process.stderr.read().decode("utf-8")
+    assert process.wait(timeout=120) == 1, stderr
+    assert "internal error" not in stderr and "BrokenPipe" not in stderr and "verdict: fail" in stderr
+    assert json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))["verdict"] == "fail"

@@ -147,13 +147,16 @@ class Looks:
             self.decisions[inp.name] = (seen.decision, decided_at, seen.estimate)
 
     def stop(self) -> StopReason | None:
-        """Whether the run may stop: ``fail``, ``decided`` or None (run the next batch).
+        """Whether the run may stop: ``fail``, ``must_pass``, ``decided`` or None (run the next batch).
 
-        ``fail``: a metric failed, or a must-pass case flipped certainly; ``decided``: every metric is decided.
+        ``fail``: a metric failed; ``must_pass``: a must-pass case flipped certainly; ``decided``: every metric is
+        decided.
         """
         states = [self.decisions.get(name, ("continue", None, math.nan))[0] for name in self.names]
-        if self.must_pass_failed or "fail" in states:
+        if "fail" in states:
             return "fail"
+        if self.must_pass_failed:
+            return "must_pass"
         if states and "continue" not in states:
             return "decided"
         return None

@@ -47,7 +47,7 @@ def _cases(title: str, cases: Sequence[CaseEntry], labels: dict[str, str], limit
     for case in cases[:limit]:
         same = " · identical answer on both sides" if case.identical_answer else ""
         cause = f" · {case.cause}" if case.cause else ""
-        out.append(f"- {case.id}: {plain(case.question, 100)}{cause}{same}")
+        out.append(f"- {plain(case.id, 200)}: {plain(case.question, 100)}{cause}{same}")
         out += [f"    {cells.case_change(m, labels.get(m.name, m.name))}" for m in case.metrics]
         if case.error:
             out.append(f"    head failed: {plain(case.error)}")
@@ -97,14 +97,14 @@ def render_text(comparison: Comparison, *, max_items: int = MAX_ITEMS) -> str:
     out += [f"  {note}" for note in cells.table_notes(c)]
     if c.must_pass_failures:
         out += ["", f"Must-pass cases that failed: {len(c.must_pass_failures)}"]
-        out += [f"- {'blocking' if f.certain else 'not certain'} {f.id}: {plain(f.question, 100)} · {f.why}"
+        out += [f"- {'blocking' if f.certain else 'not certain'} {plain(f.id, 200)}: {plain(f.question, 100)} · {f.why}"
                 for f in c.must_pass_failures[:max_items]]  # fmt: skip
         out += _more(list(c.must_pass_failures), max_items)
     out += _cases("Regressed cases", c.regressed_cases, labels, max_items)
     new = [f for f in c.ood_failures if f.new]
     if c.ood_failures:
         out += ["", f"Out-of-domain failures: {len(new)} new, {len(c.ood_failures) - len(new)} not new"]
-        out += [f"- new {f.id}: {plain(f.question, 100)} → {plain(f.answer, 100)}" for f in new[:max_items]]
+        out += [f"- new {plain(f.id, 200)}: {plain(f.question, 100)} → {plain(f.answer, 100)}" for f in new[:max_items]]
         out += _more(new, max_items)
     out += _cases("Suspected regressions, not significant", c.suspected_cases, labels, max_items)
     if c.errors:

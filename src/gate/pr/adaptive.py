@@ -34,6 +34,7 @@ log = logging.getLogger("rag-gate")
 
 REASONS = {
     "fail": "a gated metric fell beyond its margin at a look (sequential test)",
+    "must_pass": "a must-pass case failed certainly (it blocks the merge whatever the metrics say)",
     "decided": "every gated metric was decided (sequential test)",
     "exhausted": "the golden set ran out before every gated metric was decided (fixed-N analysis for the rest)",
 }
