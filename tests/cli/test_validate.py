@@ -122,7 +122,7 @@ def _best_case_mde(n: int, level: float, margin: float) -> float:
 def test_validate_prints_each_gated_metrics_minimum_detectable_worsening(tmp_path):
     """The issue's newcomer set, 46 in-domain and 12 out-of-domain cases, gate [hit_rate@5, refusal], repeats 3: the
     MDE at best (no noise, cases broken at random) at Holm's first-step level 0.05/3, against the binomial oracle;
-    latency is named without a value (timing noise decides)."""
+    latency is named without a value (run-to-run noise decides)."""
     rows = [{"id": f"q{i}", "question": f"Q{i}?", "expected_doc_ids": [f"d{i}"]} for i in range(46)]
     rows += [{"id": f"o{i}", "question": f"O{i}?", "out_of_domain": True} for i in range(12)]
     write_jsonl(tmp_path / "golden.jsonl", rows)
@@ -135,9 +135,10 @@ def test_validate_prints_each_gated_metrics_minimum_detectable_worsening(tmp_pat
     result = invoke("validate", path)
     assert result.exit_code == 0, result.output
     line = result.stdout.splitlines()[1]
-    assert line.startswith("minimum detectable worsening at best (80 % power, repeats 3;")
+    assert line.startswith("minimum detectable worsening (80 % power, repeats 3;")
     found = dict(re.findall(r"(hit_rate@5|refusal) (\d\.\d{3}) \(", line))
     assert float(found["hit_rate@5"]) == pytest.approx(_best_case_mde(46, 0.05 / 3, 0.03), abs=6e-4)
     assert float(found["refusal"]) == pytest.approx(_best_case_mde(12, 0.05 / 3, 0.03), abs=6e-4)
-    assert "(46 cases)" in line and "(12 out-of-domain cases)" in line and "latency_ms – (timing noise decides)" in line
+    assert "(46 cases)" in line and "(12 out-of-domain cases)" in line
+    assert "latency_ms – (run-to-run noise decides)" in line
     assert float(found["refusal"]) > 0.5  # 12 cases: only a PR that breaks most of them is caught

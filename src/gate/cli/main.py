@@ -126,6 +126,20 @@ def _foreign(path: Path) -> None:
         raise InputError(f"{path}: {what}")
 
 
+def _cases_scored(name: str, cases: Sequence[GoldenCase]) -> tuple[int, str]:
+    """How many of ``cases`` the metric ``name`` scores, and which.
+
+    Out-of-domain (``refusal``), every case (a metric that scores failed predictions too: ``error_rate``, latency,
+    cost: ``""``) or in-domain (the others).
+    """
+    from gate.metrics import resolve
+
+    spec, n_ood = resolve(name).spec, sum(c.out_of_domain for c in cases)
+    if spec.out_of_domain:
+        return n_ood, "out-of-domain"
+    return (len(cases), "") if spec.scores_failures else (len(cases) - n_ood, "in-domain")
+
+
 def _detectable(cases: Sequence[GoldenCase], evaluation: GatePolicy, repeats: int) -> str | None:
     """The minimum detectable worsening of each gated metric at this golden set's N and these repeats, at best.
 
@@ -140,23 +154,23 @@ def _detectable(cases: Sequence[GoldenCase], evaluation: GatePolicy, repeats: in
     from gate.stats.power import ZERO_MARGIN_ALPHA, detectable_drop
 
     gated = [name for name in evaluation.metrics if name in evaluation.gated]
-    n_ood = sum(c.out_of_domain for c in cases)
     items = []
     for name in gated:
         spec, margin = resolve(name).spec, evaluation.margin(name)
-        n = n_ood if spec.out_of_domain else len(cases) - n_ood
+        n, which = _cases_scored(name, cases)
         if spec.kind == "ratio" or n == 0:
-            items.append(f"{name} – ({'timing noise decides' if n else 'no case'})")
+            items.append(f"{name} – ({'run-to-run noise decides' if n else 'no case'})")
             continue
         level = (ZERO_MARGIN_ALPHA if margin == 0 else evaluation.alpha) / len(gated)
         drop = detectable_drop(n, level=level, margin=margin, var0=0.0, mcnemar=True, base_rate=1.0)
         value = "none: too few cases" if drop != drop else numbers.number(drop)
-        items.append(f"{name} {value} ({n} {'out-of-domain ' if spec.out_of_domain else ''}cases)")
+        items.append(f"{name} {value} ({n} {which + ' ' if which == 'out-of-domain' else ''}cases)")
     if not items:
         return None
     return (
-        f"minimum detectable worsening at best (80 % power, repeats {repeats}; no run-to-run noise and a PR that "
-        f"breaks cases at random — noise makes it larger, the comment prints the measured one): {' · '.join(items)}"
+        f"minimum detectable worsening (80 % power, repeats {repeats}; no run-to-run noise, a PR that breaks cases "
+        "at random, every gated metric varying — noise makes it larger, fewer varying metrics smaller; the comment "
+        f"prints the measured one): {' · '.join(items)}"
     )
 
 
@@ -173,17 +187,14 @@ def _too_few_cases(cases: Sequence[GoldenCase], evaluation: GatePolicy) -> list[
     from gate.stats.power import smallest_holm_p
 
     gated = [name for name in evaluation.metrics if name in evaluation.gated]
-    n_ood = sum(c.out_of_domain for c in cases)
     short = []
     for name in gated:
         spec = resolve(name).spec
-        n = n_ood if spec.out_of_domain else len(cases) - n_ood
+        n, which = _cases_scored(name, cases)
         alpha = MetricPolicy(spec.kind, spec.direction, evaluation.margin(name), evaluation.alpha).alpha
         if smallest_holm_p(n, len(gated)) > alpha:
             need = math.ceil(math.log2(len(gated) / alpha))
-            short.append(
-                f"{name} ({n} {'out-of-domain' if spec.out_of_domain else 'in-domain'} case(s), needs ≥ {need})"
-            )
+            short.append(f"{name} ({n} {which + ' ' if which else ''}case(s), needs ≥ {need})")
     if not short:
         return []
     return [
