@@ -127,15 +127,3 @@ def test_label_refuses_an_out_file_its_own_page_would_replace(tmp_path):
     assert result.exit_code == 2
     assert "name the same file" in result.stderr and "the page beside --out" in result.stderr
     assert not (tmp_path / "rows.html").exists()
-
-
-def test_compare_refuses_an_out_folder_it_cannot_create_before_the_work(tmp_path):
-    """An --out under a regular file is bad input named up front (exit 2), not a write failure after the work (3)."""
-    blocker = tmp_path / "plain-file"
-    blocker.write_text("x")
-    result = CliRunner().invoke(main, [*sides(tmp_path), "--out", str(blocker / "rep")])
-    assert result.exit_code == 2, result.output
-    assert result.stderr == (
-        f"rag-gate: error: --out {blocker / 'rep'}: cannot create the folder {blocker / 'rep'}: {blocker} is not a "
-        "folder\n"
-    )

@@ -446,12 +446,10 @@ def compare(
 
         for path in labels_paths:
             load_labels(path)
-    from gate.files import prepare_output_file
-
-    # missing folders are made now, and an unwritable one refused (exit 2), not a failure after the work (exit 3)
-    prepare_output_file(out / "report.json", f"--out {out}")
     if junit is not None:
-        prepare_output_file(junit, f"--junit {junit}")
+        from gate.files import prepare_output_file
+
+        prepare_output_file(junit, f"--junit {junit}")  # a missing folder is made now, not a failure after the work
     compared = compare_sides(base, head, out, config=config, golden=golden, strict=strict, jobs=jobs)
     comparison = compared.comparison
     options = outputs.RenderOptions(golden_file=golden_file_of(base, golden) if junit is not None else None)
