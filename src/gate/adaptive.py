@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 StopReason = Literal["fail", "must_pass", "decided", "exhausted"]
-"""Why an adaptive run stopped: a gated metric failed (the verdict is fail), every gated metric was decided, or the
-golden set ran out with a metric undecided (the fixed-N analysis decided it)."""
+"""Why an adaptive run stopped: a gated metric failed (the verdict is fail), a must-pass case failed certainly (it
+blocks), every gated metric was decided, or the golden set ran out with a metric undecided (the fixed-N analysis
+decided it)."""
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,7 @@ def _cases_scored(name: str, cases: Sequence[GoldenCase]) -> tuple[int, str]:
 
 
 def _detectable(cases: Sequence[GoldenCase], evaluation: GatePolicy, repeats: int) -> str | None:
-    """The minimum detectable worsening of each gated metric at this golden set's N and these repeats, at best.
+    """The minimum detectable worsening of each gated metric at this golden set's N and these repeats, before a run.
 
     The comment's MDE (:func:`gate.stats.power.detectable_drop`: the gate's own rule, the test at Holm's first-step
     level α/M and Δ̂ ≤ −m, with 80 % power) under the best case a plan can assume before any run: no run-to-run
