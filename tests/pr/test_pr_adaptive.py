@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from scratch_repo import GITHUB_VARS
+from scratch_repo import CONFIG, GITHUB_VARS
 
 from gate.cli import main
 
@@ -39,14 +39,6 @@ def answer(case, **options):
     doc = f"d{{j}}"
     return {{"answer": DOCS[doc], "retrieved": [{{"id": doc, "text": DOCS[doc], "score": 1.0}}]}}
 '''
-CONFIG = """golden: golden.jsonl
-pipeline:
-  python: rag:answer
-  concurrency: 2
-  timeout_s: 30
-repeats: 1
-seed: 7
-"""
 OOD = ["What is the weather on Mars today?", "Who will win the next election?"]
 
 
