@@ -84,10 +84,9 @@ def run_pr(
         context,
         redacting(emit, redact),  # everything printed from here on (the ::add-mask:: lines are out already)
         redact,
-        token=token,
+        client=gh.client_factory(token, context.api_url, retry),
         comment=options.comment,
         config=options.config.as_posix(),
-        retry=retry,
     )
     run: PrRun | None = None
     try:
@@ -146,7 +145,8 @@ def _prepare(
     stale_files = (outputs.path(out, Output.JSON), outputs.path(out, Output.COMMENT), out / outputs.CHART_FILE)
     for stale in (*stale_files, out / outputs.HTML_FILE):
         stale.unlink(missing_ok=True)  # a run that reaches no verdict must not leave the previous run's verdict
-    store = history_store(options.history, options.history_branch, repo, workdir, context, report.token)
+    token = credentials.github(context.in_actions)  # the history branch's, as the comment's
+    store = history_store(options.history, options.history_branch, repo, workdir, context, token)
     return PrRun(
         options, report, environ, credentials, head, repo, workdir, config_rel, out, junit, caching, store, cleanup
     )

@@ -269,6 +269,28 @@ def make_client(token: str, api_url: str = DEFAULT_API_URL, retry: RetryPolicy |
     )
 
 
+def client_factory(
+    token: str | None, api_url: str = DEFAULT_API_URL, retry: RetryPolicy | None = None
+) -> Callable[[], Github] | None:
+    """A maker of :func:`make_client` clients for ``token``, or None without a token.
+
+    What holds the maker (the PR run's :class:`~gate.pr.report.Reporter`) can reach GitHub without holding the
+    token: it stays in the maker's closure, which no ``repr`` shows.
+
+    Args:
+        token: the GitHub token (:func:`gate.pr.trust.github_token`); None or empty: no client.
+        api_url: REST API root.
+        retry: retry and timeout bounds (defaults: :class:`RetryPolicy`).
+    """
+    if not token:
+        return None
+
+    def client() -> Github:
+        return make_client(token, api_url, retry)
+
+    return client
+
+
 # -------------------------------------------------------------------------------------- sticky comment
 
 
