@@ -185,21 +185,45 @@ def _setup(run: PrRun, checkout: Path) -> Setup | None:
     return Setup(run.options.setup_command, run.repo, checkout / run.workdir.relative_to(run.repo), run.cleanup)
 
 
+@dataclasses.dataclass(frozen=True)
+class Evaluated:
+    """Both sides of a pull request evaluated and compared: what :func:`_report` needs to report the comparison."""
+
+    compared: Compared
+    """The comparison and the sides it was made from."""
+    base: Config
+    """The base's config (its policy is the gate's), with the contract's golden set."""
+    head_run: Path
+    """The head's run directory."""
+    base_sha: str
+    """The merge base evaluated."""
+    head_sha: str
+    """The head commit."""
+    cached: bool
+    """Whether the base's results came from the verified cache."""
+    diff: GoldenDiff
+    """How the PR changes the golden set."""
+    head_lines: dict[str, int]
+    """Line of each case in the PR's own golden set (where the report points)."""
+    head_golden: Path
+    """The PR's own golden set."""
+
+
 def _compare(run: PrRun) -> PrResult:
-    """Evaluate the merge base and the head, compare them, and report the comparison."""
-    options, context, repo, out = run.options, run.context, run.repo, run.out
+    """Evaluate the merge base and the head, compare them (:func:`_evaluate`), and report it (:func:`_report`)."""
+    return _report(run, _evaluate(run))
+
+
+def _evaluate(run: PrRun) -> Evaluated:
+    """Evaluate the merge base (or take its cached results) and the head, and compare them under the base's policy.
+
+    Adaptive (``--adaptive``, or the base config's ``adaptive:``) runs both sides batch by batch
+    (:mod:`gate.pr.adaptive`); otherwise the base runs in a worktree of the merge base, then the head on every case.
+    """
+    options, repo, out = run.options, run.repo, run.out
     base_sha, base_label = _base_commit(run)
     head_sha = git.resolve_commit(repo, "HEAD")
-    dirty = git.uncommitted(repo)
-    if dirty:
-        shown = ", ".join(dirty[:3]) + (", …" if len(dirty) > 3 else "")
-        log.warning(
-            "the working tree has %d uncommitted change(s) (%s): the head side is evaluated as it is on disk, "
-            "not as commit %s",
-            len(dirty),
-            shown,
-            head_sha[:12],
-        )
+    _warn_uncommitted(repo, head_sha)
     head = run.head
     with git.worktree(repo, base_sha) as tree:
         base = sides.base_config(repo, base_sha, tree, run.config_rel, options.repeats)
@@ -213,35 +237,57 @@ def _compare(run: PrRun) -> PrResult:
             compared, head_run, cached = adaptive.evaluate(
                 run, base, head, sandbox, setups, shas, golden=golden, diff=diff, files=files
             )
-        else:
-            base_results, cached = sides.base_results(run, base, base_sha, base_label, sandbox, _setup(run, tree))
-            compared = None
-    if compared is None:
-        compared, head_run = _head_side(run, base, head, base_results, sandbox, golden, diff, (base_sha, head_sha))
-    store = run.store
+            return Evaluated(compared, base, head_run, base_sha, head_sha, cached, diff, head_lines, head_golden)
+        base_results, cached = sides.base_results(run, base, base_sha, base_label, sandbox, _setup(run, tree))
+    compared, head_run = _head_side(run, base, head, base_results, sandbox, golden, diff, (base_sha, head_sha))
+    return Evaluated(compared, base, head_run, base_sha, head_sha, cached, diff, head_lines, head_golden)
+
+
+def _warn_uncommitted(repo: Path, head_sha: str) -> None:
+    """Log that the head side is evaluated as the working tree is on disk when it has uncommitted changes."""
+    dirty = git.uncommitted(repo)
+    if dirty:
+        shown = ", ".join(dirty[:3]) + (", …" if len(dirty) > 3 else "")
+        log.warning(
+            "the working tree has %d uncommitted change(s) (%s): the head side is evaluated as it is on disk, "
+            "not as commit %s",
+            len(dirty),
+            shown,
+            head_sha[:12],
+        )
+
+
+def _report(run: PrRun, done: Evaluated) -> PrResult:
+    """Report a comparison: the head against main's history (trend), the outputs, the sticky comment, the summary.
+
+    The PR's own config's policy changes are listed (they apply after merge); the exit code follows the verdict,
+    ``--fail-on``, strict mode and the trend's blocking level (:func:`gate.comparison.exit_code_for`).
+    """
+    options, context, out, base = run.options, run.context, run.out, done.base
     trend, trend_note = (
-        check_head(store, head_run, base, base_sha=base_sha, head_sha=head_sha, out=out) if store else (None, "")
+        check_head(run.store, done.head_run, base, base_sha=done.base_sha, head_sha=done.head_sha, out=out)
+        if run.store
+        else (None, "")
     )
-    moved = policy_changes(base.policy, run.head.policy, diff)  # the PR's own config: after merge
-    comparison = relocate(dataclasses.replace(compared.comparison, trend=trend, policy_changes=moved), head_lines)
+    moved = policy_changes(base.policy, run.head.policy, done.diff)  # the PR's own config: after merge
+    comparison = relocate(
+        dataclasses.replace(done.compared.comparison, trend=trend, policy_changes=moved), done.head_lines
+    )
     render_options = outputs.RenderOptions(
         details_url=context.run_url,
-        golden_file=relative(head_golden, repo),
+        golden_file=relative(done.head_golden, run.repo),
         marker=sticky_marker(options.config.as_posix()),
         config=options.config.as_posix(),
     )
-    texts = outputs.write(comparison, out, options=render_options, cases=compared.cases(head_lines), junit=run.junit)
+    cases = done.compared.cases(done.head_lines)
+    texts = outputs.write(comparison, out, options=render_options, cases=cases, junit=run.junit)
     status, url, warning = run.report.post_comment(texts[Output.COMMENT])
     if status == "local":
         run.emit(texts[Output.COMMENT])
-    run.report.comparison(comparison, render_options, out, repo, status=status, url=url, warning=warning)
+    run.report.comparison(comparison, render_options, out, run.repo, status=status, url=url, warning=warning)
     run.report.trend(trend, trend_note)
     exit_code = exit_code_for(
-        comparison.verdict,
-        options.fail_on,
-        strict=comparison.strict,
-        trend=trend,
-        trend_block=base.policy.trend.block,
+        comparison.verdict, options.fail_on, strict=comparison.strict, trend=trend, trend_block=base.policy.trend.block
     )
     return PrResult(
         verdict=comparison.verdict,
@@ -250,8 +296,8 @@ def _compare(run: PrRun) -> PrResult:
         report_path=outputs.path(out, Output.JSON),
         comment_path=outputs.path(out, Output.COMMENT),
         comment_status=status,
-        base_sha=base_sha,
-        base_cached=cached,
+        base_sha=done.base_sha,
+        base_cached=done.cached,
         trend=trend,
     )
 
