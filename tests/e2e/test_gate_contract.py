@@ -9,53 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import compare, write_jsonl
+from helpers import GOLDEN_SIZE, answer, compare, golden, write_jsonl, write_pair
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gate.cli import main
 
-N = 40
-
-
-def golden(n: int = N, ood: int = 0, references: bool = True) -> list[dict]:
-    rows = [
-        {
-            "id": f"q{i:02d}",
-            "question": f"What colour is item {i}?",
-            "expected_doc_ids": [f"d{i}"],
-            **({"reference_answers": [f"Item {i} is blue."]} if references else {}),
-        }
-        for i in range(n)
-    ]
-    rows += [{"id": f"o{i}", "question": f"Who won match {i}?", "out_of_domain": True} for i in range(ood)]
-    return rows
-
-
-def answer(case: dict, *, repeat: int = 0, doc: str | None = None, text: str | None = None, error: str | None = None):
-    """A prediction row: by default the right document first and a supported, correct answer."""
-    i = case["id"][1:]
-    if error is not None:
-        return {"id": case["id"], "repeat": repeat, "error": error}
-    if case.get("out_of_domain"):
-        text = text or "I don't have that information."
-        retrieved = [{"id": "d0", "text": "Item 0 is blue."}]
-    else:
-        retrieved = [{"id": doc or f"d{int(i)}", "text": f"Item {int(i)} is blue."}]
-        retrieved += [{"id": f"x{j}", "text": f"Filler {j}."} for j in range(4)]
-    return {
-        "id": case["id"],
-        "repeat": repeat,
-        "answer": text or f"Item {int(i)} is blue.",
-        "retrieved": retrieved,
-        "latency_ms": 10.0,
-    }
-
-
-def write_pair(tmp: Path, cases: list[dict], base: list[dict], head: list[dict]) -> None:
-    write_jsonl(tmp / "golden.jsonl", cases)
-    write_jsonl(tmp / "base.jsonl", base)
-    write_jsonl(tmp / "head.jsonl", head)
+N = GOLDEN_SIZE
 
 
 # ------------------------------------------------------------------ system errors: breakage is a regression

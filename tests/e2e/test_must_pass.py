@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import compare, write_jsonl
-from test_gate_contract import answer, golden, write_pair
+from helpers import answer, compare, golden, write_jsonl, write_pair
 
 from gate.cli import main
 
