@@ -87,13 +87,13 @@ def main() -> None:
         slow = best(lambda: [schema_validator("golden").validate(case) for case in cases], args.runs)
         print(f"golden.jsonl, {len(cases):,} rows: validate (fastjsonschema) {fast:.3f} s; jsonschema {slow:.3f} s")
         for module in ("fastjsonschema", "jsonschema"):
-            print(f"import {module}: {import_seconds(module) * 1000:.0f} ms (a fresh interpreter, best of 3)")
+            print(f"import {module}: {import_seconds(module) * 1000:.0f} ms (a fresh interpreter, best of 10)")
 
 
 def import_seconds(module: str) -> float:
-    """Wall time of ``import module`` in a fresh interpreter, best of 3 (``python -X importtime``'s cumulative)."""
+    """Wall time of ``import module`` in a fresh interpreter, best of 10 (``python -X importtime``'s cumulative)."""
     times = []
-    for _ in range(3):
+    for _ in range(10):
         done = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
                               capture_output=True, text=True, check=True)  # fmt: skip
         last = [line for line in done.stderr.splitlines() if line.rstrip().endswith(f"| {module}")][-1]
