@@ -9,6 +9,9 @@ Prints the measured figures (best of ``--runs``, CPU seconds of this process); a
    ``parse_json`` and then checking it with ``gate.jsonl.validate`` (the schema).
 3. ``Comparison.to_json`` (report.json's text, msgspec's encoder) against ``json.dumps`` of ``to_dict`` (which
    is ``dataclasses.asdict`` with NaN cleaned), indented.
+4. ``gate.jsonl.validate`` of every golden.jsonl row (the schema compiled by fastjsonschema; jsonschema only
+   explains a row it refuses) against jsonschema's validator alone, and the import time of each library: what
+   CONTRIBUTING's dependency notes cite for keeping both.
 
 The docstrings of ``parse_json``, ``scan_rows`` and ``to_json_text`` cite this benchmark.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the te
 from perfdata import make  # noqa: E402
 
 from gate.config import load_config  # noqa: E402
-from gate.jsonl import parse_json, scan_rows, validate  # noqa: E402
+from gate.jsonl import parse_json, scan_rows, schema_validator, validate  # noqa: E402
 from gate.runs import ScoreRow  # noqa: E402
 from gate.sides import compare_runs  # noqa: E402
 
@@ -76,6 +80,25 @@ def main() -> None:
         slow = best(lambda: json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False), args.runs)
         size = len(text.encode("utf-8")) / 1e6
         print(f"report.json ({size:.1f} MB): Comparison.to_json {fast:.2f} s; json.dumps(to_dict()): {slow:.2f} s")
+
+        golden = Path(tmp) / "golden.jsonl"
+        cases = [json.loads(line) for line in golden.read_text(encoding="utf-8").splitlines()]
+        fast = best(lambda: [validate(case, "golden", golden, k) for k, case in enumerate(cases, 1)], args.runs)
+        slow = best(lambda: [schema_validator("golden").validate(case) for case in cases], args.runs)
+        print(f"golden.jsonl, {len(cases):,} rows: validate (fastjsonschema) {fast:.3f} s; jsonschema {slow:.3f} s")
+        for module in ("fastjsonschema", "jsonschema"):
+            print(f"import {module}: {import_seconds(module) * 1000:.0f} ms (a fresh interpreter, best of 10)")
+
+
+def import_seconds(module: str) -> float:
+    """Wall time of ``import module`` in a fresh interpreter, best of 10 (``python -X importtime``'s cumulative)."""
+    times = []
+    for _ in range(10):
+        done = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        last = [line for line in done.stderr.splitlines() if line.rstrip().endswith(f"| {module}")][-1]
+        times.append(int(last.split("|")[1]) / 1e6)
+    return min(times)
 
 
 if __name__ == "__main__":

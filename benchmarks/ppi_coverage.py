@@ -11,8 +11,7 @@ span is unfaithful). Each draw makes a "run" of ``--run-size`` answers (a seeded
 Horvitz–Thompson weights, as ``rag-gate label --stratify``), and asks whether each 95 % interval covers the run's
 true share of unfaithful answers:
 
-- judge only: the judge's share over the run with Wilson's interval (what the judge alone says; README's table
-  was measured with the normal one);
+- judge only: the judge's share over the run with Wilson's interval (what the judge alone says);
 - labels only: the (weighted) share of the labelled answers;
 - PPI++ (:func:`gate.stats.ppi.ppi_mean`): the judge's share corrected with the labels, power-tuned λ.
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gate.errors import InputError
-from gate.jsonl import clean_nan, pretty_json
+from gate.jsonl import clean_nan, from_builtins, pretty_json
 from gate.manifest import JudgeUsage as JudgeUsage  # re-exported: part of the comparison
 from gate.results import Aggregate, CaseStatus, ErrorBudgetUse, MetricResult, Verdict, raw_difference
 
@@ -530,15 +530,9 @@ class Comparison:
         """Build a comparison from ``report.json``'s object (current schema version; see :func:`load_report`).
 
         Raises:
-            ValueError: a field is missing or has the wrong type.
+            ValueError: a field is missing or unknown, or has the wrong type (the message names its path).
         """
-        import dacite  # local: only readers of old reports need it
-
-        config = dacite.Config(type_hooks={float: _float}, cast=[tuple], strict=True)
-        try:
-            return dacite.from_dict(cls, data, config=config)
-        except dacite.DaciteError as exc:
-            raise ValueError(str(exc)) from None
+        return from_builtins(data, cls)
 
     @property
     def gated(self) -> tuple[MetricRow, ...]:

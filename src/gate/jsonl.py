@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
+import msgspec.inspect
 
 from gate.errors import InputError, located
 from gate.files import (
@@ -423,6 +424,42 @@ def clean_nan(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [clean_nan(v) for v in value]
     return value
+
+
+def from_builtins(data: Any, type_: type[RowT]) -> RowT:
+    """``data`` (JSON as :func:`json.loads` returns it) as ``type_``, a dataclass: :func:`clean_nan` undone.
+
+    ``msgspec.convert`` builds it (nested dataclasses, lists as tuples, literals and types checked) after two steps
+    it does not take itself: JSON ``null`` becomes NaN where a ``float`` (not ``float | None``) is expected, and a
+    key that names no field of its dataclass is refused (msgspec ignores those in dataclasses).
+
+    Raises:
+        ValueError: a key is unknown or missing, or a value has the wrong type; the message names its path
+            (``$.metrics[0].p_value``, msgspec's notation).
+    """
+    return msgspec.convert(_null_as_nan(data, msgspec.inspect.type_info(type_), "$"), type_)
+
+
+def _null_as_nan(value: Any, info: msgspec.inspect.Type, where: str) -> Any:
+    """``value`` with null as NaN where ``info`` expects a float; a key naming no field of a dataclass refused."""
+    types = msgspec.inspect
+    if isinstance(info, types.FloatType):
+        return math.nan if value is None else value
+    if isinstance(info, types.UnionType):  # a report's unions are all ``X | None``: null stays None
+        members = [t for t in info.types if not isinstance(t, types.NoneType)]
+        return value if value is None or len(members) != 1 else _null_as_nan(value, members[0], where)
+    if isinstance(info, types.DataclassType) and isinstance(value, dict):
+        known = {f.encode_name: f.type for f in info.fields}
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"Object contains unknown field `{unknown[0]}` - at `{where}`")
+        return {k: _null_as_nan(v, known[k], f"{where}.{k}") for k, v in value.items()}
+    if isinstance(info, types.ListType | types.VarTupleType) and isinstance(value, list):
+        return [_null_as_nan(v, info.item_type, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(info, types.TupleType) and isinstance(value, list) and len(value) == len(info.item_types):
+        pairs = enumerate(zip(value, info.item_types, strict=True))
+        return [_null_as_nan(v, t, f"{where}[{i}]") for i, (v, t) in pairs]
+    return value  # anything else is msgspec's to check
 
 
 def dumps(record: Any) -> str:

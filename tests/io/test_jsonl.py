@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import time
+from dataclasses import asdict, dataclass
 
 import pytest
 from helpers import write_jsonl
@@ -12,7 +14,16 @@ from hypothesis import strategies as st
 
 from gate.errors import InputError
 from gate.golden import check_golden, load_golden
-from gate.jsonl import MAX_DEPTH, _compiled_check, parse_json, read_jsonl, schema_validator, validate
+from gate.jsonl import (
+    MAX_DEPTH,
+    _compiled_check,
+    clean_nan,
+    from_builtins,
+    parse_json,
+    read_jsonl,
+    schema_validator,
+    validate,
+)
 from gate.predictions import load_predictions
 
 CASE = '{"id": "q1", "question": "Where?", "metadata": {"x": %s}}'
@@ -342,3 +353,37 @@ def test_scan_rows_decodes_fast_and_falls_back_to_the_schema(tmp_path):
             list(scan_rows(path, ScoreRow, "score"))
         assert str(info.value).startswith(f"{path}:2: ")
         assert message in str(info.value)
+
+
+@dataclass(frozen=True)
+class _Point:
+    x: float
+    label: str
+    weight: float | None = None
+
+
+@dataclass(frozen=True)
+class _Shape:
+    points: tuple[_Point, ...]
+    pair: tuple[str, float]
+    centre: _Point | None = None
+
+
+def test_from_builtins_undoes_clean_nan_and_refuses_what_the_type_does_not_hold():
+    shape = _Shape((_Point(math.nan, "a"), _Point(2.0, "b", 0.5)), ("p", math.inf), _Point(1, "c"))
+    data = json.loads(json.dumps(clean_nan(asdict(shape))))  # as report.json stores it: NaN and inf as null
+    back = from_builtins(data, _Shape)
+    assert math.isnan(back.points[0].x) and back.points[0].weight is None  # float: NaN; float | None: None
+    assert back.points[1] == _Point(2.0, "b", 0.5) and back.centre == _Point(1.0, "c")
+    assert back.pair[0] == "p" and math.isnan(back.pair[1]) and isinstance(back.points, tuple)
+    data["points"][1]["colour"] = "red"
+    with pytest.raises(ValueError, match=r"unknown field `colour` - at `\$.points\[1\]`"):
+        from_builtins(data, _Shape)
+    del data["points"][1]["colour"]
+    data["points"][0]["label"] = 3
+    with pytest.raises(ValueError, match=r"Expected `str`, got `int` - at `\$.points\[0\].label`"):
+        from_builtins(data, _Shape)
+    data["points"][0]["label"] = "a"
+    del data["pair"]
+    with pytest.raises(ValueError, match="missing required field `pair`"):
+        from_builtins(data, _Shape)

@@ -16,9 +16,10 @@ from gate.config import GatePolicy
 from gate.golden import diff_golden
 from gate.judges import get_judge
 from gate.models import Chunk, GoldenCase, Prediction
+from gate.outputs.cells import LEXICAL_SCOPE_NOTE
 from gate.outputs.markdown import render_comment
 from gate.runs import Side
-from gate.scoring import score_all
+from gate.scoring import NO_CHECKABLE_CLAIM, score_all
 
 METRICS = ("hit_rate@1", "recall@1", "answer_f1", "refusal", "error_rate", "latency_ms")
 POLICY = GatePolicy(metrics=METRICS, gated=("hit_rate@1", "refusal"))
@@ -149,3 +150,26 @@ def test_a_golden_edit_lists_only_metrics_that_read_the_definition():
     # R 2/2 → F1 2/3; vs "something else": none in common → 0
     assert scores["answer_f1"] == (pytest.approx(2 / 3), 0.0)
     assert np.isnan(scores["refusal"][0])  # in-domain: refusal does not apply (the row is shown only when finite)
+
+
+def test_each_judge_caveat_is_said_once_on_a_pr_with_several_judged_metrics():
+    """Five judged metrics, longer answers on head, claim-less answers on both sides: each note about the judge is
+    one paragraph or line of the comment, however many rows or sides it concerns."""
+    judged = ("faithfulness", "hallucination_rate", "grounded_answer_rate", "contradiction_rate")
+    policy = GatePolicy(metrics=(*METRICS, *judged, "hallucinated_claim_rate"), gated=("hit_rate@1", *judged))
+    longer = " It was built in 1850 by Napoleon in Paris and cost 40 million dollars."
+    base_answers = BASE | {"q1": ("Yes.", "d1"), "q2": ("Ok.", "d2")}
+    head_answers = BASE | {f"q{i}": (f"The answer is answer {i}.{longer}", f"d{i}") for i in range(12)}
+    head_answers |= {"q20": ("Hm.", "d20"), "q21": ("No.", "d21"), "q22": ("Well.", "d22")}
+    base, head = side("base", base_answers, policy=policy), side("head", head_answers, policy=policy)
+    comparison = compare(base, head, policy)
+    text = render_comment(comparison)
+    claimless = {s.label: s.scores.unscored[NO_CHECKABLE_CLAIM] for s in (base, head)}
+    assert claimless["base"] >= 2 and claimless["head"] >= 3  # both sides have some: one line says both counts
+    assert text.count(NO_CHECKABLE_CLAIM) == 1
+    assert f"base: {claimless['base']}, head: {claimless['head']} answer(s) {NO_CHECKABLE_CLAIM}" in text
+    assert text.count(LEXICAL_SCOPE_NOTE) == 1 and text.count("Mean answer length:") == 1
+    assert text.count("by length alone") == 1 and text.count("false alarm") == 1
+    legend = text[text.index("Tests (each interval") :]
+    for interval in {m.ci_method for m in comparison.metrics}:
+        assert text.count(interval) == 1 and interval in legend  # each interval method once, in the legend

@@ -86,6 +86,19 @@ def test_report_json_validates_and_round_trips(comparison, tmp_path):
     assert again.to_json() == comparison.to_json()  # NaN ↔ null and tuples ↔ lists round-trip
 
 
+def test_reader_names_the_path_of_an_unknown_or_mistyped_field(comparison, tmp_path):
+    data = comparison.to_dict()
+    data["metrics"][1]["p_valeu"] = 0.5
+    (tmp_path / "typo.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"typo.json: .*unknown field `p_valeu` - at `\$.metrics\[1\]`"):
+        load_report(tmp_path / "typo.json")
+    del data["metrics"][1]["p_valeu"]
+    data["regressed_cases"][0]["line"] = "1"
+    (tmp_path / "mistyped.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"Expected `int`, got `str` - at `\$.regressed_cases\[0\].line`"):
+        load_report(tmp_path / "mistyped.json")
+
+
 BOUNDED = ("alpha", "error_rate", "error_budget", "share_below_0_5", "confidence", "p_value", "p_adjusted",
            "base_refusal_rate", "head_refusal_rate", "rate", "win_rate")  # fmt: skip
 """Probabilities, shares and rates: the schema holds each in [0, 1] wherever it occurs."""

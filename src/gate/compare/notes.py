@@ -43,9 +43,12 @@ def unreadable_warnings(sides: Sequence[Side], cases: Sequence[GoldenCase], poli
     The judge says so in its judgment (e.g. an answer in a language the lexical judge does not read); answer F1 and
     exact match cannot split text written without spaces (:func:`gate.language.f1_unreadable`), which leaves them
     NaN: only answers with a NaN score and a reference to compare with are read again.
+
+    Each reason is said once, with each side's count (``base: 4, head: 5 answer(s) with no checkable claim …``);
+    a side's three most common reasons are kept.
     """
     f1 = next((name for name in policy.metrics if resolve(name).spec.name in ("answer_f1", "exact_match")), None)
-    out = []
+    counts: dict[str, dict[str, int]] = {}  # reason → side label → answers, first seen first
     for side in sides:
         reasons: Counter[str] = Counter({f"not judged: {n}": k for n, k in side.scores.not_applicable.items()})
         reasons.update(side.scores.unscored)
@@ -58,8 +61,10 @@ def unreadable_warnings(sides: Sequence[Side], cases: Sequence[GoldenCase], poli
                     continue
                 if note := f1_unreadable(prediction.answer, case.reference_answers):
                     reasons[note] += 1
-        out += [f"{side.label}: {n} answer(s) {reason}" for reason, n in reasons.most_common(3)]
-    return out
+        for reason, n in reasons.most_common(3):
+            counts.setdefault(reason, {})[side.label] = n
+    return [", ".join(f"{label}: {n}" for label, n in by_side.items()) + f" answer(s) {reason}"
+            for reason, by_side in counts.items()]  # fmt: skip
 
 
 def unmatched_ids(
