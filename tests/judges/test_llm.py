@@ -652,13 +652,15 @@ def together(fake, k: int, wait_s: float = 20.0):
     return reply
 
 
-def test_judge_concurrency_alone_is_the_requests_in_flight(tmp_path, fake):
-    config = write_side(tmp_path, fake, 24, concurrency=12)
+@pytest.mark.parametrize("c", [12, 32])
+def test_judge_concurrency_alone_is_the_requests_in_flight(tmp_path, fake, c):
+    # above the judge's own default (4) and the scoring threads' default (4): neither caps it
+    config = write_side(tmp_path, fake, 2 * c, concurrency=c)
     assert "concurrency" not in json.loads(config.read_text().split("judge: ", 1)[1])  # the judge's option unset
-    fake.responder = together(fake, 12)
+    fake.responder = together(fake, c)
     result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
-    assert fake.max_in_flight == 12 and len(fake.requests) == 24
+    assert fake.max_in_flight == c and len(fake.requests) == 2 * c
 
 
 @pytest.mark.parametrize("alone", [True, False], ids=["alone", "beside-judge_concurrency"])
