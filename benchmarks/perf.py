@@ -467,8 +467,8 @@ def judge_cli_rows(concurrencies: Sequence[int], n: int, runs: int, work: Path, 
             phase = walls["llm"] - walls["lexical"]
             # the lexical run's scoring workers may cost more than the llm run spends outside its requests: a phase
             # shorter than the ideal says nothing about the judge
-            phase_text = f"{ideal / phase:.2f}" if phase > ideal else "shorter than the ideal: not the judge's time"
-            phase_text = f"{seconds(phase)}, efficiency {phase_text}"
+            shorter = " (shorter than the ideal: not the judge's time)"
+            phase_text = f"{seconds(phase)}" + (f", efficiency {ideal / phase:.2f}" if phase > ideal else shorter)
             rows.append(Row(f"rubric (llm) judge through rag-gate run, {n} answers, judge_concurrency C={c}, "
                             f"{latency * 1000:g} ms endpoint: the requests' span at the endpoint (first request to "
                             f"last answer; {median_of(runs)}; at most {most[c]} in flight; load average {loads}) vs "
