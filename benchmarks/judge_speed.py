@@ -65,21 +65,25 @@ def serve(portfile: str, latency: float) -> None:
     from aiohttp import web
 
     busy = {"seconds": 0.0, "requests": 0, "first": None, "last": None}  # first arrival, last answer (epoch s)
+    spans: list[tuple[float, float]] = []  # each request's (arrival, answer), epoch seconds
 
     async def stats(request: web.Request) -> web.Response:
-        out = dict(busy)
+        out = {**busy, "spans": list(spans)}
         if request.method == "POST":  # reset
             busy.update(seconds=0.0, requests=0, first=None, last=None)
+            spans.clear()
         return web.json_response(out)
 
     async def completions(request: web.Request) -> web.Response:
         arrived = time.perf_counter()
-        busy["first"] = busy["first"] or time.time()
+        start = time.time()
+        busy["first"] = busy["first"] or start
         body = await request.json()
         await asyncio.sleep(latency)
         busy["seconds"] += time.perf_counter() - arrived
         busy["requests"] += 1
         busy["last"] = time.time()
+        spans.append((start, busy["last"]))
         return web.json_response({
             "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": body.get("model", "stub"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": stub_answer(body)},
@@ -133,12 +137,24 @@ def cases(n: int):
 
 
 def stub_stats(url: str, reset: bool = False) -> dict:
-    """The stub's counters: seconds spent answering (summed over requests) and requests answered."""
+    """The stub's counters: seconds spent answering (summed over requests), requests answered, the first arrival and
+    the last answer (epoch seconds), and each request's (arrival, answer) in ``spans``."""
     import urllib.request
 
     request = urllib.request.Request(url.removesuffix("/v1") + "/stats", method="POST" if reset else "GET")
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.load(response)
+
+
+def most_in_flight(spans: list[tuple[float, float]]) -> int:
+    """The most requests the stub was answering at once, from its (arrival, answer) pairs (``stub_stats``' spans)."""
+    # at one instant, an answer counts before an arrival
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    most = current = 0
+    for _, step in events:
+        current += step
+        most = max(most, current)
+    return most
 
 
 def timed(run: Callable[[], int], url: str) -> tuple[float, float, int, float]:

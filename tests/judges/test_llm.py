@@ -20,6 +20,7 @@ pytest.importorskip("openai")
 from fake_openai import HUNG_S, TIMEOUT_S, FakeOpenAI, Reply, fast_judge_options  # noqa: E402
 
 from gate.cli import main  # noqa: E402
+from gate.config import GatePolicy  # noqa: E402
 from gate.errors import EvaluationError  # noqa: E402
 from gate.judges.base import NO_USAGE, judge_usage  # noqa: E402
 from gate.judges.lexical import LexicalJudge  # noqa: E402
@@ -28,7 +29,8 @@ from gate.judges.llm.parse import extract_json  # noqa: E402
 from gate.judges.llm.retry import JudgeConfigError, retry_after_s  # noqa: E402
 from gate.judges.llm.rubric import PROMPT_VERSION, VERSION, RubricJudge, parse_grades  # noqa: E402
 from gate.manifest import JudgeUsage  # noqa: E402
-from gate.models import Chunk  # noqa: E402
+from gate.models import Chunk, GoldenCase, Prediction  # noqa: E402
+from gate.scoring import score_all  # noqa: E402
 
 CHUNKS = (Chunk("doc-7", "The Eiffel Tower is 330 metres tall."), Chunk("doc-2", "It opened in 1889."))
 QUESTION = "How tall is the Eiffel Tower?"
@@ -652,13 +654,47 @@ def together(fake, k: int, wait_s: float = 20.0):
     return reply
 
 
-def test_judge_concurrency_alone_is_the_requests_in_flight(tmp_path, fake):
-    config = write_side(tmp_path, fake, 24, concurrency=12)
+@pytest.mark.parametrize("c", [12, 32])
+def test_judge_concurrency_alone_is_the_requests_in_flight(tmp_path, fake, c):
+    # above the judge's own default (4) and the scoring threads' default (4): neither caps it
+    config = write_side(tmp_path, fake, 2 * c, concurrency=c)
     assert "concurrency" not in json.loads(config.read_text().split("judge: ", 1)[1])  # the judge's option unset
-    fake.responder = together(fake, 12)
+    fake.responder = together(fake, c)
     result = CliRunner().invoke(main, ["run", "--config", str(config), "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
-    assert fake.max_in_flight == 12 and len(fake.requests) == 24
+    assert fake.max_in_flight == c and len(fake.requests) == 2 * c
+
+
+class SlowCache(DiskCache):
+    """An answer cache whose writes wait until ``fake`` has received ``k`` requests (``wait_s`` at most)."""
+
+    def __init__(self, directory, fake, k: int, wait_s: float = 10.0):
+        super().__init__(directory)
+        self.fake, self.k, self.wait_s = fake, k, wait_s
+        self.late: list[str] = []  # keys written after waiting in vain
+
+    def put(self, key, value):
+        deadline = time.monotonic() + self.wait_s
+        while len(self.fake.requests) < self.k and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if len(self.fake.requests) < self.k:
+            self.late.append(key)
+        super().put(key, value)
+
+
+def test_requests_keep_their_slots_while_answers_are_cached(tmp_path, fake, make_judge):
+    # judge_concurrency 2: the third request goes out while the first two answers are still being written (a thread
+    # per slot would be caching, and no request could go out until a write ends)
+    fake.responder = lambda body: Reply.slow(0.2, grades(3, 1))
+    judge = make_judge(concurrency=2)  # as rag-gate builds it (GatePolicy.judge_spec)
+    judge.client.cache = cache = SlowCache(tmp_path / "cache", fake, 3)
+    golden = [GoldenCase(f"c{i}", f"What is item {i}?") for i in range(4)]
+    table = {(c.id, 0): Prediction(c.id, 0, f"Item {i} is a widget.", CHUNKS) for i, c in enumerate(golden)}
+    policy = GatePolicy(metrics=("faithfulness", "answer_relevance"), judge={"name": "llm"}, judge_concurrency=2)
+    scores = score_all(golden, table, 1, policy, judge)
+    assert cache.late == []
+    assert fake.max_in_flight == 2 and len(fake.requests) == 4
+    assert [(s.metric, s.value) for s in scores] == [("faithfulness", 1.0), ("answer_relevance", 0.0)] * 4
 
 
 @pytest.mark.parametrize("alone", [True, False], ids=["alone", "beside-judge_concurrency"])

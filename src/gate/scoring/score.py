@@ -188,8 +188,9 @@ def score_pairs(
 ) -> Iterator[list[Score]]:
     """The scores of each (case, prediction), in order: batched metrics at once, the rest per prediction.
 
-    When ``calls_judge``, ``policy.judge_concurrency`` threads only call the judge (:func:`judgment_of`), while
-    this thread computes each prediction's metrics as its judgment arrives: no request slot waits on metric CPU.
+    When ``calls_judge``, threads only call the judge (:func:`judgment_of`; ``policy.judge_concurrency`` calls in
+    flight, :func:`judge_threads`), while this thread computes each prediction's metrics as its judgment arrives: no
+    request slot waits on metric CPU.
     """
     names = [m.name for m in metrics if not m.spec.paired]
     given = batch_values(pairs, metrics)
@@ -207,9 +208,22 @@ def score_pairs(
     if not calls_judge:
         yield from map(one, range(len(pairs)))
         return
-    with ThreadPoolExecutor(policy.judge_concurrency, thread_name_prefix="rag-gate-judge-call") as pool:
+    threads = judge_threads(judge, policy.judge_concurrency)
+    with ThreadPoolExecutor(threads, thread_name_prefix="rag-gate-judge-call") as pool:
         judgments = pool.map(lambda pair: judgment_of(pair[0], pair[1], metrics, policy, judge), pairs)
         yield from itertools.starmap(one, enumerate(judgments))
+
+
+def judge_threads(judge: Judge | None, concurrency: int) -> int:
+    """How many threads call ``judge`` to keep ``concurrency`` calls in flight (≥ 1).
+
+    2 × ``concurrency`` for a judge that calls an endpoint (it has ``usage()``: :func:`gate.judges.base.judge_usage`),
+    else ``concurrency``. Such a judge bounds its requests in flight to ``concurrency`` itself (its endpoint's
+    slots). Each thread also builds its prompt and cache key before the request and parses and caches the answer
+    after it (writing a cache file took 1–5 ms here): with a spare thread per slot, another answer's request takes
+    a slot as soon as one is freed, and the endpoint keeps ``concurrency`` requests in flight.
+    """
+    return 2 * concurrency if callable(getattr(judge, "usage", None)) else concurrency
 
 
 class EarlyScores:
