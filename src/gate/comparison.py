@@ -669,19 +669,8 @@ def _migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
 
 _RESULT_FIELDS = frozenset(f.name for f in fields(MetricResult))
 _FLOAT_FIELDS = frozenset(f.name for f in fields(MetricResult) if f.type in ("float", "float | None"))
-
-
-def _migrate_v6(data: dict[str, Any]) -> dict[str, Any]:
-    """Schema 6 → 7: an adaptive evaluation's repeats (every case ran every repeat before: counts not recorded)."""
-    adaptive = data.get("adaptive")
-    if isinstance(adaptive, dict):
-        new = {"repeats": 1, "repeats_run_base": None, "repeats_run_head": None, "repeats_fixed": None,
-               "repeats_audited": 0, "repeats_varied": None}  # fmt: skip
-        adaptive = new | adaptive
-    return dict(data, schema_version=7, adaptive=adaptive)
-
-
-_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3, 4: _migrate_v4, 5: _migrate_v4, 6: _migrate_v6}
+_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3, 4: _migrate_v4, 5: _migrate_v4,  # 7: repeats_* added
+               6: lambda data: dict(data, schema_version=7)}  # fmt: skip
 
 
 def load_report(path: Path | str) -> Comparison:
