@@ -40,13 +40,14 @@ def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[
     ``failed`` marks evaluation failures: a score the judge or scorer could not produce, or a missing score row
     (a missing row is a failure, never "not applicable"). A failed prediction is a system error, counted by the
     ``error_rate`` metric, not an evaluation failure. A paired metric (``head_win_rate``) has one column: one
-    judged pair of answers per case.
+    judged pair of answers per case. A repeat an adaptive evaluation skipped is NaN and not failed: not observed,
+    so a case's mean is over the repeats that ran and a case that ran once shows no within-case variance.
     """
     columns = 1 if resolve(metric).spec.paired else side.repeats
     values, failed = side.scores.matrix(metric, side_rows(side, cases))
     values, failed = values[:, :columns], failed[:, :columns]
     skipped = side.table.skipped_mask([case.id for case in cases])[:, :columns]
-    values[skipped] = np.nan  # a repeat an adaptive evaluation skipped is not observed (STATISTICS.md §6 item 5)
+    values[skipped] = np.nan  # a repeat an adaptive evaluation skipped is not observed (gate.compare.repeats)
     failed &= ~(system_errors(side, cases)[:, :columns] | skipped)
     return values, failed
 

@@ -7,6 +7,12 @@ re-run nor re-scored) — and after each batch the sequential looks (:class:`gat
 run stops when a gated metric fails, when every gated metric is decided, or when the golden set is exhausted; the
 comparison is then the fixed-N one on the cases run at ``alpha_final``, with the decided metrics' statuses.
 
+With ``repeats`` R > 1, each batch runs repeat 0 on both sides first; the cases whose repeat 0 is the same on
+both sides, but for a seeded audit sample, run no other repeat; once any case run more than once varies on either
+side, every case runs every repeat, those skipped before included (:mod:`gate.compare.repeats`). The audit looks at
+every case run more than once (must-pass, out-of-domain and differing cases too), not only the audited ones: any
+variation is evidence of a stochastic side.
+
 A base restored from the verified cache holds every case (only the cases run on the head are compared); a base
 evaluated now runs the same batches and is not stored in the cache (the cache holds full runs, made on pushes).
 """
