@@ -34,6 +34,9 @@ a shared machine: the ratios are the claim, not the seconds). Rows:
 10. End to end at 100,000 cases: ``rag-gate run`` of both sides (``pipeline: predictions:``, so no pipeline time;
     default metrics, lexical judge) and ``rag-gate compare``: total wall time and the largest peak RSS of the
     three commands. One run (minutes on a shared machine): ``--only e2e`` and ``--e2e-cases`` to choose.
+11. ``rag-gate pr --adaptive on`` against every case (section ``adaptive``): pipeline calls (the pipeline's own
+    log, both sides) and wall on a clear regression at R = 1, and (11b) on a PR that changes nothing at R = 3 with
+    a deterministic pipeline (repeats spent only where answers vary; ``--quick``: 200 cases, else 2,000).
 
 usage: python benchmarks/perf.py [--quick] [--skip-judges] [--only compare,retrieval,...] [--e2e-cases N] [--out FILE]
 """
@@ -675,7 +678,8 @@ def e2e_rows(n: int, work: Path) -> list[Row]:
 
 
 def adaptive_rows(n: int, work: Path) -> list[Row]:
-    """Row 11: ``rag-gate pr`` on a clear regression, every case against ``--adaptive on``: pipeline calls and wall.
+    """Rows 11 and 11b: ``rag-gate pr`` on a clear regression, every case against ``--adaptive on``: pipeline calls
+    and wall; and :func:`repeats_row`.
 
     The scratch repository of tests/pr/test_pr_adaptive.py (a deterministic code-word pipeline that logs its calls;
     the PR breaks retrieval on every other case), ``n`` in-domain cases and 2 out-of-domain ones, R = 1, no cache.
@@ -703,7 +707,42 @@ def adaptive_rows(n: int, work: Path) -> list[Row]:
             f"cases per side, stopped: {adaptive['stopped']}, {adaptive['looks']} looks)",
             f"{calls} calls, {seconds(wall)}", f"{calls_fixed} calls, {seconds(wall_fixed)}", calls / calls_fixed,
             "calls ≤ 50 % of the fixed design, same exit code", calls <= calls_fixed / 2 and code == code_fixed),
+        repeats_row(n, work),
     ]  # fmt: skip
+
+
+def repeats_row(n: int, work: Path) -> Row:
+    """Row 11b: ``rag-gate pr`` on a PR that changes nothing, R = 3, a deterministic pipeline: every case and every
+    repeat against ``--adaptive on`` (repeat 0 where both sides answer the same, the audit's cases in full).
+
+    The scratch repository of tests/pr/test_pr_adaptive_repeats.py (``n`` in-domain cases, 2 out-of-domain ones;
+    one gated metric, hit_rate@5 with a margin of 0.05), no cache. Calls are the pipeline's own log, both sides.
+    """
+    from test_pr_adaptive_repeats import make_repo
+
+    root = work / "repeats"
+    make_repo(root / "repo", 0.0, root / "calls", n)
+    figures = {}
+    for mode in ("off", "on"):
+        logs = [(root / "calls").with_suffix(suffix) for suffix in (".base", ".head")]
+        for path in logs:
+            path.unlink(missing_ok=True)
+        say(f"adaptive: pr --adaptive {mode} on {n:,} cases, R=3, no change")
+        args = ["pr", "--base-ref", "main", "--out-dir", f"rag-gate-out/{mode}", "--comment", "off", "--no-progress"]
+        wall, _, code, _ = child_tree([RAG_GATE, *args, "--adaptive", mode], cwd=root / "repo")
+        calls = sum(len(path.read_text().split()) for path in logs if path.exists())
+        figures[mode] = (wall, calls, code)
+    adaptive = json.loads((root / "repo" / "rag-gate-out" / "on" / "report.json").read_text())["adaptive"]
+    (wall_fixed, calls_fixed, code_fixed), (wall, calls, code) = figures["off"], figures["on"]
+    shutil.rmtree(root)
+    every_repeat = 2 * adaptive["repeats_fixed"]
+    return Row(
+        f"pr --adaptive on, no change, R=3, deterministic pipeline ({n:,} + 2 cases): pipeline calls (both sides) "
+        f"and wall, against every case and repeat (exit {code} vs {code_fixed}; {adaptive['cases_run']} cases per "
+        f"side, {adaptive['repeats_audited']} audited, {every_repeat} calls had every case run all 3 repeats)",
+        f"{calls} calls, {seconds(wall)}", f"{calls_fixed} calls, {seconds(wall_fixed)}", calls / calls_fixed,
+        "calls ≤ 50 % of the fixed design, same exit code", calls <= calls_fixed / 2 and code == code_fixed,
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ main

@@ -82,3 +82,17 @@ class AdaptiveRun:
     """Each gated metric's sequential decision."""
     not_run: tuple[str, ...]
     """Ids of the cases not run (the rest of the order, in order)."""
+    repeats: int = 1
+    """R, the config's ``repeats``."""
+    repeats_run_base: int | None = None
+    """(case, repeat) pairs the base holds for the cases run (a base restored from the cache holds every repeat)."""
+    repeats_run_head: int | None = None
+    """(case, repeat) pairs the head ran for the cases run."""
+    repeats_fixed: int | None = None
+    """(case, repeat) pairs each side of the fixed design runs for the cases run: ``cases_run × repeats``."""
+    repeats_audited: int = 0
+    """Cases whose repeat 0 was the same on both sides that the audit ran every repeat anyway
+    (:func:`gate.compare.repeats.audit_sample`)."""
+    repeats_varied: str | None = None
+    """The first case found varying across repeats (``head: case 'q7'``): every case then ran every repeat. None:
+    no variation found (with ``repeats`` > 1, the candidates not audited ran repeat 0 only)."""

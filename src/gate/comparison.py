@@ -24,7 +24,7 @@ from gate.adaptive import AdaptiveRun
 from gate.results import MustPassFailure, PolicyChange
 from gate.trends import TrendBlock, TrendReport
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Version of ``report.json``; :func:`load_report` migrates older versions."""
 TEXT_LIMIT = 600
 """Characters of untrusted text (questions, answers, chunks) kept per field in a comparison."""
@@ -663,11 +663,12 @@ def _migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
 
 _RESULT_FIELDS = frozenset(f.name for f in fields(MetricResult))
 _FLOAT_FIELDS = frozenset(f.name for f in fields(MetricResult) if f.type in ("float", "float | None"))
-_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3, 4: _migrate_v4, 5: _migrate_v4}
+_MIGRATIONS = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3, 4: _migrate_v4, 5: _migrate_v4,  # 7: repeats_* added
+               6: lambda data: dict(data, schema_version=7)}  # fmt: skip
 
 
 def load_report(path: Path | str) -> Comparison:
-    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 to 6).
+    """Read a ``report.json`` written by this or an older rag-gate (schema versions 1 to 7).
 
     Raises:
         InputError: the file is missing, not JSON, of an unknown schema version, or does not match the schema.

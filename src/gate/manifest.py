@@ -197,7 +197,7 @@ evaluation ran only a prefix of its order, ``n_cases`` of the golden set's cases
 
 _OMITTED_WHEN_NONE = frozenset(
     {"config", "pipeline", "scoring", "evaluation", "gate_version", "code", "finished", "counts", "judge_usage",
-     "prediction_errors", "merged_from"}
+     "prediction_errors", "merged_from", "case_repeats"}
 )  # fmt: skip
 """Keys written only when set (``shard``, ``git_sha`` and ``git_ref`` are written as null)."""
 
@@ -256,6 +256,9 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     """Distinct pipeline failures with their counts, most frequent first."""
     merged_from: tuple[str, ...] | None = None
     """The shard directories a merged run was made of."""
+    case_repeats: dict[str, int] | None = None
+    """Case id → repeats run (the first ones), for the cases an adaptive evaluation ran fewer than ``repeats`` times
+    (:mod:`gate.pr.adaptive`); their other repeats were skipped by plan, not lost. None: every case, every repeat."""
 
     @property
     def identity(self) -> RunIdentity:

@@ -199,6 +199,7 @@ class PredictionTable(Mapping[tuple[str, int], Prediction]):
         self._failed = np.zeros_like(present)
         for i, r in self._errors:
             self._failed[i, r] = True
+        self._skipped = np.zeros_like(present)
         self._cache: OrderedDict[tuple[int, int], Prediction] = OrderedDict()
 
     @classmethod
@@ -275,8 +276,35 @@ class PredictionTable(Mapping[tuple[str, int], Prediction]):
         while len(self._cache) > self.CACHE:
             self._cache.popitem(last=False)
 
+    def skip(self, planned: Mapping[str, int]) -> None:
+        """Mark as skipped the missing rows an adaptive evaluation did not plan: repeats ≥ ``planned[case id]``.
+
+        A skipped row is no pipeline failure (it leaves :attr:`n_errors`, :meth:`error_rows` and
+        :meth:`first_error`) and no observation either: :meth:`error_mask` still marks it (nothing to read) and
+        :meth:`skipped_mask` says which rows they are. Rows present in the file are never skipped; unknown ids are
+        ignored.
+
+        Args:
+            planned: case id → repeats planned (the first ones, 1 ≤ n ≤ R); cases not in it planned every repeat.
+        """
+        for case_id, n in planned.items():
+            if (i := self.index.get(case_id)) is None:
+                continue
+            for r in range(max(0, n), self.repeats):
+                if self._errors.get((i, r)) == MISSING:
+                    del self._errors[(i, r)]
+                    self._skipped[i, r] = True
+
+    def skipped_mask(self, case_ids: Sequence[str]) -> np.ndarray:
+        """Where a row was skipped by plan (:meth:`skip`), shape (len(case_ids), R) bool.
+
+        Raises:
+            KeyError: an id that is not in the table.
+        """
+        return self._skipped[[self.index[case_id] for case_id in case_ids]]
+
     def error_mask(self, case_ids: Sequence[str]) -> np.ndarray:
-        """Where the pipeline failed or left no row, shape (len(case_ids), R) bool.
+        """Where the pipeline failed or left no row (a skipped row too: nothing to read), shape (len(case_ids), R).
 
         Raises:
             KeyError: an id that is not in the table.
@@ -298,8 +326,13 @@ class PredictionTable(Mapping[tuple[str, int], Prediction]):
         return None
 
     @property
+    def n_skipped(self) -> int:
+        """Rows skipped by plan (:meth:`skip`)."""
+        return int(self._skipped.sum())
+
+    @property
     def n_errors(self) -> int:
-        """Failed or missing rows."""
+        """Failed or missing rows (skipped ones not counted)."""
         return len(self._errors)
 
     def warmup_ms(self) -> tuple[float, ...]:

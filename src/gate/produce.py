@@ -35,7 +35,7 @@ from gate.judges.base import Judge, judge_usage
 from gate.manifest import Counts, ErrorCount, JudgeUsage, Manifest
 from gate.models import GoldenCase, Prediction, Score
 from gate.pipeline import WorkerPool, run_command, run_python
-from gate.predictions import PredictionTable, align, load_predictions, scan_predictions
+from gate.predictions import MISSING, PredictionTable, align, load_predictions, scan_predictions
 from gate.runs import (
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
@@ -125,6 +125,7 @@ def run_side(
     require_answers: bool = True,
     jobs: int | None = None,
     cases: Collection[str] | None = None,
+    case_repeats: Mapping[str, int] | None = None,
 ) -> Path:
     """Run the golden set through one side's pipeline, score it, and write a run directory.
 
@@ -148,6 +149,10 @@ def run_side(
             pipeline that cannot start at all (import error, missing function) is raised either way: nothing ran.
         jobs: worker processes that score (``--jobs``); None: the config's ``scoring.jobs``, else every core.
         cases: the ids of the golden cases to run (None: all of them).
+        case_repeats: case id → repeats to run (the first ones, 1 to R) for the cases an adaptive evaluation runs
+            fewer times (:mod:`gate.pr.adaptive`); other cases run every repeat. The rest are skipped by plan: not
+            run, not scored, not counted as errors; the manifest records them (``case_repeats``) and says
+            ``partial``, and a later call with more repeats (or none given) runs them.
 
     Returns:
         ``out_dir`` (its run is complete or partial, also when every prediction failed).
@@ -172,7 +177,18 @@ def run_side(
                 left.get("started", "?"),
             )
         return _run_side_locked(
-            config, out_dir, repeats, progress, git_sha, git_ref, shard_spec, sandbox, require_answers, jobs, cases
+            config,
+            out_dir,
+            repeats,
+            progress,
+            git_sha,
+            git_ref,
+            shard_spec,
+            sandbox,
+            require_answers,
+            jobs,
+            cases,
+            case_repeats,
         )
 
 
@@ -188,6 +204,7 @@ def _run_side_locked(
     require_answers: bool,
     scoring_jobs: int | None = None,
     cases: Collection[str] | None = None,
+    case_repeats: Mapping[str, int] | None = None,
 ) -> Path:
     """:func:`run_side` once ``out_dir`` is locked by this process."""
     golden = load_golden(config.golden)
@@ -198,6 +215,7 @@ def _run_side_locked(
         wanted = set(cases)
         golden = [case for case in golden if case.id in wanted]
     n_repeats = repeats or config.repeats
+    planned = {c.id: max(1, n) for c in golden if (n := (case_repeats or {}).get(c.id, n_repeats)) < n_repeats}
     pool = _early_workers(config, out_dir, len(golden) * n_repeats, sandbox)
     try:
         policy = config.policy
@@ -218,6 +236,7 @@ def _run_side_locked(
                 "evaluation": policy.to_dict(),
                 "status": "running",
                 "started": _now(),
+                **({"case_repeats": planned} if planned else {}),
             }
         )
         kept, rewrite = _resume_or_archive(out_dir, identity, code, quiet=cases is not None)
@@ -228,7 +247,12 @@ def _run_side_locked(
             write_predictions(out_dir / PREDICTIONS, kept)
 
         done = {(p.id, p.repeat) for p in kept}
-        jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
+        jobs = [
+            (c, r)
+            for r in range(n_repeats)
+            for c in golden
+            if (c.id, r) not in done and r < planned.get(c.id, n_repeats)
+        ]
         # a slow python: pipeline's predictions are scored while it works on the next cases (see EarlyScores)
         early = EarlyScores(golden, policy, judge, min_latency_ms=EARLY_SCORING_MS * config.pipeline.concurrency)
         for prediction, rows in stored.values():
@@ -242,6 +266,10 @@ def _run_side_locked(
     # the predictions as written are the source of the scores (early ones are reused only for the same rows)
     ids = {case.id for case in golden}
     table = align(golden, [p for p in load_run_predictions(out_dir) if p.id in ids], out_dir / PREDICTIONS, n_repeats)
+    for case_id, n in planned.items():  # skipped by plan: neither scored nor counted as errors
+        for r in range(n, n_repeats):
+            if table[(case_id, r)].error == MISSING:
+                del table[(case_id, r)]
     workers = scoring_jobs if scoring_jobs is not None else config.scoring_jobs
     counts = Counter[str]()  # the rows are written, not kept: 1.5 million of them at 100,000 cases
 
@@ -253,7 +281,9 @@ def _run_side_locked(
     n_errors = sum(p.error is not None for p in table.values())
     manifest = msgspec.structs.replace(
         manifest,
-        status="complete" if len(golden) == n_all else "partial",  # a run whose every prediction failed is complete
+        status="complete"
+        if len(golden) == n_all and not planned
+        else "partial",  # a run whose every prediction failed is complete
         finished=_now(),
         counts=Counts(
             predictions=len(table),
@@ -378,14 +408,16 @@ def require_some_predictions(table: Mapping[tuple[str, int], Prediction], where:
     Raises:
         EvaluationError: naming the count and the first error (exit code 3).
     """
+    n_rows = len(table)
     if isinstance(table, PredictionTable):
         n_failed, first = table.n_errors, table.first_error()
+        n_rows -= table.n_skipped  # skipped by plan: not rows that failed
     else:
         failed = [(p.id, p.repeat, p.error) for p in table.values() if p.error is not None]
         n_failed, first = len(failed), failed[0] if failed else None
-    if first is not None and n_failed == len(table):
+    if first is not None and n_failed == n_rows:
         raise EvaluationError(
-            f"{where}: every prediction failed ({n_failed} of {len(table)}), e.g. case '{first[0]}': {first[2]}"
+            f"{where}: every prediction failed ({n_failed} of {n_rows}), e.g. case '{first[0]}': {first[2]}"
         )
 
 
@@ -407,7 +439,7 @@ def score_to(
     scored (every case × repeat, failed ones included) on stderr. With ``on_rows``, each prediction's rows go to it
     once written and are not kept (an empty list is returned); otherwise every row is returned.
     """
-    total = len(golden) * repeats
+    total = len(table)  # every case × repeat but those an adaptive evaluation skipped
     with atomic_writer(path) as sink, _progress_bar(total, "scored", "answer") if progress else nullcontext() as bar:
 
         def write(rows: list[Score]) -> None:

@@ -91,6 +91,8 @@ def _load_side(
                 "the contract; `rag-gate pr` evaluates added cases on both sides)"
             )
     table = predictions.index(golden, repeats)
+    if manifest.case_repeats:  # repeats an adaptive evaluation skipped are neither missing nor errors
+        table.skip(manifest.case_repeats)
     if label == "base":  # nothing to compare against; a head that fails everywhere is a regression (compare)
         require_some_predictions(table, preds_path)
     judge = make_judge(policy)

@@ -39,7 +39,7 @@ def test_compare_predictions_files_matches_pytrec_eval(squad_pair, squad_compare
     result, _ = squad_compared
     assert result.exit_code == 1, result.output
     report = json.loads((tmp / "report" / "report.json").read_text())
-    assert report["verdict"] == "fail" and report["schema_version"] == 6
+    assert report["verdict"] == "fail" and report["schema_version"] == 7
     assert json.loads(result.stdout) == report
     metrics = {m["name"]: m for m in report["metrics"]}
     pairs = {

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from gate import outputs
+from gate.adaptive import AdaptiveRun, SequentialMetric
 from gate.compare import compare
 from gate.comparison import SCHEMA_VERSION, Comparison, load_report
 from gate.config import GatePolicy, TrendPolicy
@@ -181,6 +182,26 @@ def test_reader_migrates_schema_5_without_non_inferiority(comparison, tmp_path):
     assert [m.non_inferior for m in migrated.metrics] == [None] * len(comparison.metrics)
     assert migrated.must_pass_failures == comparison.must_pass_failures and migrated.verdict == comparison.verdict
     assert dataclasses.replace(migrated, metrics=comparison.metrics).to_json() == comparison.to_json()
+
+
+def test_reader_migrates_schema_6_whose_adaptive_block_ran_every_repeat(comparison, tmp_path):
+    adaptive = AdaptiveRun(
+        seed=3, batch=10, n_first=1, n_sequence=30, cases_run=21, looks=2, stopped="decided", reason="21 of 31",
+        alpha_sequential=0.01, alpha_final=0.04, metrics=(SequentialMetric("hit_rate@1", "non_inferior", 20, 0.0),),
+        not_run=("q29",), repeats=3, repeats_run_base=40, repeats_run_head=40, repeats_fixed=63, repeats_audited=6,
+    )  # fmt: skip
+    current = dataclasses.replace(comparison, adaptive=adaptive)
+    old = current.to_dict() | {"schema_version": 6}
+    old["adaptive"] = {k: v for k, v in old["adaptive"].items() if not k.startswith("repeats")}
+    (tmp_path / "v6.json").write_text(json.dumps(old))
+    migrated = load_report(tmp_path / "v6.json").adaptive
+    assert migrated is not None and migrated.repeats == 1 and migrated.repeats_audited == 0
+    assert migrated.repeats_run_base is migrated.repeats_run_head is migrated.repeats_fixed is None
+    assert dataclasses.replace(migrated, repeats=3, repeats_run_base=40, repeats_run_head=40, repeats_fixed=63,
+                               repeats_audited=6) == adaptive  # fmt: skip
+    (tmp_path / "v7.json").write_text(current.to_json())
+    assert load_report(tmp_path / "v7.json").adaptive == adaptive
+    jsonschema.validate(json.loads(current.to_json()), REPORT_SCHEMA)
 
 
 def test_reader_migrates_schema_1_and_rejects_the_unknown(comparison, tmp_path):

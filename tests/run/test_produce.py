@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from gate.fingerprint import code_fingerprint
 from gate.golden import load_golden
 from gate.pipeline import run_python
 from gate.produce import merge_runs, run_side
+from gate.sides import _load_side
 
 DEADLINE_S = 90.0
 
@@ -468,5 +470,40 @@ def test_a_prefix_run_extends_the_same_run_and_never_runs_or_scores_a_case_twice
         run_side(config, out)  # every case: the same run, completed
         assert sorted(log.read_text().split()) == ["q1", "q2", "q3", "q4"]
         assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    finally:
+        os.chdir(cwd)
+
+
+def test_skipped_repeats_are_neither_run_nor_errors_and_a_later_call_runs_them(tmp_path, tiny_golden):
+    """Adaptive repeats: ``case_repeats`` runs only the first repeats of those cases; the manifest lists them and
+    says partial, the comparison's loader reads the others as skipped (no error row); `rag-gate run` completes it."""
+    (tmp_path / "rag.py").write_text(VERSIONED.replace("VERSION", "v1"))
+    (tmp_path / "rag-gate.yml").write_text(
+        "golden: golden.jsonl\nrepeats: 3\npipeline: {python: 'rag:answer', concurrency: 1}\n"
+    )
+    config, out, log = load_config(tmp_path / "rag-gate.yml"), tmp_path / "run", tmp_path / "calls.log"
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        run_side(config, out, case_repeats={"q1": 1, "q2": 2, "q9": 1})
+        assert Counter(log.read_text().split()) == {"q1": 1, "q2": 2, "q3": 3, "q4": 3}
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["status"] == "partial" and manifest["case_repeats"] == {"q1": 1, "q2": 2}
+        assert manifest["counts"]["predictions"] == 9 and manifest["counts"]["prediction_errors"] == 0
+        rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+        assert {(r["id"], r["repeat"]) for r in rows} == {
+            ("q1", 0), ("q2", 0), ("q2", 1), *((c, r) for c in ("q3", "q4") for r in range(3))
+        }  # fmt: skip
+        base, _ = _load_side("base", out, None, None, tmp_path / "cmp", only=["q1", "q2", "q3", "q4"])
+        assert base.table.n_errors == 0 and base.table.n_skipped == 3
+        assert base.table.skipped_mask(["q1", "q2", "q3"]).tolist() == [
+            [False, True, True], [False, False, True], [False, False, False]
+        ]  # fmt: skip
+        assert [len(base.valid(c)) for c in ("q1", "q2", "q3")] == [1, 2, 3]
+        run_side(config, out)  # every repeat: the same run, completed
+        assert Counter(log.read_text().split()) == {f"q{i}": 3 for i in range(1, 5)}
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["status"] == "complete" and "case_repeats" not in manifest
+        assert manifest["counts"]["predictions"] == 12
     finally:
         os.chdir(cwd)

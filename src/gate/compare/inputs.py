@@ -40,18 +40,25 @@ def score_matrix(side: Side, cases: Sequence[GoldenCase], metric: str) -> tuple[
     ``failed`` marks evaluation failures: a score the judge or scorer could not produce, or a missing score row
     (a missing row is a failure, never "not applicable"). A failed prediction is a system error, counted by the
     ``error_rate`` metric, not an evaluation failure. A paired metric (``head_win_rate``) has one column: one
-    judged pair of answers per case.
+    judged pair of answers per case. A repeat an adaptive evaluation skipped is NaN and not failed: not observed,
+    so a case's mean is over the repeats that ran and a case that ran once shows no within-case variance.
     """
     columns = 1 if resolve(metric).spec.paired else side.repeats
     values, failed = side.scores.matrix(metric, side_rows(side, cases))
     values, failed = values[:, :columns], failed[:, :columns]
-    failed &= ~system_errors(side, cases)[:, :columns]
+    skipped = side.table.skipped_mask([case.id for case in cases])[:, :columns]
+    values[skipped] = np.nan  # a repeat an adaptive evaluation skipped is not observed (gate.compare.repeats)
+    failed &= ~(system_errors(side, cases)[:, :columns] | skipped)
     return values, failed
 
 
 def system_errors(side: Side, cases: Sequence[GoldenCase]) -> np.ndarray:
-    """Where the pipeline under test failed (a prediction row with ``error``), shape (N cases, R repeats)."""
-    return side.table.error_mask([case.id for case in cases])
+    """Where the pipeline under test failed (a prediction row with ``error``), shape (N cases, R repeats).
+
+    A repeat an adaptive evaluation skipped (:meth:`gate.predictions.PredictionTable.skip`) is no failure.
+    """
+    ids = [case.id for case in cases]
+    return side.table.error_mask(ids) & ~side.table.skipped_mask(ids)
 
 
 def refused_everywhere(side: Side, case_ids: Sequence[str], policy: GatePolicy) -> int:
@@ -81,6 +88,7 @@ def budget_use(
     if unread:
         why = ", ".join(note for note, _ in side.scores.not_applicable.most_common(2))
         reasons[f"not judged ({why}) where the other side was"] = unread
+    skipped = int(side.table.skipped_mask([c.id for c in cases])[:, : failed.shape[1]].sum())
     missing = int(failed.sum()) - sum(reasons.values())
     if missing > 0:
         reasons["no score row (scoring did not finish)"] = missing
@@ -88,8 +96,8 @@ def budget_use(
         metric=metric,
         side=side.label,
         failed=int(failed.sum()),
-        expected=int(failed.size),
-        rate=float(failed.mean()) if failed.size else 0.0,
+        expected=int(failed.size) - skipped,
+        rate=float(failed.sum() / (failed.size - skipped)) if failed.size > skipped else 0.0,
         messages=tuple(f"{n}× {reason}" for reason, n in reasons.most_common(3)),
     )
 

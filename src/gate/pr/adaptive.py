@@ -7,6 +7,12 @@ re-run nor re-scored) — and after each batch the sequential looks (:class:`gat
 run stops when a gated metric fails, when every gated metric is decided, or when the golden set is exhausted; the
 comparison is then the fixed-N one on the cases run at ``alpha_final``, with the decided metrics' statuses.
 
+With ``repeats`` R > 1, each batch runs repeat 0 on both sides first; the cases whose repeat 0 is the same on
+both sides, but for a seeded audit sample, run no other repeat; once any case run more than once varies on either
+side, every case runs every repeat, those skipped before included (:mod:`gate.compare.repeats`). The audit looks at
+every case run more than once (must-pass, out-of-domain and differing cases too), not only the audited ones: any
+variation is evidence of a stochastic side.
+
 A base restored from the verified cache holds every case (only the cases run on the head are compared); a base
 evaluated now runs the same batches and is not stored in the cache (the cache holds full runs, made on pushes).
 """
@@ -18,6 +24,7 @@ import logging
 from pathlib import Path
 
 from gate.adaptive import AdaptiveRun, StopReason
+from gate.compare.repeats import RepeatPlan, audit_sample, candidates, compared_metrics, varying
 from gate.compare.sequential import Looks, adaptive_order
 from gate.comparison import ChangedFile
 from gate.config import Config
@@ -134,16 +141,42 @@ def _batches(
                              config=final, golden=golden, strict=options.strict, diff=diff or None, files=files,
                              commits=commits, cases=ids, decided=decided)  # fmt: skip
 
-    ids: list[str] = []
-    for k in range(max(1, len(order.ends))):
-        ids = order.prefix(k) if order.ends else list(order.first)
+    plan = RepeatPlan(policy_repeats(both), {})
+    metrics = compared_metrics(policy)
+
+    def run_both(ids: list[str]) -> Compared:
+        """Run (or extend) both sides on ``ids`` as planned, and compare them."""
+        nonlocal snapshot
         if hit is None:
             run_side(both.base, out / "base", progress=options.progress, git_sha=both.base_sha,
-                     git_ref=both.base_label, sandbox=both.base_sandbox, cases=ids)  # fmt: skip
+                     git_ref=both.base_label, sandbox=both.base_sandbox, cases=ids,
+                     case_repeats=plan.skipped)  # fmt: skip
             snapshot = cache.Snapshot.of(out / "base")
         run_side(both.head, out / "head", progress=options.progress, git_sha=both.head_sha, git_ref="HEAD",
-                 sandbox=both.head_sandbox, require_answers=False, cases=ids)  # fmt: skip
-        compared = compare(ids)
+                 sandbox=both.head_sandbox, require_answers=False, cases=ids,
+                 case_repeats=plan.skipped)  # fmt: skip
+        return compare(ids)
+
+    ids: list[str] = []
+    for k in range(max(1, len(order.ends))):
+        before = set(ids)
+        ids = order.prefix(k) if order.ends else list(order.first)
+        new = [i for i in ids if i not in before and i not in order.first]
+        if plan.active and new:  # repeat 0 of the batch first: the candidates to skip the others
+            plan.skipped.update(dict.fromkeys(new, 1))
+            compared = run_both(ids)
+            chosen = candidates(compared.base, compared.head, new, metrics)
+            audited = audit_sample(new, chosen, order.seed, k)
+            plan.audited += len(audited)
+            for case_id in [c for c in new if c not in set(chosen) - set(audited)]:
+                del plan.skipped[case_id]
+        compared = run_both(ids)
+        if plan.active:
+            _audit(plan, compared, ids, metrics)
+            if not plan.active:  # not deterministic: the repeats skipped so far run now, before the look
+                log.info("adaptive: %s varies across repeats: every case runs every repeat", plan.varied)
+                plan.skipped.clear()
+                compared = run_both(ids)
         certain = any(f.certain for f in compared.comparison.must_pass_failures)
         n_run = order.ends[k] if order.ends else 0
         looks.update(compared.base, compared.head, n_run, must_pass_failed=certain)
@@ -159,6 +192,8 @@ def _batches(
     ran = set(ids)
     not_run = tuple(i for i in order.sequence if i not in ran)
     side_text = f"{len(ids)} of {len(order.first) + len(order.sequence)} cases on each side"
+    pairs = {side.label: len(ids) * side.repeats - int(side.table.skipped_mask(ids).sum())
+             for side in (compared.base, compared.head)}  # fmt: skip
     adaptive = AdaptiveRun(
         seed=order.seed,
         batch=order.batch,
@@ -172,5 +207,25 @@ def _batches(
         alpha_final=looks.split.final,
         metrics=looks.metrics(),
         not_run=not_run,
+        repeats=plan.repeats,
+        repeats_run_base=pairs["base"],
+        repeats_run_head=pairs["head"],
+        repeats_fixed=len(ids) * plan.repeats,
+        repeats_audited=plan.audited,
+        repeats_varied=plan.varied,
     )
     return compared, adaptive
+
+
+def policy_repeats(both: Sides) -> int:
+    """R, the repeats of both sides (the base's ``repeats``)."""
+    return max(1, both.base.repeats)
+
+
+def _audit(plan: RepeatPlan, compared: Compared, ids: list[str], metrics: tuple[str, ...]) -> None:
+    """Record in ``plan`` the first case run more than once that varies across its repeats on either side."""
+    for side in (compared.head, compared.base):
+        found = varying(side, ids, metrics)
+        if found:
+            plan.varied = f"{side.label}: case '{found[0]}'"
+            return

@@ -58,7 +58,8 @@ def score_all(
 
     Args:
         golden: the cases, in file order.
-        table: predictions by (case id, repeat), complete (see ``gate.predictions.align``).
+        table: predictions by (case id, repeat), complete (see ``gate.predictions.align``) but for the rows an
+            adaptive evaluation skipped, which are left out (not scored).
         repeats: number of repeats per case.
         policy: metrics and refusal settings.
         judge: the judge for judged metrics (None: judged metrics are NaN).
@@ -86,7 +87,8 @@ def score_all(
             out.extend(scores)
 
     with gc_frozen() if calls_judge else gc_paused() as frozen:
-        pairs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
+        # a (case, repeat) an adaptive evaluation skipped is not in the table (gate.produce.run_side)
+        pairs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats) if (case.id, r) in table]
         reused = [known.get(p) for _, p in pairs] if known is not None else [None] * len(pairs)
         n_todo = sum(scores is None for scores in reused)
         workers = use_processes(jobs, n_todo, policy, judge if calls_judge else None)
