@@ -1,13 +1,18 @@
 """`rag-gate pr --adaptive on` end to end: a real scratch repository and pipeline whose calls are counted.
 
 (a) a clear regression stops early with exit 1 and fewer pipeline calls than cases; (b) a PR the looks cannot
-settle runs every case and falls back to the fixed-N verdict, the one `pr` gives without the adaptive mode.
+settle runs every case and falls back to the fixed-N verdict, the one `pr` gives without the adaptive mode; (c) a
+run killed in a batch, or run again, resumes at its batch: no case that was answered is run again.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,16 +24,20 @@ from gate.cli import main
 TEMPLATE = '''"""Deterministic code-word RAG pipeline that counts its calls (adaptive PR-flow tests)."""
 import json
 import re
+import time
 from pathlib import Path
 
 DOCS = {{d["id"]: d["text"] for d in map(json.loads, (Path(__file__).parent / "docs.jsonl").read_text().splitlines())}}
 BROKEN_EVERY = {broken}
 CALLS = {calls!r}
+HANG = Path(CALLS + ".hang")
 
 
 def answer(case, **options):
     with open(CALLS, "a", encoding="utf-8") as sink:
         sink.write(case["id"] + "\\n")
+    while HANG.exists() and len(Path(CALLS).read_text().split()) > int(HANG.read_text()):
+        time.sleep(0.05)  # the test kills rag-gate meanwhile: an interrupted run
     match = re.search(r"item (\\d+)", case["question"])
     if not match:
         if BROKEN_EVERY == 2:
@@ -129,6 +138,62 @@ def test_a_clear_regression_stops_early_with_fewer_calls(regression):
     assert (
         f"Adaptive evaluation (order seed 7, batches of 20, {adaptive['looks']} look(s)): {adaptive['reason']}" in page
     )
+
+
+def test_a_rerun_of_the_same_commits_calls_the_pipeline_for_no_case_again(regression):
+    repo, counter, out = regression / "repo", regression / "calls", regression / "out"
+    first = json.loads((out / "report.json").read_text())
+    before = [calls(counter.with_suffix(side)) for side in (".base", ".head")]
+    result = run_pr(repo, out, "--adaptive", "on")
+    assert result.exit_code == 1, result.output
+    assert [calls(counter.with_suffix(side)) for side in (".base", ".head")] == before  # no call on either side
+    again = json.loads((out / "report.json").read_text())
+    assert again["adaptive"] == first["adaptive"] and again["reasons"] == first["reasons"]
+    assert again["metrics"] == first["metrics"]  # the same rows, latencies included: the predictions were kept
+
+
+def test_a_killed_run_resumes_at_its_batch(tmp_path):
+    """rag-gate is killed (SIGKILL) while the head runs batch 2; run again, it calls only the cases not answered."""
+    repo, out, counter = tmp_path / "repo", tmp_path / "out", tmp_path / "calls"
+    make_repo(repo, 200, 2, counter)
+    head, base = counter.with_suffix(".head"), counter.with_suffix(".base")
+    hang = Path(f"{head}.hang")
+    hang.write_text("30")  # head calls after the 30th hang: batch 2 (cases 23 to 42 of the order)
+    command = [sys.executable, "-m", "gate", "pr", "--base-ref", "main", "--working-directory", str(repo),
+               "--out-dir", str(out), "--comment", "off", "--adaptive", "on"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in GITHUB_VARS}
+    killed = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 180
+    while len(calls(head)) <= 30:
+        assert killed.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    hang.unlink()
+    answered = set()
+    for line in (out / "head" / "predictions.jsonl").read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by the kill
+            continue
+        if not row.get("error"):
+            answered.add(row["id"])
+    n_base, n_head = len(calls(base)), len(calls(head))
+    assert n_base == 42 and 22 <= len(answered) < 42  # batch 2 ran on the base, part of it on the head
+
+    result = run_pr(repo, out, "--adaptive", "on")
+    assert result.exit_code == 1, result.output
+    report = json.loads((out / "report.json").read_text())
+    adaptive = report["adaptive"]
+    assert adaptive["stopped"] == "fail" and adaptive["looks"] == 2 and adaptive["cases_run"] == 42
+    assert len(calls(base)) == n_base  # the base's batches were all there
+    rerun = calls(head)[n_head:]
+    assert len(rerun) == len(set(rerun)) == 42 - len(answered) and not set(rerun) & answered
+    order = [f"q{i}" for i in __import__("numpy").random.default_rng(7).permutation(200)]
+    assert set(rerun) | answered == {"ood0", "ood1", *order[:40]}
+    manifest = json.loads((out / "head" / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["n_cases"] == 42
 
 
 def test_a_cached_base_is_not_run_again_and_is_compared_on_the_cases_the_head_ran(regression):

@@ -9,24 +9,32 @@ comparison is then the fixed-N one on the cases run at ``alpha_final``, with the
 
 A base restored from the verified cache holds every case (only the cases run on the head are compared); a base
 evaluated now runs the same batches and is not stored in the cache (the cache holds full runs, made on pushes).
+
+An interrupted (or finished) adaptive run of the same commits, golden set and configs resumes at its batch: the
+run directories it left in ``out/base`` and ``out/head`` are kept, both sides are first extended to the last batch
+they both hold (no pipeline call, no scoring: :func:`gate.produce.run_side` reuses their rows), and the looks up to
+there are taken again on those rows; a run directory of another commit or config is removed first.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from pathlib import Path
 
 from gate.adaptive import AdaptiveRun, StopReason
-from gate.compare.sequential import Looks, adaptive_order
+from gate.compare.sequential import Looks, Order, adaptive_order
 from gate.comparison import ChangedFile
 from gate.config import Config
+from gate.errors import InputError
 from gate.files import remove_tree
-from gate.golden import GoldenDiff, load_golden
+from gate.golden import GoldenDiff, file_sha256, load_golden
 from gate.pr import cache, envs, sides
 from gate.pr.run import PrRun
 from gate.produce import run_side
 from gate.results import Status
+from gate.runs import PREDICTIONS, read_manifest, read_partial_predictions
 from gate.sandbox import Sandbox
 from gate.sides import Compared, compare_sides
 
@@ -120,9 +128,11 @@ def _batches(
     looks = Looks(policy, order)
     final = dataclasses.replace(both.base, evaluation=dataclasses.replace(policy, alpha=looks.split.final))
     out = run.out
-    remove_tree(out / "head")  # a head run of another commit is never resumed
-    if hit is None:
+    if not _same_run(out / "head", both.head, both.head_sha, golden):
+        remove_tree(out / "head")  # a head run of another commit or config is never resumed
+    if hit is None and not _same_run(out / "base", both.base, both.base_sha, golden):
         remove_tree(out / "base")
+    done = _looks_held(order, out, hit is not None, both.base.repeats)
     snapshot = hit
     stopped: StopReason = "exhausted"
     options = run.options
@@ -137,12 +147,14 @@ def _batches(
     ids: list[str] = []
     for k in range(max(1, len(order.ends))):
         ids = order.prefix(k) if order.ends else list(order.first)
-        if hit is None:
-            run_side(both.base, out / "base", progress=options.progress, git_sha=both.base_sha,
-                     git_ref=both.base_label, sandbox=both.base_sandbox, cases=ids)  # fmt: skip
-            snapshot = cache.Snapshot.of(out / "base")
-        run_side(both.head, out / "head", progress=options.progress, git_sha=both.head_sha, git_ref="HEAD",
-                 sandbox=both.head_sandbox, require_answers=False, cases=ids)  # fmt: skip
+        if k == 0 or k > done:  # a resumed run: both sides hold the batches up to ``done`` already
+            held = order.prefix(max(k, done)) if order.ends else ids
+            if hit is None:
+                run_side(both.base, out / "base", progress=options.progress, git_sha=both.base_sha,
+                         git_ref=both.base_label, sandbox=both.base_sandbox, cases=held)  # fmt: skip
+                snapshot = cache.Snapshot.of(out / "base")
+            run_side(both.head, out / "head", progress=options.progress, git_sha=both.head_sha, git_ref="HEAD",
+                     sandbox=both.head_sandbox, require_answers=False, cases=held)  # fmt: skip
         compared = compare(ids)
         certain = any(f.certain for f in compared.comparison.must_pass_failures)
         n_run = order.ends[k] if order.ends else 0
@@ -174,3 +186,37 @@ def _batches(
         not_run=not_run,
     )
     return compared, adaptive
+
+
+def _same_run(run_dir: Path, config: Config, sha: str, golden: Path) -> bool:
+    """Whether ``run_dir`` holds a run of commit ``sha`` with this config, golden set and repeats (it may resume).
+
+    A link, a folder without a readable manifest, or a run of another commit, config, golden set or repeats is
+    not resumed. The rest of the run's identity (judge, code fingerprint) is checked by :func:`run_side`.
+    """
+    if run_dir.is_symlink() or not run_dir.is_dir():
+        return False
+    try:
+        manifest = read_manifest(run_dir)
+    except InputError:
+        return False
+    return (manifest.git_sha, manifest.config_sha256, manifest.golden_sha256, manifest.repeats) == (
+        sha, config.sha256, file_sha256(golden), config.repeats
+    )  # fmt: skip
+
+
+def _looks_held(order: Order, out: Path, base_cached: bool, repeats: int) -> int:
+    """The last look (0-based) whose cases both run directories in ``out`` hold, every repeat answered; −1: none.
+
+    Those predictions were written by an earlier, interrupted or finished, run of the same evaluation; failed
+    ones are not counted (they are retried). A base restored from the cache holds every case.
+    """
+
+    def held(run_dir: Path) -> set[str]:
+        kept, _ = read_partial_predictions(run_dir / PREDICTIONS)
+        answered = Counter(p.id for p in {(p.id, p.repeat): p for p in kept}.values())
+        return {case for case, n in answered.items() if n >= repeats}
+
+    both = held(out / "head") if base_cached else held(out / "head") & held(out / "base")
+    looks = range(len(order.ends)) if order.ends else range(1)
+    return max((k for k in looks if set(order.prefix(k)) <= both), default=-1)
