@@ -152,6 +152,23 @@ def test_a_rerun_of_the_same_commits_calls_the_pipeline_for_no_case_again(regres
     assert again["metrics"] == first["metrics"]  # the same rows, latencies included: the predictions were kept
 
 
+def test_the_trend_is_not_computed_on_a_run_that_stopped_early_and_the_comment_says_why(regression, tmp_path):
+    """Main's history holds full runs; a partial head (a prefix of the order) is not compared with them."""
+    history = tmp_path / "history.jsonl"
+    history.write_text("")  # a history exists (no entries yet): the trend would be computed on a full run
+    out = regression / "out"  # the run of the first test: resumed, nothing runs again
+    result = run_pr(regression / "repo", out, "--adaptive", "on", "--history", str(history))
+    assert result.exit_code == 1, result.output
+    n = json.loads((out / "report.json").read_text())["adaptive"]["cases_run"]
+    assert n < 202
+    assert (
+        f"trend vs main skipped: the adaptive evaluation stopped early and ran only {n} case(s), a prefix of the "
+        "golden set in its seeded order, so no trend is computed (main's history and its trend hold full runs, "
+        "made on pushes to the default branch)"
+    ) in result.stderr
+    assert "finish it first" not in result.stderr and not (out / "trend.json").exists()
+
+
 def test_a_killed_run_resumes_at_its_batch(tmp_path):
     """rag-gate is killed (SIGKILL) while the head runs batch 2; run again, it calls only the cases not answered."""
     repo, out, counter = tmp_path / "repo", tmp_path / "out", tmp_path / "calls"
