@@ -125,13 +125,34 @@ def test_a_clear_regression_stops_early_with_fewer_calls(regression):
     # the failing metric was decided by the sequential test, and the case lists cover the cases run only
     failed = [m for m in adaptive["metrics"] if m["decision"] == "fail"]
     assert failed and all(m["decided_at"] == adaptive["cases_run"] - 2 for m in failed)
-    assert any(r.startswith("hit_rate@5: sequential test after") for r in report["reasons"])
+    look = f"sequential test at look {adaptive['looks']} (after {adaptive['cases_run'] - 2} cases of the order): "
+    assert any(r.startswith(f"hit_rate@5: {look}") for r in report["reasons"])
+    # the rows say what decided them: the looks, or nothing yet (the run stopped early); the verdict is fail
+    decided = {m["name"] for m in failed}
+    rows = {m["name"]: m for m in report["metrics"] if m["gated"]}
+    assert all(rows[name]["status"] == "fail" and rows[name]["reason"].startswith(look) for name in decided)
+    undecided = {m["name"] for m in adaptive["metrics"]} - decided
+    assert undecided >= {"grounded_answer_rate", "error_rate"}  # unchanged by the PR, not decided by 40 cases
+    stop = f"the run stopped at look {adaptive['looks']} (after {adaptive['cases_run'] - 2} cases of the order)"
+    kinds = {("inconclusive", f"not decided (stopped early): {stop} before the sequential test decided it"),
+             ("fail", f"fixed-N analysis of the cases run ({stop}, undecided by the looks)")}  # fmt: skip
+    for name in undecided:
+        status, reason = rows[name]["status"], rows[name]["reason"]
+        assert any(status == k and reason.startswith(r) for k, r in kinds), (name, status, reason)
+    assert rows["grounded_answer_rate"]["status"] == "inconclusive"  # Δ = 0: no fixed-N fail to keep
+    assert rows["refusal"]["reason"].startswith("fell beyond the margin")  # out of domain: run in full, fixed-N
+    assert len(set(report["reasons"])) == len(report["reasons"]) == sum(m["status"] == "fail" for m in rows.values())
     regressed = {c["id"] for c in report["regressed_cases"]}
     assert regressed and regressed <= set(head_calls)
     assert report["n_cases"] == adaptive["cases_run"]
     manifest = json.loads((regression / "out" / "head" / "manifest.json").read_text())
     assert manifest["status"] == "partial" and manifest["n_cases"] == adaptive["cases_run"]
     comment = (regression / "out" / "comment.md").read_text()
+    assert "| Hit rate@5 | 1.000 | 0.500 | -0.500 |" in comment
+    hit_row = next(line for line in comment.splitlines() if line.startswith("| Hit rate@5 |"))
+    grounded_row = next(line for line in comment.splitlines() if line.startswith("| Grounded answers |"))
+    assert hit_row.endswith(f"| ❌ fail at look {adaptive['looks']} (sequential test) |")
+    assert grounded_row.endswith("| ⚠️ not decided (stopped early) |")
     assert f"{adaptive['cases_run']} of {total} cases on each side" in comment
     assert f"the other {len(adaptive['not_run'])} case(s) were not run" in comment
     page = (regression / "out" / "report.html").read_text()
@@ -276,4 +297,4 @@ def test_a_pr_that_changes_nothing_stops_early_with_pass_on_a_large_enough_set(t
     assert runs == (adaptive["cases_run"],) * 2 and adaptive["cases_run"] < 402 / 2
     gated = [m for m in report["metrics"] if m["gated"]]
     assert [(m["name"], m["status"]) for m in gated] == [("hit_rate@5", "pass")]
-    assert gated[0]["reason"].startswith("sequential test after")
+    assert gated[0]["reason"].startswith(f"sequential test at look {adaptive['looks']} (after ")

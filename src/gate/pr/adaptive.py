@@ -24,7 +24,8 @@ from collections import Counter
 from pathlib import Path
 
 from gate.adaptive import AdaptiveRun, StopReason
-from gate.compare.sequential import Looks, Order, adaptive_order
+from gate.compare.core import Decided
+from gate.compare.sequential import Looks, Order, adaptive_order, certain_must_pass
 from gate.comparison import ChangedFile
 from gate.config import Config
 from gate.errors import InputError
@@ -33,10 +34,9 @@ from gate.golden import GoldenDiff, file_sha256, load_golden
 from gate.pr import cache, envs, sides
 from gate.pr.run import PrRun
 from gate.produce import run_side
-from gate.results import Status
 from gate.runs import PREDICTIONS, read_manifest, read_partial_predictions
 from gate.sandbox import Sandbox
-from gate.sides import Compared, compare_sides
+from gate.sides import Compared, compare_sides, load_sides
 
 log = logging.getLogger("rag-gate")
 
@@ -138,13 +138,15 @@ def _batches(
     options = run.options
     commits = f"{both.base_sha[:12]}..{both.head_sha[:12]}"
 
-    def compare(ids: list[str], decided: dict[str, tuple[Status, str]] | None = None) -> Compared:
+    def compare(ids: list[str], decided: Decided | None = None) -> Compared:
         """The fixed-N comparison at ``alpha_final`` of the cases ``ids``, with the decided metrics' statuses."""
         return compare_sides(sides.intact(snapshot, run) if snapshot is not None else out / "base", out / "head", out,
                              config=final, golden=golden, strict=options.strict, diff=diff or None, files=files,
                              commits=commits, cases=ids, decided=decided)  # fmt: skip
 
+    paired = policy.pairwise is not None and bool(policy.paired_metrics)
     ids: list[str] = []
+    n_run = 0
     for k in range(max(1, len(order.ends))):
         ids = order.prefix(k) if order.ends else list(order.first)
         if k == 0 or k > done:  # a resumed run: both sides hold the batches up to ``done`` already
@@ -155,19 +157,25 @@ def _batches(
                 snapshot = cache.Snapshot.of(out / "base")
             run_side(both.head, out / "head", progress=options.progress, git_sha=both.head_sha, git_ref="HEAD",
                      sandbox=both.head_sandbox, require_answers=False, cases=held)  # fmt: skip
-        compared = compare(ids)
-        certain = any(f.certain for f in compared.comparison.must_pass_failures)
         n_run = order.ends[k] if order.ends else 0
-        looks.update(compared.base, compared.head, n_run, must_pass_failed=certain)
+        if paired:  # the pairwise judge's rows exist in a comparison only
+            compared = compare(ids)
+            base_side, head_side = compared.base, compared.head
+        else:  # a look needs the sides, not the comparison (made once, at the end)
+            base_dir = sides.intact(snapshot, run) if snapshot is not None else out / "base"
+            base_side, head_side, _ = load_sides(base_dir, out / "head", out, config=final, golden=golden, cases=ids)
+        certain = certain_must_pass(base_side, head_side, final.evaluation)
+        looks.update(base_side, head_side, n_run, must_pass_failed=certain)
         reason = looks.stop()
         log.info("adaptive: look %d after %d of %d cases: %s", k + 1, len(ids), len(order.first) + len(order.sequence),
                  reason or "continue")  # fmt: skip
         if reason is not None:
             stopped = reason
             break
-    decided = looks.decided()
-    if decided:
-        compared = compare(ids, decided)
+    if stopped in ("fail", "must_pass"):  # the metrics still undecided are not decided by a prefix's fixed-N analysis
+        compared = compare(ids, lambda fixed: looks.at_stop({r.name: (r.status, r.reason) for r in fixed}, n_run))
+    else:
+        compared = compare(ids, looks.decided())
     ran = set(ids)
     not_run = tuple(i for i in order.sequence if i not in ran)
     side_text = f"{len(ids)} of {len(order.first) + len(order.sequence)} cases on each side"
