@@ -34,9 +34,9 @@ LISTED = ("regressed", "suspected", "improved", "flaky")
 """The per-case lists of the comparison, in the order a case is claimed by them."""
 
 
-def _first_answer(valid: Sequence[Prediction], evaluation: GatePolicy) -> Prediction | None:
+def _first_answer(valid: Sequence[Prediction], policy: GatePolicy) -> Prediction | None:
     """The first of a case's valid repeats that is not a refusal (what an out-of-domain failure answered)."""
-    return next((p for p in valid if not detect_refusal(p, evaluation)), None)
+    return next((p for p in valid if not detect_refusal(p, policy)), None)
 
 
 def _bad_claims(claims: Sequence[dict] | None) -> tuple[Claim, ...]:
@@ -73,9 +73,9 @@ def dropped_docs(case: GoldenCase, base: Prediction | None, head: Prediction | N
     return tuple(doc for doc in case.expected_doc_ids if doc in in_base and doc not in in_head)
 
 
-def _refusal_rate(valid: Sequence[Prediction], evaluation: GatePolicy) -> float:
+def _refusal_rate(valid: Sequence[Prediction], policy: GatePolicy) -> float:
     """Share of a case's valid repeats that refused (NaN when every repeat failed)."""
-    flags = [detect_refusal(p, evaluation) for p in valid]
+    flags = [detect_refusal(p, policy) for p in valid]
     return float(np.mean(flags)) if flags else math.nan
 
 
@@ -243,7 +243,7 @@ def case_lists(
 
 
 def ood_failures(
-    base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: GatePolicy, *, batch: int = 1024
+    base: Side, head: Side, cases: Sequence[GoldenCase], policy: GatePolicy, *, batch: int = 1024
 ) -> list[OodFailure]:
     """Out-of-domain cases that head answered in most valid repeats, new ones first (read ``batch`` at a time)."""
     out = []
@@ -252,7 +252,7 @@ def ood_failures(
         chunk = ood[start : start + batch]
         ids = [case.id for case in chunk]
         base_valid, head_valid = base.valid_many(ids), head.valid_many(ids)  # a batch at a time
-        out += _ood_batch(chunk, base_valid, head_valid, evaluation)
+        out += _ood_batch(chunk, base_valid, head_valid, policy)
     return sorted(out, key=lambda f: (not f.new, f.id))
 
 
@@ -260,15 +260,15 @@ def _ood_batch(
     cases: Sequence[GoldenCase],
     base_valid: dict[str, list[Prediction]],
     head_valid: dict[str, list[Prediction]],
-    evaluation: GatePolicy,
+    policy: GatePolicy,
 ) -> list[OodFailure]:
     """The out-of-domain failures among ``cases`` (all out of domain), given both sides' valid predictions."""
     out = []
     for case in cases:
-        head_rate = _refusal_rate(head_valid[case.id], evaluation)
-        base_rate = _refusal_rate(base_valid[case.id], evaluation)
+        head_rate = _refusal_rate(head_valid[case.id], policy)
+        base_rate = _refusal_rate(base_valid[case.id], policy)
         if not math.isnan(head_rate) and head_rate < 0.5:
-            prediction = _first_answer(head_valid[case.id], evaluation)
+            prediction = _first_answer(head_valid[case.id], policy)
             out.append(
                 OodFailure(
                     id=case.id,
