@@ -189,12 +189,14 @@ class Looks:
 
         The decided metrics keep their decision (:meth:`decided`). An undecided one keeps a ``fail`` of the
         fixed-N analysis of the cases run (``fixed``: metric → its status and reason there, at α_final): under the
-        global null an early stop is itself a false rejection (probability ≤ M·α_seq), so the family-wise
-        false-fail rate stays ≤ α (the union bound of :func:`gate.stats.sequential.split_alpha`); the metric's own
-        level is α_final when the look that stopped the run (another metric's) does not depend on its per-case
-        differences. Any other status becomes ``inconclusive``, "not decided (stopped early)": the design decides
-        an undecided metric by the fixed-N analysis only when the golden set is exhausted, and non-inferiority on
-        a prefix that another metric's failure cut short is not established (the verdict is fail either way).
+        global null an early fail stop is itself a false rejection (probability ≤ M·α_seq), so the family-wise
+        false-fail rate stays ≤ α (the union bound of :func:`gate.stats.sequential.split_alpha`; a must-pass stop
+        fails by the contract whatever the metrics say); the metric's own level is α_final when the look that
+        stopped the run (another metric's) does not depend on its per-case differences, and may exceed it when the
+        two metrics' differences are correlated (weak, not strong, family-wise control). Any other status becomes
+        ``inconclusive``, "not decided (stopped early)": the design decides an undecided metric by the fixed-N
+        analysis only when the golden set is exhausted, and non-inferiority on a prefix that another metric's
+        failure cut short is not established (the verdict is fail either way).
 
         Args:
             fixed: the fixed-N status and reason of each metric on the cases run.
