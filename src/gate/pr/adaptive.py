@@ -22,9 +22,9 @@ import dataclasses
 import logging
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.adaptive import AdaptiveRun, StopReason
-from gate.compare.core import Decided
 from gate.compare.sequential import Looks, Order, adaptive_order, certain_must_pass
 from gate.comparison import ChangedFile
 from gate.config import Config
@@ -37,6 +37,9 @@ from gate.produce import run_side
 from gate.runs import PREDICTIONS, read_manifest, read_partial_predictions
 from gate.sandbox import Sandbox
 from gate.sides import Compared, compare_sides, load_sides
+
+if TYPE_CHECKING:  # the comparison (and scipy) is imported when a comparison is made
+    from gate.compare.core import Decided
 
 log = logging.getLogger("rag-gate")
 
