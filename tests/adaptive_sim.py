@@ -16,13 +16,15 @@ Targets (issue 33): (1) A/A false-fail ≤ 5 % at N = 50, 200, 1,000, binary and
 the fixed design's printed MDE not lower than the fixed design's by more than 5 points; (3) median share of cases
 run ≤ 50 % of the fixed design on a clear regression and on a no-change PR at N ≥ 200; (4) adaptive verdict =
 fixed-N verdict in ≥ 95 % of PRs away from the margin. Run ``python benchmarks/adaptive_calibration.py``
-(``--quick`` for fewer PRs).
+(``--quick`` for fewer PRs), or ``python benchmarks/calibration.py``, which prints these rows after its own
+(``--adaptive-only``: these alone).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,13 +119,13 @@ def printed_mde(*, n: int, r: int, kind: str, b: int) -> float:
     return float(np.mean(mdes))
 
 
-def main() -> None:
-    """Print the four targets' figures."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Print the four targets' figures (``argv``: the options, default the command line's)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer PRs (smoke run)")
     parser.add_argument("--share", type=float, default=SEQUENTIAL_SHARE, help="share of α for the early looks")
     parser.add_argument("--only", default="1234", help="which parts to run, e.g. 23")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     prs, b = (150, 500) if args.quick else (500, 1000)
     share = args.share
     split = split_alpha(ALPHA, 1, share)

@@ -13,13 +13,16 @@ Must-pass rows (6): out-of-domain cases whose refusal probability is drawn per c
 
 Every simulated PR is analysed with the real ``analyze_metrics`` / ``analyze_cases``; every rate is printed
 with its 95 % Wilson interval. Run ``python benchmarks/calibration.py`` (about 15 minutes on a shared 2-core
-machine; ``--quick``: about 3). ``tests/stats/test_calibration.py`` runs a reduced version in CI.
+machine; ``--quick``: about 3), which then prints the adaptive evaluation's rows (7) of ``tests/adaptive_sim.py``
+(``--skip-adaptive``: not; ``--adaptive-only``: those alone). ``tests/stats/test_calibration.py`` runs a reduced
+version in CI.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -252,14 +255,23 @@ def must_pass_rows(must_prs: int) -> None:
         print(f"    {n_ood} out-of-domain cases, R={r}, {what}: {rate_ci(round(rate * must_prs), must_prs)}")
 
 
-def main() -> None:
-    """Print the measured rates for the issue's calibration grid."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Print the measured rates for the issue's calibration grid, then the adaptive evaluation's (``adaptive_sim``).
+
+    ``argv``: the options (default the command line's).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer PRs (smoke run)")
     parser.add_argument("--must-pass", action="store_true", help="only the must-pass A/A rows (6)")
-    args = parser.parse_args()
+    parser.add_argument("--skip-adaptive", action="store_true", help="leave out the adaptive evaluation's rows (7)")
+    parser.add_argument("--adaptive-only", action="store_true", help="only the adaptive evaluation's rows (7)")
+    parser.add_argument("--adaptive-parts", default="1234", help="which of the adaptive rows (7) to run, e.g. 23")
+    args = parser.parse_args(argv)
     prs, b = (200, 500) if args.quick else (1000, 2000)
     start = time.perf_counter()
+    if args.adaptive_only:
+        adaptive_rows(args.quick, args.adaptive_parts)
+        return
     if args.must_pass:
         must_pass_rows(prs // 4)
         print(f"done in {time.perf_counter() - start:.0f} s")
@@ -316,6 +328,16 @@ def main() -> None:
         print(f"    {kind}: " + ", ".join(cells))
     must_pass_rows(prs // 4)
     print(f"done in {time.perf_counter() - start:.0f} s")
+    if not args.skip_adaptive:
+        adaptive_rows(args.quick, args.adaptive_parts)
+
+
+def adaptive_rows(quick: bool, parts: str) -> None:
+    """(7) The adaptive evaluation's calibration (``tests/adaptive_sim.py``, issue 33): its ``parts`` (of 1-4)."""
+    from adaptive_sim import main as adaptive_main
+
+    print("(7) adaptive evaluation (stopping early; tests/adaptive_sim.py, also benchmarks/adaptive_calibration.py)")
+    adaptive_main([*(["--quick"] if quick else []), "--only", parts])
 
 
 if __name__ == "__main__":

@@ -17,6 +17,12 @@ StopReason = Literal["fail", "must_pass", "decided", "exhausted"]
 blocks), every gated metric was decided, or the golden set ran out with a metric undecided (the fixed-N analysis
 decided it)."""
 
+SEQUENTIAL_LOOK = "sequential test at look "
+"""How the reason of a gated metric the looks decided starts, followed by the look's number (1-based)."""
+NOT_DECIDED = "not decided (stopped early)"
+"""How the reason of a gated metric starts when the run stopped early (a fail or a must-pass case) before the
+sequential test decided it: its status is ``inconclusive`` (:meth:`gate.compare.sequential.Looks.at_stop`)."""
+
 
 @dataclass(frozen=True)
 class AdaptivePolicy:
@@ -96,3 +102,11 @@ class AdaptiveRun:
     repeats_varied: str | None = None
     """The first case found varying across repeats (``head: case 'q7'``): every case then ran every repeat. None:
     no variation found (with ``repeats`` > 1, the candidates not audited ran repeat 0 only)."""
+
+
+def decided_look(reason: str) -> int | None:
+    """The look that decided a metric, from its reason (:data:`SEQUENTIAL_LOOK`), or None (not decided by a look)."""
+    if not reason.startswith(SEQUENTIAL_LOOK):
+        return None
+    number = reason[len(SEQUENTIAL_LOOK) :].split(" ", 1)[0]
+    return int(number) if number.isdigit() else None

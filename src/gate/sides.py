@@ -33,8 +33,8 @@ from gate.scoring import PairwiseRun, judge_pairs, pair_scores
 
 if TYPE_CHECKING:  # the comparison (and scipy, which it needs) is imported by compare_sides: loading needs neither
     from gate.caseview import CaseView
+    from gate.compare.core import Decided
     from gate.comparison import ChangedFile, Comparison
-    from gate.results import Status
     from gate.stats.ppi import MeanEstimate
 
 log = logging.getLogger("rag-gate")
@@ -305,7 +305,7 @@ def compare_sides(
     commits: str | None = None,
     jobs: int | None = None,
     cases: Collection[str] | None = None,
-    decided: Mapping[str, tuple[Status, str]] | None = None,
+    decided: Decided | None = None,
 ) -> Compared:
     """Load (and, where needed, score) two sides and compare them; the sides are kept for per-case reports.
 
@@ -331,7 +331,7 @@ def compare_sides(
         cases: compare on the golden set's cases of these ids only (an adaptive evaluation's cases run so far;
             ``partial`` run directories are taken); None: every case.
         decided: metric → (status, reason) decided by an adaptive evaluation's sequential test, which replace the
-            fixed-N statuses (:func:`gate.compare.compare`).
+            fixed-N statuses, or a function of the fixed-N results that gives them (:func:`gate.compare.compare`).
 
     Raises:
         InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common), or a run
@@ -339,17 +339,13 @@ def compare_sides(
 
     """
     out_dir = Path(out_dir)
-    policy = config.policy if config else None
     for source in (Path(base), Path(head)):
         if source.is_dir():
             refuse_stale_run(source, read_manifest(source), golden, config)
     if golden is None and diff is None and Path(base).is_dir() and Path(head).is_dir():
         golden, diff = _golden_contract(Path(base), Path(head))
-    jobs = jobs if jobs is not None else config.scoring_jobs if config is not None else None
-    base_side, policy = _load_side("base", Path(base), golden, policy, out_dir, jobs, cases)
-    head_side, _ = _load_side("head", Path(head), golden, policy, out_dir, jobs, cases)
-    if not {c.id for c in base_side.golden} & {c.id for c in head_side.golden}:
-        raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
+    base_side, head_side, policy = load_sides(base, head, out_dir, config=config, golden=golden, jobs=jobs,
+                                              cases=cases)  # fmt: skip
     judged_under = policy
     if strict and not policy.strict:
         policy = dataclasses.replace(policy, strict=True)
@@ -372,6 +368,37 @@ def compare_sides(
         line, stale = judge_labels_line(root / policy.judge_labels, base_side.manifest, policy.seed, run_dir)
         comparison = dataclasses.replace(comparison, judge_labels=line, warnings=(*comparison.warnings, *stale))
     return Compared(comparison, base_side, head_side, policy)
+
+
+def load_sides(
+    base: Path,
+    head: Path,
+    out_dir: Path,
+    *,
+    config: Config | None = None,
+    golden: Path | None = None,
+    jobs: int | None = None,
+    cases: Collection[str] | None = None,
+) -> tuple[Side, Side, GatePolicy]:
+    """The two sides :func:`compare_sides` compares, loaded (and scored where needed), and the policy they are under.
+
+    Also what an adaptive evaluation's looks need after each batch, without the comparison itself. The arguments
+    are :func:`compare_sides`' (``golden``: the golden set both are compared on, when known); stale runs are
+    refused by :func:`compare_sides` only (:func:`refuse_stale_run`).
+
+    Returns:
+        (base side, head side, the policy: ``config``'s, else the base run's).
+
+    Raises:
+        InputError: unreadable, incomplete or badly scored sides, or no case in common.
+    """
+    policy = config.policy if config else None
+    jobs = jobs if jobs is not None else config.scoring_jobs if config is not None else None
+    base_side, policy = _load_side("base", Path(base), golden, policy, out_dir, jobs, cases)
+    head_side, _ = _load_side("head", Path(head), golden, policy, out_dir, jobs, cases)
+    if not {c.id for c in base_side.golden} & {c.id for c in head_side.golden}:
+        raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
+    return base_side, head_side, policy
 
 
 def judge_labels_line(path: Path, manifest: Manifest, seed: int, run_dir: Path | None = None) -> tuple[str, list[str]]:

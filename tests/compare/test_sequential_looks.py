@@ -74,7 +74,7 @@ def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
     assert looks.metrics()[0].decided_at == oracle.n
     status, reason = looks.decided()["hit_rate@5"]
     assert status == ("fail" if expected == "fail" else "pass") and reason.startswith(
-        f"sequential test after {oracle.n}"
+        f"sequential test at look {looks.looks} (after {oracle.n} cases of the order): "
     )
     assert looks.split.sequential == pytest.approx(0.2 * 0.05) and looks.split.final == pytest.approx(0.8 * 0.05)
 
@@ -102,3 +102,52 @@ def test_a_certain_must_pass_failure_stops_the_run_and_is_named_as_the_reason():
     assert looks.stop() is None and looks.metrics()[0].decision == "continue"
     looks.update(side("base", golden, values), side("head", golden, values), order.ends[1], must_pass_failed=True)
     assert looks.stop() == "must_pass" and looks.decided() == {}
+
+
+def test_at_an_early_fail_stop_undecided_metrics_keep_a_fixed_n_fail_and_are_otherwise_not_decided():
+    """hit_rate@5 breaks on 30 % of the cases and stops the run; exact_match and mrr do not move, so the looks have
+    not decided them: a fixed-N fail on the cases run is kept (named as such), a fixed-N pass is not a decision."""
+    policy = GatePolicy(
+        metrics=("hit_rate@5", "exact_match", "mrr", "refusal"),
+        gated=("hit_rate@5", "exact_match", "mrr", "refusal"),
+        margins=dict.fromkeys(("hit_rate@5", "exact_match", "mrr"), 0.05),
+        seed=3,
+    )
+    golden = cases(200)
+    rng = np.random.default_rng(11)
+    base = {c.id: 1.0 for c in golden if not c.out_of_domain}
+    head = {i: (0.0 if rng.random() < 0.3 else v) for i, v in base.items()}
+
+    def two(label, hits):
+        table = PredictionTable.from_mapping(golden, 1, {(c.id, 0): Prediction(c.id, 0, answer="a") for c in golden})
+        scores = [Score(c.id, 0, m, v.get(c.id, math.nan)) for c in golden for m, v in
+                  (("hit_rate@5", hits), ("exact_match", base), ("mrr", base))]  # fmt: skip
+        return Side(label, golden, table, 1, scores, {})  # type: ignore[arg-type]
+
+    order = adaptive_order(golden, policy, seed=3)
+    looks = Looks(policy, order)
+    for end in order.ends:
+        looks.update(two("base", base), two("head", head), end)
+        if looks.stop() is not None:
+            break
+    assert looks.stop() == "fail" and looks.names == ("hit_rate@5", "exact_match", "mrr")  # refusal: fixed-N
+    n = order.ends[looks.looks - 1]
+    assert [m.decision for m in looks.metrics()] == ["fail", "continue", "continue"] and n < 200
+    fixed = {
+        "hit_rate@5": ("fail", "fell beyond the margin"),
+        "exact_match": ("pass", "non-inferior: Δ = +0.000"),
+        "mrr": ("fail", "fell beyond the margin of 0.050, significantly (worse)"),
+        "refusal": ("inconclusive", "fell beyond the margin, but not significant"),
+    }
+    statuses = looks.at_stop(fixed, n)
+    stop = f"the run stopped at look {looks.looks} (after {n} cases of the order)"
+    assert statuses["hit_rate@5"][0] == "fail"
+    assert statuses["hit_rate@5"][1].startswith(f"sequential test at look {looks.looks} (after {n} cases of the order)")
+    assert statuses["exact_match"] == ("inconclusive", f"not decided (stopped early): {stop} before the sequential "
+                                       "test decided it")  # fmt: skip
+    assert statuses["mrr"] == (
+        "fail",
+        f"fixed-N analysis of the cases run ({stop}, undecided by the looks): fell beyond the margin of 0.050, "
+        "significantly (worse)",
+    )
+    assert "refusal" not in statuses  # out-of-domain cases run in full: the fixed-N analysis decides it

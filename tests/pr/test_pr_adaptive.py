@@ -1,13 +1,18 @@
 """`rag-gate pr --adaptive on` end to end: a real scratch repository and pipeline whose calls are counted.
 
 (a) a clear regression stops early with exit 1 and fewer pipeline calls than cases; (b) a PR the looks cannot
-settle runs every case and falls back to the fixed-N verdict, the one `pr` gives without the adaptive mode.
+settle runs every case and falls back to the fixed-N verdict, the one `pr` gives without the adaptive mode; (c) a
+run killed in a batch, or run again, resumes at its batch: no case that was answered is run again.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,16 +24,20 @@ from gate.cli import main
 TEMPLATE = '''"""Deterministic code-word RAG pipeline that counts its calls (adaptive PR-flow tests)."""
 import json
 import re
+import time
 from pathlib import Path
 
 DOCS = {{d["id"]: d["text"] for d in map(json.loads, (Path(__file__).parent / "docs.jsonl").read_text().splitlines())}}
 BROKEN_EVERY = {broken}
 CALLS = {calls!r}
+HANG = Path(CALLS + ".hang")
 
 
 def answer(case, **options):
     with open(CALLS, "a", encoding="utf-8") as sink:
         sink.write(case["id"] + "\\n")
+    while HANG.exists() and len(Path(CALLS).read_text().split()) > int(HANG.read_text()):
+        time.sleep(0.05)  # the test kills rag-gate meanwhile: an interrupted run
     match = re.search(r"item (\\d+)", case["question"])
     if not match:
         if BROKEN_EVERY == 2:
@@ -116,19 +125,113 @@ def test_a_clear_regression_stops_early_with_fewer_calls(regression):
     # the failing metric was decided by the sequential test, and the case lists cover the cases run only
     failed = [m for m in adaptive["metrics"] if m["decision"] == "fail"]
     assert failed and all(m["decided_at"] == adaptive["cases_run"] - 2 for m in failed)
-    assert any(r.startswith("hit_rate@5: sequential test after") for r in report["reasons"])
+    look = f"sequential test at look {adaptive['looks']} (after {adaptive['cases_run'] - 2} cases of the order): "
+    assert any(r.startswith(f"hit_rate@5: {look}") for r in report["reasons"])
+    # the rows say what decided them: the looks, or nothing yet (the run stopped early); the verdict is fail
+    decided = {m["name"] for m in failed}
+    rows = {m["name"]: m for m in report["metrics"] if m["gated"]}
+    assert all(rows[name]["status"] == "fail" and rows[name]["reason"].startswith(look) for name in decided)
+    undecided = {m["name"] for m in adaptive["metrics"]} - decided
+    assert undecided >= {"grounded_answer_rate", "error_rate"}  # unchanged by the PR, not decided by 40 cases
+    stop = f"the run stopped at look {adaptive['looks']} (after {adaptive['cases_run'] - 2} cases of the order)"
+    kinds = {("inconclusive", f"not decided (stopped early): {stop} before the sequential test decided it"),
+             ("fail", f"fixed-N analysis of the cases run ({stop}, undecided by the looks)")}  # fmt: skip
+    for name in undecided:
+        status, reason = rows[name]["status"], rows[name]["reason"]
+        assert any(status == k and reason.startswith(r) for k, r in kinds), (name, status, reason)
+    assert rows["grounded_answer_rate"]["status"] == "inconclusive"  # Δ = 0: no fixed-N fail to keep
+    assert rows["refusal"]["reason"].startswith("fell beyond the margin")  # out of domain: run in full, fixed-N
+    assert len(set(report["reasons"])) == len(report["reasons"]) == sum(m["status"] == "fail" for m in rows.values())
     regressed = {c["id"] for c in report["regressed_cases"]}
     assert regressed and regressed <= set(head_calls)
     assert report["n_cases"] == adaptive["cases_run"]
     manifest = json.loads((regression / "out" / "head" / "manifest.json").read_text())
     assert manifest["status"] == "partial" and manifest["n_cases"] == adaptive["cases_run"]
     comment = (regression / "out" / "comment.md").read_text()
+    assert "| Hit rate@5 | 1.000 | 0.500 | -0.500 |" in comment
+    hit_row = next(line for line in comment.splitlines() if line.startswith("| Hit rate@5 |"))
+    grounded_row = next(line for line in comment.splitlines() if line.startswith("| Grounded answers |"))
+    assert hit_row.endswith(f"| ❌ fail at look {adaptive['looks']} (sequential test) |")
+    assert grounded_row.endswith("| ⚠️ not decided (stopped early) |")
     assert f"{adaptive['cases_run']} of {total} cases on each side" in comment
     assert f"the other {len(adaptive['not_run'])} case(s) were not run" in comment
     page = (regression / "out" / "report.html").read_text()
     assert (
         f"Adaptive evaluation (order seed 7, batches of 20, {adaptive['looks']} look(s)): {adaptive['reason']}" in page
     )
+
+
+def test_a_rerun_of_the_same_commits_calls_the_pipeline_for_no_case_again(regression):
+    repo, counter, out = regression / "repo", regression / "calls", regression / "out"
+    first = json.loads((out / "report.json").read_text())
+    before = [calls(counter.with_suffix(side)) for side in (".base", ".head")]
+    result = run_pr(repo, out, "--adaptive", "on")
+    assert result.exit_code == 1, result.output
+    assert [calls(counter.with_suffix(side)) for side in (".base", ".head")] == before  # no call on either side
+    again = json.loads((out / "report.json").read_text())
+    assert again["adaptive"] == first["adaptive"] and again["reasons"] == first["reasons"]
+    assert again["metrics"] == first["metrics"]  # the same rows, latencies included: the predictions were kept
+
+
+def test_the_trend_is_not_computed_on_a_run_that_stopped_early_and_the_comment_says_why(regression, tmp_path):
+    """Main's history holds full runs; a partial head (a prefix of the order) is not compared with them."""
+    history = tmp_path / "history.jsonl"
+    history.write_text("")  # a history exists (no entries yet): the trend would be computed on a full run
+    out = regression / "out"  # the run of the first test: resumed, nothing runs again
+    result = run_pr(regression / "repo", out, "--adaptive", "on", "--history", str(history))
+    assert result.exit_code == 1, result.output
+    n = json.loads((out / "report.json").read_text())["adaptive"]["cases_run"]
+    assert n < 202
+    assert (
+        f"trend vs main skipped: the adaptive evaluation stopped early and ran only {n} case(s), a prefix of the "
+        "golden set in its seeded order, so no trend is computed (main's history and its trend hold full runs, "
+        "made on pushes to the default branch)"
+    ) in result.stderr
+    assert "finish it first" not in result.stderr and not (out / "trend.json").exists()
+
+
+def test_a_killed_run_resumes_at_its_batch(tmp_path):
+    """rag-gate is killed (SIGKILL) while the head runs batch 2; run again, it calls only the cases not answered."""
+    repo, out, counter = tmp_path / "repo", tmp_path / "out", tmp_path / "calls"
+    make_repo(repo, 200, 2, counter)
+    head, base = counter.with_suffix(".head"), counter.with_suffix(".base")
+    hang = Path(f"{head}.hang")
+    hang.write_text("30")  # head calls after the 30th hang: batch 2 (cases 23 to 42 of the order)
+    command = [sys.executable, "-m", "gate", "pr", "--base-ref", "main", "--working-directory", str(repo),
+               "--out-dir", str(out), "--comment", "off", "--adaptive", "on"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in GITHUB_VARS}
+    killed = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 180
+    while len(calls(head)) <= 30:
+        assert killed.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    hang.unlink()
+    answered = set()
+    for line in (out / "head" / "predictions.jsonl").read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by the kill
+            continue
+        if not row.get("error"):
+            answered.add(row["id"])
+    n_base, n_head = len(calls(base)), len(calls(head))
+    assert n_base == 42 and 22 <= len(answered) < 42  # batch 2 ran on the base, part of it on the head
+
+    result = run_pr(repo, out, "--adaptive", "on")
+    assert result.exit_code == 1, result.output
+    report = json.loads((out / "report.json").read_text())
+    adaptive = report["adaptive"]
+    assert adaptive["stopped"] == "fail" and adaptive["looks"] == 2 and adaptive["cases_run"] == 42
+    assert len(calls(base)) == n_base  # the base's batches were all there
+    rerun = calls(head)[n_head:]
+    assert len(rerun) == len(set(rerun)) == 42 - len(answered) and not set(rerun) & answered
+    order = [f"q{i}" for i in __import__("numpy").random.default_rng(7).permutation(200)]
+    assert set(rerun) | answered == {"ood0", "ood1", *order[:40]}
+    manifest = json.loads((out / "head" / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["n_cases"] == 42
 
 
 def test_a_cached_base_is_not_run_again_and_is_compared_on_the_cases_the_head_ran(regression):
@@ -194,4 +297,4 @@ def test_a_pr_that_changes_nothing_stops_early_with_pass_on_a_large_enough_set(t
     assert runs == (adaptive["cases_run"],) * 2 and adaptive["cases_run"] < 402 / 2
     gated = [m for m in report["metrics"] if m["gated"]]
     assert [(m["name"], m["status"]) for m in gated] == [("hit_rate@5", "pass")]
-    assert gated[0]["reason"].startswith("sequential test after")
+    assert gated[0]["reason"].startswith(f"sequential test at look {adaptive['looks']} (after ")

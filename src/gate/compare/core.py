@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -38,7 +38,7 @@ from gate.config import GatePolicy
 from gate.golden import GoldenDiff
 from gate.metrics import resolve
 from gate.models import GoldenCase
-from gate.results import Status
+from gate.results import MetricResult, Status
 from gate.runs import Side
 from gate.scoring import PairwiseRun
 from gate.stats import analyze_metrics, sign_test
@@ -125,6 +125,11 @@ def pairwise_report(run: PairwiseRun, cases: Sequence[GoldenCase]) -> PairwiseRe
     )
 
 
+Decided = Mapping[str, tuple[Status, str]] | Callable[[Sequence[MetricResult]], Mapping[str, tuple[Status, str]]]
+"""Statuses an adaptive evaluation decided (metric → (status, reason)), or a function of the fixed-N results that
+gives them."""
+
+
 def compare(
     base: Side,
     head: Side,
@@ -134,7 +139,7 @@ def compare(
     files: Sequence[ChangedFile] | None = None,
     commits: str | None = None,
     pairwise: PairwiseRun | None = None,
-    decided: Mapping[str, tuple[Status, str]] | None = None,
+    decided: Decided | None = None,
 ) -> Comparison:
     """Compare two loaded sides under ``policy`` (the base's evaluation settings).
 
@@ -156,7 +161,8 @@ def compare(
         pairwise: the pairwise judge's verdicts (their ``head_win_rate`` rows are in the sides' scores), reported
             as ``pairwise``.
         decided: metric → (status, reason) an adaptive evaluation's sequential test decided
-            (:mod:`gate.compare.sequential`); they replace those metrics' fixed-N status and reason.
+            (:mod:`gate.compare.sequential`); they replace those metrics' fixed-N status and reason. A function
+            gets the fixed-N results and returns them (an adaptive run that stopped early keeps some fixed-N fails).
 
     Returns:
         The :class:`~gate.comparison.Comparison`; the same inputs give an equal comparison.
@@ -169,6 +175,8 @@ def compare(
     contract = [c for c in cases if c.id not in added]
     inputs, budget = metric_inputs(base, head, contract, policy)
     results = analyze_metrics(inputs, alpha=policy.alpha, seed=policy.seed, strict=policy.strict)
+    if callable(decided):
+        decided = decided(results)
     if decided:
         results = [replace(r, status=decided[r.name][0], reason=decided[r.name][1]) if r.name in decided else r
                    for r in results]  # fmt: skip

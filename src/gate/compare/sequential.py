@@ -10,14 +10,14 @@ the fixed-N ones in the comparison (:func:`gate.compare.compare`, ``decided``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from gate.adaptive import SequentialMetric, StopReason
+from gate.adaptive import NOT_DECIDED, SEQUENTIAL_LOOK, SequentialMetric, StopReason
 from gate.compare.inputs import metric_inputs
-from gate.compare.mustpass import must_pass_cases
+from gate.compare.mustpass import must_pass_cases, must_pass_failures
 from gate.config import GatePolicy
 from gate.metrics import resolve
 from gate.models import GoldenCase
@@ -90,6 +90,18 @@ def sequential_metrics(policy: GatePolicy) -> tuple[str, ...]:
     Those apply to the first cases only (run in full) and are decided by the fixed-N analysis.
     """
     return tuple(name for name in policy.gated if not resolve(name).spec.out_of_domain)
+
+
+def certain_must_pass(base: Side, head: Side, policy: GatePolicy) -> bool:
+    """Whether a must-pass case among the paired cases failed certainly on head (it blocks; the run may stop).
+
+    As the comparison decides it (:func:`gate.compare.mustpass.must_pass_failures` on the cases of both sides),
+    without the rest of the comparison: what a look needs.
+    """
+    base_ids = {c.id for c in base.golden}
+    cases = [c for c in head.golden if c.id in base_ids]
+    inputs, _ = metric_inputs(base, head, cases, policy)
+    return any(f.certain for f in must_pass_failures(base, head, cases, policy, inputs))
 
 
 @dataclass
@@ -165,14 +177,50 @@ class Looks:
         """Metric → (status, reason) for the decided metrics, to replace their fixed-N status in the comparison."""
         out: dict[str, tuple[Status, str]] = {}
         for name, (decision, at, estimate) in self.decisions.items():
+            when = f"{SEQUENTIAL_LOOK}{self._look_of(at)} (after {at} cases of the order)"
             if decision == "fail":
-                out[name] = (
-                    "fail",
-                    f"sequential test after {at} cases: a drop beyond the margin (mean {estimate:+.3f})",
-                )
+                out[name] = ("fail", f"{when}: a drop beyond the margin (mean {estimate:+.3f})")
             elif decision == "non_inferior":
-                out[name] = ("pass", f"sequential test after {at} cases: a drop beyond the margin is ruled out")
+                out[name] = ("pass", f"{when}: a drop beyond the margin is ruled out")
         return out
+
+    def at_stop(self, fixed: Mapping[str, tuple[Status, str]], n_run: int) -> dict[str, tuple[Status, str]]:
+        """Metric → (status, reason) of every sequential metric after a run that stopped early (a fail, a must-pass).
+
+        The decided metrics keep their decision (:meth:`decided`). An undecided one keeps a ``fail`` of the
+        fixed-N analysis of the cases run (``fixed``: metric → its status and reason there, at α_final): under the
+        global null an early fail stop is itself a false rejection (probability ≤ M·α_seq), so the family-wise
+        false-fail rate stays ≤ α (the union bound of :func:`gate.stats.sequential.split_alpha`; a must-pass stop
+        fails by the contract whatever the metrics say); the metric's own level is α_final when the look that
+        stopped the run (another metric's) does not depend on its per-case differences, and may exceed it when the
+        two metrics' differences are correlated (weak, not strong, family-wise control). Any other status becomes
+        ``inconclusive``, "not decided (stopped early)": the design decides an undecided metric by the fixed-N
+        analysis only when the golden set is exhausted, and non-inferiority on a prefix that another metric's
+        failure cut short is not established (the verdict is fail either way).
+
+        Args:
+            fixed: the fixed-N status and reason of each metric on the cases run.
+            n_run: sequence cases run when the run stopped.
+
+        Returns:
+            The statuses that replace the fixed-N ones in the comparison (``decided`` of :func:`gate.compare.compare`).
+        """
+        out = self.decided()
+        stop = f"the run stopped at look {self.looks} (after {n_run} cases of the order)"
+        for name in self.names:
+            if name in out or name not in fixed:
+                continue
+            status, reason = fixed[name]
+            if status == "fail":
+                out[name] = ("fail", f"fixed-N analysis of the cases run ({stop}, undecided by the looks): {reason}")
+            elif status != "not_applicable":
+                out[name] = ("inconclusive", f"{NOT_DECIDED}: {stop} before the sequential test decided it")
+        return out
+
+    def _look_of(self, n_run: int | None) -> int:
+        """The 1-based look after which ``n_run`` sequence cases had run (the last look when not a batch end)."""
+        ends = self.order.ends
+        return ends.index(n_run) + 1 if n_run in ends else self.looks
 
     def metrics(self) -> tuple[SequentialMetric, ...]:
         """Each sequential metric's decision, for the report."""

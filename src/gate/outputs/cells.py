@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gate.adaptive import NOT_DECIDED, decided_look
 from gate.comparison import CaseMetric, ChangedFile, Comparison, JudgeUsage, MetricRow, PairwiseReport, SideInfo
 from gate.metrics import resolve
 from gate.stats import numbers
@@ -86,10 +87,16 @@ def movement(row: MetricRow) -> str:
 def gate_status(row: MetricRow) -> str:
     """A gated metric's status; a passing metric whose point estimate favours head reads ``better``.
 
+    In an adaptive run, a metric the looks decided reads ``❌ fail at look 2 (sequential test)`` (or ``✅ pass …``),
+    one the run did not decide before it stopped early ``⚠️ not decided (stopped early)``.
     ``✅ better`` when the interval excludes no change, ``✅ better, not significant (non-inferior)`` when it
     excludes a worsening of the margin only, ``✅ better, not significant`` otherwise: an improvement is never
     shown as inconclusive.
     """
+    if row.status == "inconclusive" and row.reason.startswith(NOT_DECIDED):
+        return f"⚠️ {NOT_DECIDED}"
+    if (look := decided_look(row.reason)) is not None:
+        return f"{GATE_STATUS[row.status]} at look {look} (sequential test)"
     if row.status != "pass" or row.change != "better":
         return GATE_STATUS[row.status]
     if row.ci_low > 0:

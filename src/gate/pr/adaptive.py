@@ -15,27 +15,38 @@ variation is evidence of a stochastic side.
 
 A base restored from the verified cache holds every case (only the cases run on the head are compared); a base
 evaluated now runs the same batches and is not stored in the cache (the cache holds full runs, made on pushes).
+
+An interrupted (or finished) adaptive run of the same commits, golden set and configs resumes at its batch: the
+run directories it left in ``out/base`` and ``out/head`` are kept, both sides are first extended to the last batch
+they both hold (no pipeline call, no scoring: :func:`gate.produce.run_side` reuses their rows), and the looks up to
+there are taken again on those rows; a run directory of another commit or config is removed first.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.adaptive import AdaptiveRun, StopReason
 from gate.compare.repeats import RepeatPlan, audit_sample, candidates, compared_metrics, varying
-from gate.compare.sequential import Looks, adaptive_order
+from gate.compare.sequential import Looks, Order, adaptive_order, certain_must_pass
 from gate.comparison import ChangedFile
 from gate.config import Config
+from gate.errors import InputError
 from gate.files import remove_tree
-from gate.golden import GoldenDiff, load_golden
+from gate.golden import GoldenDiff, file_sha256, load_golden
 from gate.pr import cache, envs, sides
 from gate.pr.run import PrRun
 from gate.produce import run_side
-from gate.results import Status
+from gate.runs import PREDICTIONS, Side, read_manifest, read_partial_predictions
 from gate.sandbox import Sandbox
-from gate.sides import Compared, compare_sides
+from gate.sides import Compared, compare_sides, load_sides
+
+if TYPE_CHECKING:  # the comparison (and scipy) is imported when a comparison is made
+    from gate.compare.core import Decided
 
 log = logging.getLogger("rag-gate")
 
@@ -127,68 +138,87 @@ def _batches(
     looks = Looks(policy, order)
     final = dataclasses.replace(both.base, policy=dataclasses.replace(policy, alpha=looks.split.final))
     out = run.out
-    remove_tree(out / "head")  # a head run of another commit is never resumed
-    if hit is None:
+    if not _same_run(out / "head", both.head, both.head_sha, golden):
+        remove_tree(out / "head")  # a head run of another commit or config is never resumed
+    if hit is None and not _same_run(out / "base", both.base, both.base_sha, golden):
         remove_tree(out / "base")
+    done = _looks_held(order, out, hit is not None, both.base.repeats)
     snapshot = hit
     stopped: StopReason = "exhausted"
     options = run.options
     commits = f"{both.base_sha[:12]}..{both.head_sha[:12]}"
 
-    def compare(ids: list[str], decided: dict[str, tuple[Status, str]] | None = None) -> Compared:
+    def compare(ids: list[str], decided: Decided | None = None) -> Compared:
         """The fixed-N comparison at ``alpha_final`` of the cases ``ids``, with the decided metrics' statuses."""
         return compare_sides(sides.intact(snapshot, run) if snapshot is not None else out / "base", out / "head", out,
                              config=final, golden=golden, strict=options.strict, diff=diff or None, files=files,
                              commits=commits, cases=ids, decided=decided)  # fmt: skip
 
+    paired = policy.pairwise is not None and bool(policy.paired_metrics)
     plan = RepeatPlan(policy_repeats(both), {})
     metrics = compared_metrics(policy)
+    if plan.active:  # repeats planned per batch: each batch is walked again (run_side reuses the rows it holds)
+        done = -1
 
-    def run_both(ids: list[str]) -> Compared:
-        """Run (or extend) both sides on ``ids`` as planned, and compare them."""
+    def run_both(cases: list[str]) -> None:
+        """Run (or extend) both sides on ``cases`` as planned."""
         nonlocal snapshot
         if hit is None:
             run_side(both.base, out / "base", progress=options.progress, git_sha=both.base_sha,
-                     git_ref=both.base_label, sandbox=both.base_sandbox, cases=ids,
+                     git_ref=both.base_label, sandbox=both.base_sandbox, cases=cases,
                      case_repeats=plan.skipped)  # fmt: skip
             snapshot = cache.Snapshot.of(out / "base")
         run_side(both.head, out / "head", progress=options.progress, git_sha=both.head_sha, git_ref="HEAD",
-                 sandbox=both.head_sandbox, require_answers=False, cases=ids,
+                 sandbox=both.head_sandbox, require_answers=False, cases=cases,
                  case_repeats=plan.skipped)  # fmt: skip
-        return compare(ids)
+
+    def sides_of(ids: list[str]) -> tuple[Side, Side]:
+        """The two sides on ``ids`` (a comparison only for the pairwise judge's rows, which exist in one only)."""
+        if paired:
+            compared = compare(ids)
+            return compared.base, compared.head
+        base_dir = sides.intact(snapshot, run) if snapshot is not None else out / "base"
+        base_side, head_side, _ = load_sides(base_dir, out / "head", out, config=final, golden=golden, cases=ids)
+        return base_side, head_side
 
     ids: list[str] = []
+    n_run = 0
     for k in range(max(1, len(order.ends))):
         before = set(ids)
         ids = order.prefix(k) if order.ends else list(order.first)
-        new = [i for i in ids if i not in before and i not in order.first]
-        if plan.active and new:  # repeat 0 of the batch first: the candidates to skip the others
-            plan.skipped.update(dict.fromkeys(new, 1))
-            compared = run_both(ids)
-            chosen = candidates(compared.base, compared.head, new, metrics)
-            audited = audit_sample(new, chosen, order.seed, k)
-            plan.audited += len(audited)
-            for case_id in [c for c in new if c not in set(chosen) - set(audited)]:
-                del plan.skipped[case_id]
-        compared = run_both(ids)
+        if k == 0 or k > done:  # a resumed run: both sides hold the batches up to ``done`` already
+            held = order.prefix(max(k, done)) if order.ends else ids
+            new = [i for i in held if i not in before and i not in order.first]
+            if plan.active and new:  # repeat 0 of the batch first: the candidates to skip the others
+                plan.skipped.update(dict.fromkeys(new, 1))
+                run_both(held)
+                chosen = candidates(*sides_of(held), new, metrics)
+                audited = audit_sample(new, chosen, order.seed, k)
+                plan.audited += len(audited)
+                for case_id in [c for c in new if c not in set(chosen) - set(audited)]:
+                    del plan.skipped[case_id]
+            run_both(held)
+        base_side, head_side = sides_of(ids)
         if plan.active:
-            _audit(plan, compared, ids, metrics)
+            _audit(plan, (head_side, base_side), ids, metrics)
             if not plan.active:  # not deterministic: the repeats skipped so far run now, before the look
                 log.info("adaptive: %s varies across repeats: every case runs every repeat", plan.varied)
                 plan.skipped.clear()
-                compared = run_both(ids)
-        certain = any(f.certain for f in compared.comparison.must_pass_failures)
+                run_both(ids)
+                base_side, head_side = sides_of(ids)
         n_run = order.ends[k] if order.ends else 0
-        looks.update(compared.base, compared.head, n_run, must_pass_failed=certain)
+        certain = certain_must_pass(base_side, head_side, final.policy)
+        looks.update(base_side, head_side, n_run, must_pass_failed=certain)
         reason = looks.stop()
         log.info("adaptive: look %d after %d of %d cases: %s", k + 1, len(ids), len(order.first) + len(order.sequence),
                  reason or "continue")  # fmt: skip
         if reason is not None:
             stopped = reason
             break
-    decided = looks.decided()
-    if decided:
-        compared = compare(ids, decided)
+    if stopped in ("fail", "must_pass"):  # the metrics still undecided are not decided by a prefix's fixed-N analysis
+        compared = compare(ids, lambda fixed: looks.at_stop({r.name: (r.status, r.reason) for r in fixed}, n_run))
+    else:
+        compared = compare(ids, looks.decided())
     ran = set(ids)
     not_run = tuple(i for i in order.sequence if i not in ran)
     side_text = f"{len(ids)} of {len(order.first) + len(order.sequence)} cases on each side"
@@ -217,14 +247,48 @@ def _batches(
     return compared, adaptive
 
 
+def _same_run(run_dir: Path, config: Config, sha: str, golden: Path) -> bool:
+    """Whether ``run_dir`` holds a run of commit ``sha`` with this config, golden set and repeats (it may resume).
+
+    A link, a folder without a readable manifest, or a run of another commit, config, golden set or repeats is
+    not resumed. The rest of the run's identity (judge, code fingerprint) is checked by :func:`run_side`.
+    """
+    if run_dir.is_symlink() or not run_dir.is_dir():
+        return False
+    try:
+        manifest = read_manifest(run_dir)
+    except InputError:
+        return False
+    return (manifest.git_sha, manifest.config_sha256, manifest.golden_sha256, manifest.repeats) == (
+        sha, config.sha256, file_sha256(golden), config.repeats
+    )  # fmt: skip
+
+
+def _looks_held(order: Order, out: Path, base_cached: bool, repeats: int) -> int:
+    """The last look (0-based) whose cases both run directories in ``out`` hold, every repeat answered; −1: none.
+
+    Those predictions were written by an earlier, interrupted or finished, run of the same evaluation; failed
+    ones are not counted (they are retried). A base restored from the cache holds every case.
+    """
+
+    def held(run_dir: Path) -> set[str]:
+        kept, _ = read_partial_predictions(run_dir / PREDICTIONS)
+        answered = Counter(p.id for p in {(p.id, p.repeat): p for p in kept}.values())
+        return {case for case, n in answered.items() if n >= repeats}
+
+    both = held(out / "head") if base_cached else held(out / "head") & held(out / "base")
+    looks = range(len(order.ends)) if order.ends else range(1)
+    return max((k for k in looks if set(order.prefix(k)) <= both), default=-1)
+
+
 def policy_repeats(both: Sides) -> int:
     """R, the repeats of both sides (the base's ``repeats``)."""
     return max(1, both.base.repeats)
 
 
-def _audit(plan: RepeatPlan, compared: Compared, ids: list[str], metrics: tuple[str, ...]) -> None:
+def _audit(plan: RepeatPlan, sides_: tuple[Side, Side], ids: list[str], metrics: tuple[str, ...]) -> None:
     """Record in ``plan`` the first case run more than once that varies across its repeats on either side."""
-    for side in (compared.head, compared.base):
+    for side in sides_:
         found = varying(side, ids, metrics)
         if found:
             plan.varied = f"{side.label}: case '{found[0]}'"

@@ -19,6 +19,7 @@ from gate.jsonl import write_json
 from gate.pr import git
 from gate.pr import github as gh
 from gate.pr.history_store import DEFAULT_BRANCH, AppendResult, HistoryStore, append, auth_env, read
+from gate.runs import read_manifest
 from gate.trends import TrendReport
 
 OFF = "off"
@@ -67,12 +68,20 @@ def check_head(
 
     Returns:
         (the trend, ""); (None, "") when there is no history yet (nothing recorded: no section); or (None, a
-        warning saying why the history could not be read).
+        warning saying why the history could not be read, or that the head is a partial run: an adaptive run that
+        stopped early, whose aggregates over a prefix of the golden set are not comparable with full runs).
     """
     try:
         history = read(store, out / HISTORY_COPY, base_commit=base_sha)
         if history is None:
             return None, ""
+        manifest = read_manifest(head_run)
+        if manifest.status == "partial":
+            return None, (
+                f"trend vs main skipped: the adaptive evaluation stopped early and ran only {manifest.n_cases} "
+                "case(s), a prefix of the golden set in its seeded order, so no trend is computed (main's history "
+                "and its trend hold full runs, made on pushes to the default branch)"
+            )
         record = entry_from_run(head_run, sha=head_sha, ref="HEAD", config_sha256=base.sha256)
     except GateError as exc:
         return None, f"trend vs main skipped: {exc}"
