@@ -58,4 +58,14 @@ def test_the_scored_refusal_wins_over_a_text_that_reads_as_a_refusal(make_side):
 
 def test_no_out_of_domain_failures_are_listed_when_refusal_is_not_scored(make_side):
     base, head = _sides(make_side)
-    assert ood_failures(base, head, GOLDEN, GatePolicy(metrics=("error_rate",), gated=("error_rate",))) == []
+    quiet = GatePolicy(metrics=("error_rate",), gated=("error_rate",), fail_on_new_ood=False)
+    assert "refusal" not in quiet.metrics
+    assert ood_failures(base, head, GOLDEN, quiet) == []
+
+
+def test_fail_on_new_ood_computes_refusal_when_metrics_leave_it_out(make_side):
+    # a config that lists its metrics without `refusal` still fails on newly answered out-of-domain questions
+    policy = GatePolicy(metrics=("error_rate",), gated=("error_rate",))
+    assert policy.metrics == ("error_rate", "refusal") and policy.gated == ("error_rate",)
+    base, head = _sides(make_side)
+    assert [(f.id, f.new) for f in ood_failures(base, head, GOLDEN, policy)] == [("o0", True), ("o2", False)]

@@ -170,7 +170,8 @@ def golden_changes(head: Side, diff: GoldenDiff, policy: GatePolicy) -> GoldenCh
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # no applicable value: NaN
                 under = np.nanmean(np.array(values, dtype=float), axis=0) if values else (math.nan, math.nan)
-            scores.append(DefinitionScore(metric.name, float(under[0]), float(under[1])))
+            if not (math.isnan(under[0]) and math.isnan(under[1])):  # applicable under one definition at least
+                scores.append(DefinitionScore(metric.name, float(under[0]), float(under[1])))
         changed = tuple(sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k)))
         edited.append(EditedCase(after.id, changed, tuple(scores)))
     return GoldenChanges(
