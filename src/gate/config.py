@@ -142,7 +142,7 @@ class GatePolicy:
     ``concurrency`` option is a deprecated alias in a config file (:func:`load_config`)."""
     fail_on_new_ood: bool = True
     """Fail the gate on new out-of-domain failures (refused on base in every repeat, answered on head in every
-    repeat) when the refusal metric (then computed, if not listed) shows a significant drop (DESIGN §4)."""
+    repeat) when the refusal metric shows a significant drop, whatever its margin (DESIGN §4)."""
     must_pass: MustPassPolicy = field(default_factory=MustPassPolicy)
     """Must-pass cases (``must_pass:``): which are must-pass by default and what passing an in-domain one means."""
     trend: TrendPolicy = field(default_factory=TrendPolicy)
@@ -164,10 +164,9 @@ class GatePolicy:
             set_(self, "pairwise", dict(self.pairwise))
             if "head_win_rate" not in self.metrics:
                 set_(self, "metrics", (*self.metrics, "head_win_rate"))
-        set_(self, "form", FormRules(**self.form) if isinstance(self.form, Mapping) else self.form)
+        if isinstance(self.form, Mapping):
+            set_(self, "form", FormRules(**self.form))
         set_(self, "gated", default_gated(self.metrics) if self.gated is None else tuple(self.gated))
-        if self.fail_on_new_ood and "refusal" not in self.metrics:
-            set_(self, "metrics", (*self.metrics, "refusal"))
         set_(self, "margins", {name: _margin_value(value) for name, value in self.margins.items()})
         if isinstance(self.must_pass, Mapping):
             set_(self, "must_pass", MustPassPolicy(**self.must_pass))

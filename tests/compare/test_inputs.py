@@ -147,7 +147,6 @@ def test_metric_inputs_hold_each_metrics_matrices_margin_and_budget(make_side):
         metrics=("hit_rate@1", "mrr"),
         gated=("hit_rate@1",),
         margins={"hit_rate@1": {"relative": 0.5, "min": 0.01}},
-        fail_on_new_ood=False,  # else `refusal` is computed too
     )
     base = make_side("base", GOLDEN, {"hit_rate@1": [[1, 1], [1, 1], [0, 0], [1, 1]], "mrr": [[1, 1]] * 4})
     head = make_side("head", GOLDEN, {"hit_rate@1": [[1, 1], [0, 0], [0, 0], ["error: x", 1]], "mrr": [[1, 0.5]] * 4})

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from gate.compare.cases import ood_failures
+from gate.compare.notes import ood_unchecked_warning
 from gate.config import GatePolicy
 from gate.models import GoldenCase
 from gate.scoring import detect_refusal
@@ -56,16 +57,10 @@ def test_the_scored_refusal_wins_over_a_text_that_reads_as_a_refusal(make_side):
     assert [f.id for f in ood_failures(base, head, GOLDEN, phrases)] == ["o0", "o2"]
 
 
-def test_no_out_of_domain_failures_are_listed_when_refusal_is_not_scored(make_side):
+def test_no_out_of_domain_failures_are_listed_when_refusal_is_not_scored_and_a_warning_says_so(make_side):
     base, head = _sides(make_side)
-    quiet = GatePolicy(metrics=("error_rate",), gated=("error_rate",), fail_on_new_ood=False)
-    assert "refusal" not in quiet.metrics
-    assert ood_failures(base, head, GOLDEN, quiet) == []
-
-
-def test_fail_on_new_ood_computes_refusal_when_metrics_leave_it_out(make_side):
-    # a config that lists its metrics without `refusal` still fails on newly answered out-of-domain questions
-    policy = GatePolicy(metrics=("error_rate",), gated=("error_rate",))
-    assert policy.metrics == ("error_rate", "refusal") and policy.gated == ("error_rate",)
-    base, head = _sides(make_side)
-    assert [(f.id, f.new) for f in ood_failures(base, head, GOLDEN, policy)] == [("o0", True), ("o2", False)]
+    unscored = GatePolicy(metrics=("error_rate",), gated=("error_rate",))
+    assert ood_failures(base, head, GOLDEN, unscored) == []
+    (warning,) = ood_unchecked_warning(GOLDEN, unscored)
+    assert warning.startswith("4 out-of-domain case(s) are not checked for refusals: `refusal` is not in metrics")
+    assert ood_unchecked_warning(GOLDEN, POLICY) == [] and ood_unchecked_warning(GOLDEN[:1], unscored) == []

@@ -19,7 +19,14 @@ from gate import __version__
 from gate.compare.cases import case_lists, case_results, error_entries, ood_failures, top_k
 from gate.compare.inputs import metric_inputs, refused_everywhere, shown_values, system_errors
 from gate.compare.mustpass import must_pass_failures
-from gate.compare.notes import changes, golden_changes, golden_warnings, unmatched_ids, unreadable_warnings
+from gate.compare.notes import (
+    changes,
+    golden_changes,
+    golden_warnings,
+    ood_unchecked_warning,
+    unmatched_ids,
+    unreadable_warnings,
+)
 from gate.comparison import (
     MESSAGE_LIMIT,
     SCHEMA_VERSION,
@@ -229,7 +236,8 @@ def compare(
         + base.warnings
         + head.warnings
         + tuple(golden_warnings(base, head, len(cases), len(base_ids ^ head_ids)))
-        + tuple(unreadable_warnings((base, head), cases, policy)),
+        + tuple(unreadable_warnings((base, head), cases, policy))
+        + tuple(ood_unchecked_warning(cases, policy)),
         gate_version=__version__,
         n_cases=len(contract),
         n_out_of_domain=sum(c.out_of_domain for c in contract),
