@@ -34,7 +34,6 @@ from gate.yamlsafe import (
     Problems,
     check_yaml_size,
     key_lines,
-    non_finite,
     non_json,
     nul_bytes,
     yaml_error,
@@ -625,9 +624,12 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     if not isinstance(data, dict):
         problems.add((), f"expected a mapping of settings, got {type(data).__name__}")
         problems.raise_if_any()
-    not_finite = set(non_finite(data))
-    for keys in not_finite:
-        problems.add(keys, "must be a finite number")
+    from gate.jsonl import number_problems
+
+    not_finite: set[KeyPath] = set()  # NaN, ±inf, an integer beyond gate.jsonl.MAX_INTEGER
+    for keys, message in number_problems(data):
+        problems.add(keys, message)
+        not_finite.add(keys)
     for keys in (with_nul := set(nul_bytes(data))):
         shown = tuple(k.replace("\x00", "\\x00") if isinstance(k, str) else k for k in keys)
         problems.add(shown, NUL_MESSAGE, problems.line(keys))

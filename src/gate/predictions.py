@@ -13,7 +13,7 @@ import msgspec
 import numpy as np
 
 from gate.errors import InputError, located
-from gate.jsonl import read_jsonl, read_jsonl_rows, scan_rows, validate
+from gate.jsonl import MAX_INTEGER, integer_out_of_range, read_jsonl, read_jsonl_rows, scan_rows, validate
 from gate.models import Chunk, GoldenCase, Prediction
 
 MISSING = "missing prediction: no row for this case and repeat"
@@ -26,6 +26,7 @@ MAX_LATENCY_MS = 86_400_000
 larger one (``1e308``) is a unit or serialization bug, and would overflow the geometric mean the comparison shows."""
 MAX_COST_USD = 10_000
 """The largest ``cost_usd`` a prediction may report for one case (a measured value, like :data:`MAX_LATENCY_MS`)."""
+_Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER)]
 _Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_LATENCY_MS)]
 _Dollars = Annotated[float, msgspec.Meta(ge=0, le=MAX_COST_USD)]
 
@@ -38,6 +39,11 @@ class ChunkRow(msgspec.Struct, forbid_unknown_fields=True):
     score: Finite | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Free data, but no integer beyond :data:`gate.jsonl.MAX_INTEGER` (the slow path then names it)."""
+        if self.metadata and integer_out_of_range(self.metadata):
+            raise ValueError("an integer out of range in metadata")
+
 
 class PredictionRow(msgspec.Struct, forbid_unknown_fields=True):
     """One line of ``predictions.jsonl`` as msgspec decodes it: ``gate/schemas/prediction.schema.json`` as a type.
@@ -48,21 +54,23 @@ class PredictionRow(msgspec.Struct, forbid_unknown_fields=True):
     """
 
     id: Annotated[str, msgspec.Meta(min_length=1)]
-    repeat: Annotated[int, msgspec.Meta(ge=0)] = 0
+    repeat: _Count = 0
     answer: str | msgspec.UnsetType = msgspec.UNSET
     retrieved: list[ChunkRow] = msgspec.field(default_factory=list)
     latency_ms: _Milliseconds | None = None
     warmup_ms: _Milliseconds | None = None
     cost_usd: _Dollars | None = None
-    tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    tokens: _Count | None = None
     refused: bool | None = None
     error: str | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        """The schema's ``if``/``then``: an answer is required unless ``error`` is a string."""
+        """The schema's ``if``/``then`` (an answer is required unless ``error`` is a string); no huge integer."""
         if self.error is None and self.answer is msgspec.UNSET:
             raise ValueError("answer is required when there is no error")
+        if self.metadata and integer_out_of_range(self.metadata):
+            raise ValueError("an integer out of range in metadata")
 
 
 def prediction_from_record(record: dict[str, Any], line: int = 0) -> Prediction:
