@@ -671,6 +671,10 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     return Config(**settings)
 
 
+REPEATS_SOURCE = "the config's `repeats:` (default 1) or --repeats: set it to the file's repeats, or remove the row"
+"""Where a run's repeats come from, for the message of a precomputed prediction beyond them."""
+
+
 def check_config(path: Path | str) -> tuple[Config | None, list[str]]:
     """Validate a config and every file it names (golden set, precomputed predictions); collect every problem.
 
@@ -695,7 +699,8 @@ def check_config(path: Path | str) -> tuple[Config | None, list[str]]:
         return config, [str(exc)]
     if config.pipeline.predictions is not None:
         try:
-            align(cases, load_predictions(config.pipeline.predictions), config.pipeline.predictions)
+            predictions = load_predictions(config.pipeline.predictions)
+            align(cases, predictions, config.pipeline.predictions, config.repeats, source=REPEATS_SOURCE)
         except InputError as exc:
             problems.append(str(exc))
     return config, problems

@@ -120,23 +120,74 @@ def load_predictions(path: Path | str) -> list[Prediction]:
     return predictions
 
 
+def _repeats_held(repeats: Sequence[int]) -> str:
+    return f"only repeat {repeats[0]}" if len(repeats) == 1 else "repeats " + ", ".join(map(str, repeats))
+
+
+def inferred_repeats(rows: Iterable[tuple[str, int, int]], path: Path | str) -> int:
+    """The repeats per case of a predictions file that does not say it: one more than its highest repeat (at least 1).
+
+    Only when every case of the file agrees: each case with a row has a row for every repeat 0 … R−1. Otherwise a
+    stray row (one ``repeat: 3`` among cases run once) cannot be told from rows that are missing, and guessing
+    would turn the missing rows into failures; the file is refused instead.
+
+    Args:
+        rows: ``(case id, repeat, line)`` of every row, in file order.
+        path: the file, for the message.
+
+    Raises:
+        InputError: ``file:line: repeat: …`` on the first row of the highest repeat, naming up to three cases that
+            lack some repeat.
+    """
+    held: dict[str, set[int]] = {}
+    first_line: dict[int, int] = {}
+    for case_id, repeat, line in rows:
+        held.setdefault(case_id, set()).add(repeat)
+        first_line.setdefault(repeat, line)
+    top = max(first_line, default=0)
+    short = [(case_id, sorted(repeats)) for case_id, repeats in held.items() if len(repeats) <= top]
+    if short:
+        named = ", ".join(f"'{case_id}' has {_repeats_held(repeats)}" for case_id, repeats in short[:3])
+        more = ", …" if len(short) > 3 else ""
+        message = (
+            f"{top} on this line makes {top + 1} repeats per case, but {len(short)} of the file's {len(held)} cases "
+            f"{'lacks' if len(short) == 1 else 'lack'} some of repeats 0–{top} ({named}{more}): give every case a row "
+            "for each repeat (a failed call is a row with `error`), or remove the stray rows"
+        )
+        raise InputError(located(path, first_line[top] or None, "repeat", message))
+    return top + 1
+
+
+def beyond_repeats(repeat: int, repeats: int, source: str | None = None) -> str:
+    """The message of a row whose ``repeat`` is not below the side's ``repeats`` (``source``: where R was set)."""
+    return f"{repeat} ≥ repeats ({repeats}{f', {source}' if source else ''})"
+
+
 def align(
     golden: Sequence[GoldenCase],
     predictions: Sequence[Prediction],
     path: Path | str,
     repeats: int | None = None,
+    *,
+    source: str | None = None,
 ) -> dict[tuple[str, int], Prediction]:
     """Index predictions by (case id, repeat) and fill every missing (case, repeat) with an error row.
 
-    ``repeats`` defaults to one more than the highest repeat index present (at least 1).
+    Args:
+        golden: the cases.
+        predictions: the rows of ``path``.
+        path: the predictions file, for messages.
+        repeats: repeats per case; None: inferred from the file (:func:`inferred_repeats`).
+        source: where ``repeats`` was set, for the message of a row beyond it (``the config's `repeats:```).
 
     Raises:
-        InputError: for a prediction whose id is not in the golden set, or whose repeat is ≥ ``repeats``.
+        InputError: for a prediction whose id is not in the golden set, or whose repeat is ≥ ``repeats``; with
+            ``repeats`` None, a file whose cases have different repeats.
 
     """
     ids = {case.id for case in golden}
     if repeats is None:
-        repeats = 1 + max((p.repeat for p in predictions), default=0)
+        repeats = inferred_repeats(((p.id, p.repeat, p.line) for p in predictions), path)
     table: dict[tuple[str, int], Prediction] = {}
     for prediction in predictions:
         if prediction.id not in ids:
@@ -144,9 +195,8 @@ def align(
                 located(path, prediction.line or None, "id", f"'{prediction.id}' is not in the golden set")
             )
         if prediction.repeat >= repeats:
-            raise InputError(
-                located(path, prediction.line or None, "repeat", f"{prediction.repeat} ≥ repeats ({repeats})")
-            )
+            message = beyond_repeats(prediction.repeat, repeats, source)
+            raise InputError(located(path, prediction.line or None, "repeat", message))
         table[(prediction.id, prediction.repeat)] = prediction
     for case in golden:
         for repeat in range(repeats):
@@ -344,29 +394,26 @@ class PredictionRows:
         warmups = {key: value for key, value in self.warmups.items() if key[0] in ids}
         return PredictionRows(self.path, keep, errors, warmups)
 
-    @property
-    def repeats(self) -> int:
-        """One more than the highest repeat index present (at least 1)."""
-        return 1 + max((r for _, r, _, _ in self.rows), default=0)
-
     def index(self, golden: Sequence[GoldenCase], repeats: int | None = None) -> PredictionTable:
         """Match the rows with the golden set (the checks and messages of :func:`align`, first row in file order).
 
         Args:
             golden: the cases (the table's row order).
-            repeats: repeats per case; default :attr:`repeats`.
+            repeats: repeats per case; None: inferred from the file (:func:`inferred_repeats`).
 
         Raises:
-            InputError: a row whose id is not in the golden set, or whose repeat is ≥ ``repeats``.
+            InputError: a row whose id is not in the golden set, or whose repeat is ≥ ``repeats``; with ``repeats``
+                None, a file whose cases have different repeats.
         """
-        repeats = self.repeats if repeats is None else repeats
+        if repeats is None:
+            repeats = inferred_repeats(((case_id, r, line) for case_id, r, line, _ in self.rows), self.path)
         index = {case.id: i for i, case in enumerate(golden)}
         where = np.zeros((len(golden), repeats, 2), dtype=np.int64)
         for case_id, repeat, line, offset in self.rows:
             if case_id not in index:
                 raise InputError(located(self.path, line, "id", f"'{case_id}' is not in the golden set"))
             if repeat >= repeats:
-                raise InputError(located(self.path, line, "repeat", f"{repeat} ≥ repeats ({repeats})"))
+                raise InputError(located(self.path, line, "repeat", beyond_repeats(repeat, repeats)))
             where[index[case_id], repeat] = (line, offset)
         errors = {(index[case_id], r): message for (case_id, r), message in self.errors.items()}
         warmups = {(index[case_id], r): value for (case_id, r), value in self.warmups.items()}
