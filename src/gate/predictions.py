@@ -15,6 +15,7 @@ import numpy as np
 from gate.errors import InputError, located
 from gate.jsonl import MAX_INTEGER, integer_out_of_range, read_jsonl, read_jsonl_rows, scan_rows, validate
 from gate.models import Chunk, GoldenCase, Prediction
+from gate.sanitize import hidden_in_id
 
 MISSING = "missing prediction: no row for this case and repeat"
 
@@ -93,10 +94,15 @@ def prediction_from_record(record: dict[str, Any], line: int = 0) -> Prediction:
 def _refuse_duplicate(
     path: Path | str, line: int, key: tuple[str, int], first_line: dict[tuple[str, int], int]
 ) -> None:
-    """Record where (case id, repeat) ``key`` first appears; a second row of it is an InputError naming both lines."""
+    """Record where (case id, repeat) ``key`` first appears; a second row of it is an InputError naming both lines.
+
+    An id with characters that do not show (:func:`gate.sanitize.hidden_in_id`) is an InputError too.
+    """
     if key in first_line:
         message = f"duplicate prediction for id '{key[0]}' repeat {key[1]} (first on line {first_line[key]})"
         raise InputError(located(path, line, "id", message))
+    if why := hidden_in_id(key[0]):
+        raise InputError(located(path, line, "id", why))
     first_line[key] = line
 
 
@@ -104,8 +110,8 @@ def load_predictions(path: Path | str) -> list[Prediction]:
     """Read a predictions file, in file order.
 
     Raises:
-        InputError: ``file:line: field: message`` for malformed JSON, a missing or mistyped field, or a duplicate
-            (id, repeat) pair.
+        InputError: ``file:line: field: message`` for malformed JSON, a missing or mistyped field, an id with
+            characters that do not show, or a duplicate (id, repeat) pair.
 
     """
     path = Path(path)
