@@ -624,12 +624,11 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     if not isinstance(data, dict):
         problems.add((), f"expected a mapping of settings, got {type(data).__name__}")
         problems.raise_if_any()
-    from gate.jsonl import number_problems
+    from gate.jsonl import number_problems  # NaN, ±inf, an integer beyond gate.jsonl.MAX_INTEGER
 
-    not_finite: set[KeyPath] = set()  # NaN, ±inf, an integer beyond gate.jsonl.MAX_INTEGER
-    for keys, message in number_problems(data):
+    for keys, message in (bad_numbers := dict(number_problems(data))).items():
         problems.add(keys, message)
-        not_finite.add(keys)
+    not_finite = set(bad_numbers)
     for keys in (with_nul := set(nul_bytes(data))):
         shown = tuple(k.replace("\x00", "\\x00") if isinstance(k, str) else k for k in keys)
         problems.add(shown, NUL_MESSAGE, problems.line(keys))
@@ -671,10 +670,6 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     return Config(**settings)
 
 
-REPEATS_SOURCE = "the config's `repeats:` (default 1) or --repeats: set it to the file's repeats, or remove the row"
-"""Where a run's repeats come from, for the message of a precomputed prediction beyond them."""
-
-
 def check_config(path: Path | str) -> tuple[Config | None, list[str]]:
     """Validate a config and every file it names (golden set, precomputed predictions); collect every problem.
 
@@ -687,7 +682,7 @@ def check_config(path: Path | str) -> tuple[Config | None, list[str]]:
 
     """
     from gate.golden import check_golden
-    from gate.predictions import align, load_predictions
+    from gate.predictions import REPEATS_SOURCE, align, load_predictions
 
     try:
         config = load_config(path)
@@ -697,10 +692,9 @@ def check_config(path: Path | str) -> tuple[Config | None, list[str]]:
         cases, problems = check_golden(config.golden)
     except InputError as exc:
         return config, [str(exc)]
-    if config.pipeline.predictions is not None:
+    if (predictions := config.pipeline.predictions) is not None:
         try:
-            predictions = load_predictions(config.pipeline.predictions)
-            align(cases, predictions, config.pipeline.predictions, config.repeats, source=REPEATS_SOURCE)
+            align(cases, load_predictions(predictions), predictions, config.repeats, source=REPEATS_SOURCE)
         except InputError as exc:
             problems.append(str(exc))
     return config, problems

@@ -262,9 +262,10 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-_NUMBERS = {"parse_constant": _reject_constant, "parse_float": _finite_float, "parse_int": _bounded_int}
-_STRICT = json.JSONDecoder(**_NUMBERS)
-_STRICT_UNIQUE = json.JSONDecoder(**_NUMBERS, object_pairs_hook=_unique_object)
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
+_STRICT_UNIQUE = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int, object_pairs_hook=_unique_object
+)
 _CONSTANT = object()
 
 

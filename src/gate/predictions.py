@@ -164,6 +164,10 @@ def inferred_repeats(rows: Iterable[tuple[str, int, int]], path: Path | str) -> 
     return top + 1
 
 
+REPEATS_SOURCE = "the config's `repeats:` (default 1) or --repeats: set it to the file's repeats, or remove the row"
+"""Where a run's repeats come from, for the message of a precomputed prediction beyond them (:func:`beyond_repeats`)."""
+
+
 def beyond_repeats(repeat: int, repeats: int, source: str | None = None) -> str:
     """The message of a row whose ``repeat`` is not below the side's ``repeats`` (``source``: where R was set)."""
     return f"{repeat} ≥ repeats ({repeats}{f', {source}' if source else ''})"

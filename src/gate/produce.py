@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from gate import __version__
-from gate.config import REPEATS_SOURCE, Config, GatePolicy, PipelineSpec
+from gate.config import Config, GatePolicy, PipelineSpec
 from gate.errors import EvaluationError, InputError, located
 from gate.files import archive_previous, atomic_writer, locked_directory, make_dirs, refuse_inputs_inside
 from gate.fingerprint import code_fingerprint
@@ -35,7 +35,14 @@ from gate.judges.base import Judge, judge_usage
 from gate.manifest import Counts, ErrorCount, JudgeUsage, Manifest
 from gate.models import GoldenCase, Prediction, Score
 from gate.pipeline import WorkerPool, run_command, run_python
-from gate.predictions import PredictionTable, align, beyond_repeats, load_predictions, scan_predictions
+from gate.predictions import (
+    REPEATS_SOURCE,
+    PredictionTable,
+    align,
+    beyond_repeats,
+    load_predictions,
+    scan_predictions,
+)
 from gate.runs import (
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
@@ -459,7 +466,7 @@ def _produce(
                 spec, config.golden, sorted({r for _, r in jobs}), len(golden), predictions_path.parent, sandbox=sandbox
             )
         else:
-            produced = _precomputed(spec.predictions, n_repeats)
+            produced = _precomputed(spec.predictions, n_repeats) if spec.predictions is not None else []
         for prediction in produced:
             if (prediction.id, prediction.repeat) in wanted:
                 write(prediction)
