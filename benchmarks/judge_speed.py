@@ -159,12 +159,12 @@ def judge_run(backend: str, url: str, concurrency: int, n: int) -> Callable[[], 
 
     spec = {"name": backend, "model": "stub", "base_url": url, "cache_dir": False, "concurrency": concurrency}
     judge = get_judge(spec)
-    evaluation = GatePolicy(metrics=("faithfulness",), gated=("faithfulness",), judge=spec,
+    policy = GatePolicy(metrics=("faithfulness",), gated=("faithfulness",), judge=spec,
                             judge_concurrency=concurrency)  # fmt: skip
     golden, table = cases(n)
 
     def run() -> int:
-        scores = score_all(golden, table, 1, evaluation, judge)
+        scores = score_all(golden, table, 1, policy, judge)
         failed = [s.error for s in scores if s.error]
         if failed:
             sys.exit(f"{backend}: {len(failed)} judge failures, e.g. {failed[0]}")

@@ -233,14 +233,14 @@ def retrieval_rows(n_queries: int, runs: int) -> list[Row]:
     say(f"retrieval: building {n_queries:,} queries × 100 documents")
     golden, table, qrels, run = retrieval_data(n_queries)
     names = tuple(RETRIEVAL)
-    evaluation = GatePolicy(metrics=names, gated=names)
+    policy = GatePolicy(metrics=names, gated=names)
     measures = {trec for trec, _ in RETRIEVAL.values()}
     results = {}
 
     def ours() -> float:
         results.pop("ours", None)  # the previous run's rows are freed before the clock starts
         start = time.perf_counter()
-        results["ours"] = score_all(golden, table, 1, evaluation, judge=None)
+        results["ours"] = score_all(golden, table, 1, policy, judge=None)
         return time.perf_counter() - start
 
     def theirs() -> float:
@@ -587,9 +587,9 @@ def scoring_rows(n: int, runs: int, work: Path) -> list[Row]:
 
     config, _ = perfdata.make_project(work / "scoring", n)
     settings = load_config(config)
-    evaluation, golden = settings.evaluation, load_golden(settings.golden)
+    policy, golden = settings.policy, load_golden(settings.golden)
     table = {(p.id, p.repeat): p for p in load_predictions(settings.pipeline.predictions)}
-    judge = make_judge(evaluation)
+    judge = make_judge(policy)
     texts: dict[int, str] = {}
     cpu: dict[int, list[float]] = defaultdict(list)
 
@@ -598,7 +598,7 @@ def scoring_rows(n: int, runs: int, work: Path) -> list[Row]:
             lines: list[str] = []
             cold_text_caches()
             before, start = os.times(), time.perf_counter()
-            score_all(golden, table, 1, evaluation, judge, on_scores=lambda r: lines.append(score_lines(r)), jobs=jobs)
+            score_all(golden, table, 1, policy, judge, on_scores=lambda r: lines.append(score_lines(r)), jobs=jobs)
             wall, after = time.perf_counter() - start, os.times()
             # this process and its workers (reaped when the pool shut down)
             cpu[jobs].append(sum(after[:4]) - sum(before[:4]))
@@ -617,7 +617,7 @@ def scoring_rows(n: int, runs: int, work: Path) -> list[Row]:
         cold_text_caches()
         start = time.process_time()
         for case, prediction in answers:
-            call_judge(judge, case, prediction, evaluation)
+            call_judge(judge, case, prediction, policy)
         return time.process_time() - start
 
     say(f"scoring: {n:,} answers on 1 and 2 processes, and the judge alone ({runs} run(s))")

@@ -50,8 +50,8 @@ def _manifest(config_path: Path, golden: Path, n: int, repeats: int, counts: dic
     from gate.runs import MANIFEST_SCHEMA_VERSION
 
     config = load_config(config_path)
-    evaluation = config.evaluation
-    identity = run_identity(evaluation, make_judge(evaluation), file_sha256(golden), config.sha256, repeats)
+    policy = config.policy
+    identity = run_identity(policy, make_judge(policy), file_sha256(golden), config.sha256, repeats)
     return {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         **identity.to_dict(),
@@ -60,7 +60,7 @@ def _manifest(config_path: Path, golden: Path, n: int, repeats: int, counts: dic
         "config": str(config_path),
         "golden": str(golden),
         "n_cases": n,
-        "evaluation": evaluation.to_dict(),
+        "evaluation": policy.to_dict(),
         "status": "complete",
         "started": "2025-01-01T00:00:00+00:00",
         "finished": "2025-01-01T00:00:01+00:00",

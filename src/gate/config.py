@@ -283,7 +283,7 @@ class Config:
     """The golden set, resolved against the config's directory."""
     pipeline: PipelineSpec
     """How this side's predictions are produced."""
-    evaluation: GatePolicy = field(default_factory=GatePolicy, metadata=_key(""))
+    policy: GatePolicy = field(default_factory=GatePolicy, metadata=_key(""))
     """Scoring and comparison settings (read from the top-level keys)."""
     repeats: int = 1
     """Runs per case (``--repeats`` overrides it)."""
@@ -664,7 +664,7 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
         "path": path.resolve(),
         "golden": (root / data["golden"]).resolve(),
         "pipeline": pipeline,
-        "evaluation": GatePolicy(**_present(GatePolicy, data)),
+        "policy": GatePolicy(**_present(GatePolicy, data)),
         "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
     }
     return Config(**settings)

@@ -64,7 +64,7 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def make_judge(evaluation: GatePolicy) -> Judge:
+def make_judge(policy: GatePolicy) -> Judge:
     """The configured judge.
 
     Raises:
@@ -72,13 +72,13 @@ def make_judge(evaluation: GatePolicy) -> Judge:
 
     """
     try:
-        return get_judge(evaluation.judge_spec())
+        return get_judge(policy.judge_spec())
     except (ValueError, TypeError) as exc:
         raise InputError(f"judge: {exc}") from None
 
 
 def run_identity(
-    evaluation: GatePolicy,
+    policy: GatePolicy,
     judge: Judge,
     golden_sha256: str,
     config_sha256: str,
@@ -91,11 +91,11 @@ def run_identity(
         config_sha256=config_sha256,
         repeats=repeats,
         shard=shard_spec,
-        judge={"id": judge.id, "version": judge.version, "config": dict(evaluation.judge)},
+        judge={"id": judge.id, "version": judge.version, "config": dict(policy.judge)},
         scoring={
-            "refusal_phrases": list(evaluation.refusal_phrases),
-            "refusal_use_field": evaluation.refusal_use_field,
-            **({"form": evaluation.form.to_dict()} if evaluation.form.to_dict() else {}),
+            "refusal_phrases": list(policy.refusal_phrases),
+            "refusal_use_field": policy.refusal_use_field,
+            **({"form": policy.form.to_dict()} if policy.form.to_dict() else {}),
         },
         gate_version=__version__,
     )
@@ -207,9 +207,9 @@ def _run_side_locked(
     n_repeats = repeats or config.repeats
     pool = _early_workers(config, out_dir, len(golden) * n_repeats, sandbox)
     try:
-        evaluation = config.evaluation
-        judge = make_judge(evaluation)
-        identity = run_identity(evaluation, judge, file_sha256(config.golden), config.sha256, n_repeats, shard_spec)
+        policy = config.policy
+        judge = make_judge(policy)
+        identity = run_identity(policy, judge, file_sha256(config.golden), config.sha256, n_repeats, shard_spec)
         code = code_fingerprint(config.pipeline, exclude=[out_dir])
         manifest = Manifest.from_dict(
             {
@@ -222,7 +222,7 @@ def _run_side_locked(
                 "golden": str(config.golden),
                 "pipeline": pipeline_section(config),
                 "n_cases": len(golden),
-                "evaluation": evaluation.to_dict(),
+                "evaluation": policy.to_dict(),
                 "status": "running",
                 "started": _now(),
             }
@@ -237,7 +237,7 @@ def _run_side_locked(
         done = {(p.id, p.repeat) for p in kept}
         jobs = [(c, r) for r in range(n_repeats) for c in golden if (c.id, r) not in done]
         # a slow python: pipeline's predictions are scored while it works on the next cases (see EarlyScores)
-        early = EarlyScores(golden, evaluation, judge, min_latency_ms=EARLY_SCORING_MS * config.pipeline.concurrency)
+        early = EarlyScores(golden, policy, judge, min_latency_ms=EARLY_SCORING_MS * config.pipeline.concurrency)
         for prediction, rows in stored.values():
             early.reuse(prediction, rows)
         on_written = early.add if config.pipeline.python else None
@@ -256,7 +256,7 @@ def _run_side_locked(
         counts["scores"] += len(rows)
         counts["judge_failures"] += sum(s.error is not None and s.error.startswith("judge") for s in rows)
 
-    score_to(out_dir / SCORES, golden, table, n_repeats, evaluation, judge, early, workers, progress, count)
+    score_to(out_dir / SCORES, golden, table, n_repeats, policy, judge, early, workers, progress, count)
     n_errors = sum(p.error is not None for p in table.values())
     manifest = msgspec.structs.replace(
         manifest,
@@ -401,7 +401,7 @@ def score_to(
     golden: list[GoldenCase],
     table: Mapping[tuple[str, int], Prediction],
     repeats: int,
-    evaluation: GatePolicy,
+    policy: GatePolicy,
     judge: Judge,
     known: EarlyScores | None = None,
     jobs: int | None = None,
@@ -425,7 +425,7 @@ def score_to(
                 on_rows(rows)
 
         keep = on_rows is None
-        return score_all(golden, table, repeats, evaluation, judge, on_scores=write, known=known, jobs=jobs, keep=keep)
+        return score_all(golden, table, repeats, policy, judge, on_scores=write, known=known, jobs=jobs, keep=keep)
 
 
 def _produce(

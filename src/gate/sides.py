@@ -44,7 +44,7 @@ def _load_side(
     label: Literal["base", "head"],
     source: Path,
     golden_path: Path | None,
-    evaluation: GatePolicy | None,
+    policy: GatePolicy | None,
     out_dir: Path,
     jobs: int | None = None,
     only: Collection[str] | None = None,
@@ -79,9 +79,7 @@ def _load_side(
     if only is not None:
         chosen = set(only)
         golden = [case for case in golden if case.id in chosen]
-    evaluation = evaluation or (
-        GatePolicy.from_dict(manifest.evaluation) if manifest.evaluation is not None else GatePolicy()
-    )
+    policy = policy or (GatePolicy.from_dict(manifest.evaluation) if manifest.evaluation is not None else GatePolicy())
     warnings: list[str] = []
     ids = {case.id for case in golden}
     if source.is_dir() and (extra := predictions.ids - ids):
@@ -95,11 +93,11 @@ def _load_side(
     repeats = table.repeats
     if label == "base":  # nothing to compare against; a head that fails everywhere is a regression (compare)
         require_some_predictions(table, preds_path)
-    judge = make_judge(evaluation)
+    judge = make_judge(policy)
     stored = manifest.identity
-    wanted = run_identity(evaluation, judge, file_sha256(golden_path), stored.config_sha256, repeats, stored.shard)
+    wanted = run_identity(policy, judge, file_sha256(golden_path), stored.config_sha256, repeats, stored.shard)
     stale = stored.differences(wanted, ("golden_sha256", *RunIdentity.SCORE_FIELDS))
-    scored = set(evaluation.metrics) - set(evaluation.paired_metrics)  # paired metrics are scored at compare time
+    scored = set(policy.metrics) - set(policy.paired_metrics)  # paired metrics are scored at compare time
     missing = sorted(scored - set(manifest.metrics))
     if source.is_dir() and not stale and not missing and (source / SCORES).exists():
         scores = read_scores(source / SCORES, [case.id for case in golden], repeats)
@@ -111,14 +109,14 @@ def _load_side(
                     f"--out {out_dir}: rescoring {label} would overwrite {source / SCORES}; use another --out"
                 )
         make_dirs(out_dir / label)
-        scores = score_to(out_dir / label / SCORES, golden, table, repeats, evaluation, judge, jobs=jobs)
+        scores = score_to(out_dir / label / SCORES, golden, table, repeats, policy, judge, jobs=jobs)
         manifest = msgspec.structs.replace(
             manifest,
             judge=JudgeRecord(**wanted.judge),
             judge_usage=judge_usage(judge),
             golden_sha256=wanted.golden_sha256,
         )
-    return Side(label, golden, table, repeats, scores, manifest, tuple(warnings)), evaluation
+    return Side(label, golden, table, repeats, scores, manifest, tuple(warnings)), policy
 
 
 def _rescored(label: str, stored: RunIdentity, wanted: RunIdentity, stale: list[str], missing: list[str]) -> str:
@@ -246,7 +244,7 @@ class Compared:
     """The base side, loaded and scored."""
     head: Side
     """The head side."""
-    evaluation: GatePolicy
+    policy: GatePolicy
     """The policy the sides were compared under."""
 
     def cases(self, lines: Mapping[str, int] | None = None) -> Iterator[CaseView]:
@@ -258,7 +256,7 @@ class Compared:
         from gate.compare.views import case_views
 
         names = [m.name for m in self.comparison.metrics]
-        return case_views(self.base, self.head, self.evaluation, names, lines)
+        return case_views(self.base, self.head, self.policy, names, lines)
 
 
 def comparison_outputs(out_dir: Path, what: str, extra: Sequence[str] = ()) -> tuple[dict[str, Path], dict[str, Path]]:
@@ -339,39 +337,39 @@ def compare_sides(
 
     """
     out_dir = Path(out_dir)
-    evaluation = config.evaluation if config else None
+    policy = config.policy if config else None
     for source in (Path(base), Path(head)):
         if source.is_dir():
             refuse_stale_run(source, read_manifest(source), golden, config)
     if golden is None and diff is None and Path(base).is_dir() and Path(head).is_dir():
         golden, diff = _golden_contract(Path(base), Path(head))
     jobs = jobs if jobs is not None else config.scoring_jobs if config is not None else None
-    base_side, evaluation = _load_side("base", Path(base), golden, evaluation, out_dir, jobs, cases)
-    head_side, _ = _load_side("head", Path(head), golden, evaluation, out_dir, jobs, cases)
+    base_side, policy = _load_side("base", Path(base), golden, policy, out_dir, jobs, cases)
+    head_side, _ = _load_side("head", Path(head), golden, policy, out_dir, jobs, cases)
     if not {c.id for c in base_side.golden} & {c.id for c in head_side.golden}:
         raise InputError(f"{base} and {head} have no case in common: they were run on different golden sets")
-    judged_under = evaluation
-    if strict and not evaluation.strict:
-        evaluation = dataclasses.replace(evaluation, strict=True)
+    judged_under = policy
+    if strict and not policy.strict:
+        policy = dataclasses.replace(policy, strict=True)
     pairwise = None
-    if evaluation.pairwise is not None and evaluation.paired_metrics:
-        base_side, head_side, pairwise = judge_pairwise(base_side, head_side, evaluation, out_dir)
+    if policy.pairwise is not None and policy.paired_metrics:
+        base_side, head_side, pairwise = judge_pairwise(base_side, head_side, policy, out_dir)
     from gate.compare import compare
 
     comparison = compare(
-        base_side, head_side, evaluation, diff=diff, files=files, commits=commits, pairwise=pairwise, decided=decided
+        base_side, head_side, policy, diff=diff, files=files, commits=commits, pairwise=pairwise, decided=decided
     )
     if Path(head).is_dir() and head_side.manifest.evaluation is not None:  # the head run's own policy
         from gate.compare.notes import policy_changes
 
         moved = policy_changes(judged_under, GatePolicy.from_dict(head_side.manifest.evaluation), diff)
         comparison = dataclasses.replace(comparison, policy_changes=moved)
-    if evaluation.judge_labels:
+    if policy.judge_labels:
         root = config.root if config is not None else Path(base_side.manifest.config or ".").parent
         run_dir = Path(base) if Path(base).is_dir() else None
-        line, stale = judge_labels_line(root / evaluation.judge_labels, base_side.manifest, evaluation.seed, run_dir)
+        line, stale = judge_labels_line(root / policy.judge_labels, base_side.manifest, policy.seed, run_dir)
         comparison = dataclasses.replace(comparison, judge_labels=line, warnings=(*comparison.warnings, *stale))
-    return Compared(comparison, base_side, head_side, evaluation)
+    return Compared(comparison, base_side, head_side, policy)
 
 
 def judge_labels_line(path: Path, manifest: Manifest, seed: int, run_dir: Path | None = None) -> tuple[str, list[str]]:
@@ -432,7 +430,7 @@ PAIRWISE_FILE = "pairwise.jsonl"
 """The pairwise judge's verdicts of a comparison, one row per case, in ``--out``."""
 
 
-def judge_pairwise(base: Side, head: Side, evaluation: GatePolicy, out_dir: Path) -> tuple[Side, Side, PairwiseRun]:
+def judge_pairwise(base: Side, head: Side, policy: GatePolicy, out_dir: Path) -> tuple[Side, Side, PairwiseRun]:
     """Judge base's answer against head's on every shared case (both orders) and add the ``head_win_rate`` rows.
 
     Each side's first valid answer of a case is compared; answers are cached like the rubric judge's. The
@@ -447,13 +445,13 @@ def judge_pairwise(base: Side, head: Side, evaluation: GatePolicy, out_dir: Path
 
     """
     try:
-        judge = get_pairwise_judge(evaluation.pairwise_spec())
+        judge = get_pairwise_judge(policy.pairwise_spec())
     except (ValueError, TypeError) as exc:
         raise InputError(f"pairwise: {exc}") from None
     base_ids = {c.id for c in base.golden}
     cases = [c for c in head.golden if c.id in base_ids]
     try:
-        judgments = judge_pairs([(c, base.first_valid(c.id), head.first_valid(c.id)) for c in cases], judge, evaluation)
+        judgments = judge_pairs([(c, base.first_valid(c.id), head.first_valid(c.id)) for c in cases], judge, policy)
     finally:
         usage = judge_usage(judge)
         judge.close()

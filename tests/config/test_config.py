@@ -52,11 +52,11 @@ def test_minimal_config_gets_the_dataclass_defaults(tmp_path):
     assert config.pipeline == PipelineSpec(
         python="rag:answer", workdir=tmp_path.resolve(), origin=f"{tmp_path / 'rag-gate.yml'}:3"
     )
-    assert config.evaluation == GatePolicy()
-    assert config.repeats == 1 and config.evaluation.seed == 0
-    assert config.evaluation.metrics == DEFAULT_METRICS
-    assert "latency_ms" in config.evaluation.metrics and "latency_ms" not in config.evaluation.gated
-    assert config.evaluation.gated == (
+    assert config.policy == GatePolicy()
+    assert config.repeats == 1 and config.policy.seed == 0
+    assert config.policy.metrics == DEFAULT_METRICS
+    assert "latency_ms" in config.policy.metrics and "latency_ms" not in config.policy.gated
+    assert config.policy.gated == (
         "hit_rate@5",
         "mrr",
         "grounded_answer_rate",
@@ -66,7 +66,7 @@ def test_minimal_config_gets_the_dataclass_defaults(tmp_path):
         "false_refusal",
         "error_rate",
     )
-    assert config.evaluation.margin("hit_rate@5") == 0.03
+    assert config.policy.margin("hit_rate@5") == 0.03
     assert len(config.sha256) == 64
 
 
@@ -90,11 +90,11 @@ alpha: 0.01
     )
     assert config.repeats == 5 and config.pipeline.options == {"top_k": 2}
     assert config.pipeline.concurrency == 3 and config.pipeline.timeout_s == 5
-    assert config.evaluation.gated == ("mrr",) and config.evaluation.margin("mrr") == 0.1
-    assert config.evaluation.margin("latency_ms") == 2.5  # relative: any increase can happen
-    assert config.evaluation.judge == {"name": "lexical"}
-    assert config.evaluation.refusal_phrases == ("no idea",) and config.evaluation.refusal_use_field is False
-    assert config.evaluation.alpha == 0.01 and config.evaluation.error_budget == GatePolicy().error_budget
+    assert config.policy.gated == ("mrr",) and config.policy.margin("mrr") == 0.1
+    assert config.policy.margin("latency_ms") == 2.5  # relative: any increase can happen
+    assert config.policy.judge == {"name": "lexical"}
+    assert config.policy.refusal_phrases == ("no idea",) and config.policy.refusal_use_field is False
+    assert config.policy.alpha == 0.01 and config.policy.error_budget == GatePolicy().error_budget
 
 
 def test_gated_defaults_to_the_primary_families_of_the_metrics():
@@ -105,10 +105,10 @@ def test_gated_defaults_to_the_primary_families_of_the_metrics():
 
 
 def test_evaluation_round_trips_through_its_manifest_form():
-    evaluation = GatePolicy(metrics=("mrr", "refusal"), margins={"mrr": 0.2}, judge="lexical", seed=7, strict=True)
-    data = json.loads(json.dumps(evaluation.to_dict()))
+    policy = GatePolicy(metrics=("mrr", "refusal"), margins={"mrr": 0.2}, judge="lexical", seed=7, strict=True)
+    data = json.loads(json.dumps(policy.to_dict()))
     assert set(data) == {f.name for f in dataclasses.fields(GatePolicy)}
-    assert GatePolicy.from_dict(data) == evaluation
+    assert GatePolicy.from_dict(data) == policy
     assert GatePolicy.from_dict({}) == GatePolicy()
     assert GatePolicy.from_dict({"seed": 3, "from_a_newer_version": 1}).seed == 3
 
@@ -371,7 +371,7 @@ def test_margins_of_metrics_not_computed_or_outside_their_range_are_rejected(tmp
 
 def test_margins_inside_the_range_are_accepted(tmp_path):
     text = GOOD + "metrics: [hit_rate@5, latency_ms]\nmargins: {hit_rate@5: 0.99, latency_ms: 4}\n"
-    assert load_config(write(tmp_path, text)).evaluation.margins == {"hit_rate@5": 0.99, "latency_ms": 4.0}
+    assert load_config(write(tmp_path, text)).policy.margins == {"hit_rate@5": 0.99, "latency_ms": 4.0}
 
 
 @pytest.mark.parametrize(
@@ -411,7 +411,7 @@ def test_judge_option_lines_point_at_the_option(tmp_path):
 
 def test_valid_judge_options_load(tmp_path):
     config = load_config(write(tmp_path, GOOD + "judge: {name: llm, model: m, temperature: 0.5, cache_dir: false}\n"))
-    assert config.evaluation.judge == {"name": "llm", "model": "m", "temperature": 0.5, "cache_dir": False}
+    assert config.policy.judge == {"name": "llm", "model": "m", "temperature": 0.5, "cache_dir": False}
 
 
 def test_checking_judge_options_imports_no_backend(tmp_path):
@@ -526,7 +526,7 @@ def test_modest_aliases_are_fine(tmp_path):
     text += "refusal: {phrases: &p [no idea, not sure]}\n"
     config = load_config(write(tmp_path, text))
     assert config.pipeline.options == {"top_k": 3, "tags": ["x", "y"]}
-    assert config.evaluation.refusal_phrases == ("no idea", "not sure")
+    assert config.policy.refusal_phrases == ("no idea", "not sure")
 
 
 @pytest.mark.parametrize("style", ["flow", "block"])
@@ -589,11 +589,11 @@ def test_non_utf8_config_names_the_line(tmp_path):
 
 def test_trend_policy_defaults_overrides_and_round_trip(tmp_path):
     default = load_config(write(tmp_path, "golden: golden.jsonl\npipeline: {python: 'a:b'}\n"))
-    assert default.evaluation.trend == TrendPolicy(window=4, warning=0.05, critical=0.10, block="never")
+    assert default.policy.trend == TrendPolicy(window=4, warning=0.05, critical=0.10, block="never")
     text = "golden: golden.jsonl\npipeline: {python: 'a:b'}\ntrend: {window: 6, warning: 0.03, block: true}\n"
     config = load_config(write(tmp_path, text))
-    assert config.evaluation.trend == TrendPolicy(window=6, warning=0.03, critical=0.10, block="critical")
-    assert GatePolicy.from_dict(config.evaluation.to_dict()) == config.evaluation
+    assert config.policy.trend == TrendPolicy(window=6, warning=0.03, critical=0.10, block="critical")
+    assert GatePolicy.from_dict(config.policy.to_dict()) == config.policy
 
 
 @pytest.mark.parametrize(
@@ -644,17 +644,17 @@ def test_the_readme_config_block_loads_and_states_the_defaults(tmp_path):
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "golden.jsonl").write_text('{"id": "a", "question": "q"}\n')
     config = load_config(write(tmp_path, block, golden=False))
-    pipeline, evaluation = config.pipeline, config.evaluation
+    pipeline, policy = config.pipeline, config.policy
     defaults, default_pipeline = GatePolicy(), PipelineSpec()
     for name in ("concurrency", "timeout_s", "startup_timeout_s", "retries"):
         assert getattr(pipeline, name) == getattr(default_pipeline, name), name
     assert pipeline.workdir == tmp_path.resolve()  # `.`: the config's directory
     for name in ("seed", "alpha", "strict", "error_budget", "fail_on_new_ood", "must_pass", "trend", "golden_changes",
                  "metrics", "judge_concurrency"):  # fmt: skip
-        assert getattr(evaluation, name) == getattr(defaults, name), name
+        assert getattr(policy, name) == getattr(defaults, name), name
     assert config.repeats == next(f.default for f in dataclasses.fields(Config) if f.name == "repeats") == 1
-    assert evaluation.judge == defaults.judge
-    assert all(evaluation.margin(m) == defaults.margin(m) for m in evaluation.margins)
+    assert policy.judge == defaults.judge
+    assert all(policy.margin(m) == defaults.margin(m) for m in policy.margins)
 
 
 def test_scoring_jobs_is_read_and_checked(tmp_path):
@@ -671,7 +671,7 @@ def test_scoring_jobs_is_read_and_checked(tmp_path):
 
 def test_a_relative_margin_and_must_pass_settings_are_read(tmp_path):
     text = GOOD + "margins: {false_refusal: {relative: 0.5, min: 0.01}}\nmust_pass: {out_of_domain: false}\n"
-    policy = load_config(write(tmp_path, text)).evaluation
+    policy = load_config(write(tmp_path, text)).policy
     assert policy.margin("false_refusal", 0.1) == pytest.approx(0.05)  # 50 % of a base of 0.1
     assert policy.margin("false_refusal", 0.0) == 0.01  # never below its min
     assert policy.relative_margin("false_refusal") == 0.5 and policy.relative_margin("refusal") is None

@@ -201,9 +201,9 @@ def test_a_steady_drift_shows_as_its_rate_times_window_plus_one_over_two():
     """
     means = [round(0.95 - 0.01 * k, 2) for k in range(12)]
     entries = [HistoryEntry(record(m, i)) for i, m in enumerate(means)]
-    four = trend_report(entries, policy=TrendPolicy(window=4)).metrics[0]
+    four = trend_report(entries, trend=TrendPolicy(window=4)).metrics[0]
     assert four.baseline - four.value == pytest.approx(0.025) and four.status == "ok"
-    eight = trend_report(entries, policy=TrendPolicy(window=8)).metrics[0]
+    eight = trend_report(entries, trend=TrendPolicy(window=8)).metrics[0]
     assert eight.baseline - eight.value == pytest.approx(0.045)
     assert eight.drop == pytest.approx(0.045 / (0.84 + 0.045)) and eight.status == "warning"
 
@@ -245,10 +245,10 @@ def test_lower_is_better_metrics_drop_when_they_rise():
     assert relative_drop(0.08, 0.10, "lower") == pytest.approx(-0.20)
     assert relative_drop(0.08, 0.10, "higher") == pytest.approx(0.20)
     entries = [HistoryEntry(record(m, i, metric="contradiction_rate")) for i, m in enumerate([0.1] * 4 + [0.106])]
-    trend = trend_report(entries, policy=TrendPolicy()).metrics[0]
+    trend = trend_report(entries, trend=TrendPolicy()).metrics[0]
     assert trend.direction == "lower" and trend.drop == pytest.approx(0.06) and trend.status == "warning"
     better = [HistoryEntry(record(m, i, metric="contradiction_rate")) for i, m in enumerate([0.1] * 4 + [0.05])]
-    assert trend_report(better, policy=TrendPolicy()).metrics[0].status == "ok"
+    assert trend_report(better, trend=TrendPolicy()).metrics[0].status == "ok"
 
 
 def test_check_of_a_run_directory_excludes_entries_of_the_same_commit(tmp_path):
@@ -503,12 +503,12 @@ def test_calibrated_false_alarm_rate_matches_a_simulated_stable_history():
     rng = np.random.default_rng(13)
     sigma, mean, n = 0.01, 0.80, 4000
     means = rng.normal(mean, sigma, n)
-    policy = TrendPolicy(window=4, warning=0.025, critical=0.04)
+    trend = TrendPolicy(window=4, warning=0.025, critical=0.04)
     entries = [HistoryEntry(record(float(m), i)) for i, m in enumerate(means)]
-    statuses = [trend_report(entries[i - 4 : i + 1], policy=policy).metrics[0].status for i in range(4, n)]
+    statuses = [trend_report(entries[i - 4 : i + 1], trend=trend).metrics[0].status for i in range(4, n)]
     observed = statuses.count("warning") / len(statuses) + statuses.count("critical") / len(statuses)
     runs = [RunSummary(f"r{i}", "g", "c", {"faithfulness": np.array([[m]])}) for i, m in enumerate(means)]
-    (cal,) = calibrate(runs, policy)
+    (cal,) = calibrate(runs, trend)
     predicted = 0.5 * math.erfc(0.025 / (sigma * math.sqrt(1.25) / mean) / math.sqrt(2))  # 3.7 %
     assert cal.false_alarm_warning == pytest.approx(predicted, rel=0.1)  # σ estimated from the same 4000 runs
     assert observed == pytest.approx(predicted, abs=0.01)
@@ -518,9 +518,9 @@ def test_noise_comes_from_the_runs_repeat_errors_when_every_run_has_one():
     """The window's SD also measures a drift inside the window; repeat SEs measure run-to-run noise alone."""
     means = [0.90, 0.87, 0.84, 0.81, 0.78]
     with_se = [HistoryEntry(record(m, i, se=0.01)) for i, m in enumerate(means)]
-    trend = trend_report(with_se, policy=TrendPolicy()).metrics[0]
+    trend = trend_report(with_se, trend=TrendPolicy()).metrics[0]
     assert trend.noise_sd == pytest.approx(math.sqrt(0.01**2 + 0.01**2 / 4)) and trend.beyond_noise is True
     without = [HistoryEntry(record(m, i)) for i, m in enumerate(means)]
-    trend = trend_report(without, policy=TrendPolicy()).metrics[0]
+    trend = trend_report(without, trend=TrendPolicy()).metrics[0]
     sd = statistics.stdev(means[:4])
     assert trend.noise_sd == pytest.approx(sd * math.sqrt(1.25)) and trend.beyond_noise is False  # 0.075 < 2 × 0.043

@@ -197,9 +197,9 @@ def test_config_adds_and_checks_the_paired_metric(tmp_path):
     write_jsonl(tmp_path / "golden.jsonl", [{"id": "a", "question": "q"}])
     head = "golden: golden.jsonl\npipeline: {predictions: golden.jsonl}\n"
     (tmp_path / "rag-gate.yml").write_text(head + "metrics: [mrr]\npairwise: {model: m}\n")
-    evaluation = load_config(tmp_path / "rag-gate.yml").evaluation
-    assert evaluation.metrics == ("mrr", "head_win_rate") and evaluation.gated == ("mrr", "head_win_rate")
-    assert evaluation.paired_metrics == ("head_win_rate",) and evaluation.pairwise == {"model": "m"}
+    policy = load_config(tmp_path / "rag-gate.yml").policy
+    assert policy.metrics == ("mrr", "head_win_rate") and policy.gated == ("mrr", "head_win_rate")
+    assert policy.paired_metrics == ("head_win_rate",) and policy.pairwise == {"model": "m"}
     (tmp_path / "rag-gate.yml").write_text(head + "metrics: [mrr, head_win_rate]\n")
     with pytest.raises(InputError, match="metrics.1: 'head_win_rate' is scored by the pairwise judge"):
         load_config(tmp_path / "rag-gate.yml")
@@ -209,7 +209,7 @@ def test_config_adds_and_checks_the_paired_metric(tmp_path):
     assert "pairwise.name: the pairwise judge takes no name" in str(info.value)
     assert "pairwise.temprature: unknown option of the pairwise judge; did you mean `temperature`?" in str(info.value)
     (tmp_path / "rag-gate.yml").write_text(head + "gate: [head_win_rate]\npairwise: {model: m}\n")
-    assert load_config(tmp_path / "rag-gate.yml").evaluation.gated == ("head_win_rate",)
+    assert load_config(tmp_path / "rag-gate.yml").policy.gated == ("head_win_rate",)
 
 
 def test_a_pairwise_judge_of_its_own_generator_warns(fake):

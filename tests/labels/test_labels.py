@@ -307,14 +307,14 @@ def test_judge_check_rejudges_with_another_judge(squad_run, tmp_path):
     from gate.labels.sampling import judged_answers
     from gate.scoring import call_judge
 
-    evaluation = load_config(config).evaluation
-    judge = get_judge(evaluation.judge)
+    policy = load_config(config).policy
+    judge = get_judge(policy.judge)
     _, answers = judged_answers(squad_run / "run")
     by_key = {a.key: a for a in answers}
     expected = []
     for r in rows:
         value = call_judge(
-            judge, by_key[(r["id"], r["repeat"])].case, by_key[(r["id"], r["repeat"])].prediction, evaluation
+            judge, by_key[(r["id"], r["repeat"])].case, by_key[(r["id"], r["repeat"])].prediction, policy
         ).faithfulness
         if not math.isnan(value):
             expected.append((int(r["judge"]["flagged"]), int(value < 1)))

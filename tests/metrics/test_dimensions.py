@@ -73,8 +73,8 @@ def test_citations_are_not_claims_for_a_claim_level_judge():
     # a bracketed reference is a marker even when its id was not retrieved (a fabricated citation is no claim)
     assert strip_citations("See [doc-70] (a note).", ids) == "See (a note)."
     # through scoring: the lexical judge would read "d1" as the number 1 and call the claim contradicted
-    evaluation = GatePolicy(metrics=("faithfulness",))
-    cited = _scores(CASE, "The Eiffel Tower is 330 metres tall [d1].", evaluation, LexicalJudge())
+    policy = GatePolicy(metrics=("faithfulness",))
+    cited = _scores(CASE, "The Eiffel Tower is 330 metres tall [d1].", policy, LexicalJudge())
     assert cited["faithfulness"].value == 1.0
 
 
@@ -105,8 +105,8 @@ def test_ids_that_are_words_stay_in_the_sentence():
     assert cites_retrieved("Paris is the capital of France.", ["Paris"])  # the form rule's whole-token match is kept
     chunks = (Chunk("Paris", "Paris is the capital of France."), Chunk("Rome", "Rome is the capital of Italy."))
     case = GoldenCase(id="q", question="What is the capital of France?")
-    evaluation = GatePolicy(metrics=("faithfulness",))
-    scores = _scores(case, "Rome is the capital of France.", evaluation, LexicalJudge(), retrieved=chunks)
+    policy = GatePolicy(metrics=("faithfulness",))
+    scores = _scores(case, "Rome is the capital of France.", policy, LexicalJudge(), retrieved=chunks)
     claims = scores["faithfulness"].detail["claims"]
     assert [(c["claim"], c["verdict"]) for c in claims] == [("Rome is the capital of France.", "contradicted")]
     assert scores["faithfulness"].value == 0.0
@@ -168,30 +168,30 @@ CASE = GoldenCase(
 CHUNKS = (Chunk("d1", "The Eiffel Tower is 330 metres tall. It opened in 1889."),)
 
 
-def _scores(case, answer, evaluation, judge=None, **prediction):
-    metrics = [resolve(n) for n in evaluation.metrics]
+def _scores(case, answer, policy, judge=None, **prediction):
+    metrics = [resolve(n) for n in policy.metrics]
     pred = Prediction(id=case.id, answer=answer, retrieved=prediction.pop("retrieved", CHUNKS), **prediction)
-    return {s.metric: s for s in score_one(case, pred, metrics, evaluation, judge)}
+    return {s.metric: s for s in score_one(case, pred, metrics, policy, judge)}
 
 
 def test_without_a_grading_judge_the_dimensions_are_deterministic_or_not_applicable():
-    evaluation = GatePolicy(metrics=FIVE, form={"max_words": 12, "cite": True})
-    scores = _scores(CASE, "The Eiffel Tower is 330 metres tall [d1].", evaluation, LexicalJudge())
+    policy = GatePolicy(metrics=FIVE, form={"max_words": 12, "cite": True})
+    scores = _scores(CASE, "The Eiffel Tower is 330 metres tall [d1].", policy, LexicalJudge())
     values = {name: s.value for name, s in scores.items()}
     assert values["faithfulness"] == 1.0  # the lexical judge
     assert math.isnan(values["answer_relevance"])  # only a rubric judge grades relevance
     assert values["correctness"] == 1.0  # reference "330 metres" fully recalled
     assert values["completeness"] == pytest.approx((1 + 0) / 2)  # "opened in 1889" is missing
     assert values["form"] == 1.0  # 8 words ≤ 12, cites d1
-    padded = _scores(CASE, "The Eiffel Tower is 330 metres tall, as every guide to Paris will tell you.", evaluation)
+    padded = _scores(CASE, "The Eiffel Tower is 330 metres tall, as every guide to Paris will tell you.", policy)
     assert padded["form"].value == 0.0  # 15 words and no citation
     # a refusal of an answerable question is wrong and incomplete; its form is not graded
-    refusal = _scores(CASE, "I don't have that information.", evaluation)
+    refusal = _scores(CASE, "I don't have that information.", policy)
     assert (refusal["correctness"].value, refusal["completeness"].value) == (0.0, 0.0)
     assert math.isnan(refusal["form"].value)
     # out of domain: none applies
     ood = GoldenCase(id="o1", question="Who won?", out_of_domain=True)
-    assert all(math.isnan(s.value) for s in _scores(ood, "Team A won [d1].", evaluation).values())
+    assert all(math.isnan(s.value) for s in _scores(ood, "Team A won [d1].", policy).values())
     # a case with no reference, no criteria and no points: correctness and completeness have nothing to check
     bare = GoldenCase(id="b1", question="Tell me about the tower.", expected_doc_ids=("d1",))
     bare_scores = _scores(bare, "It is 330 metres tall.", GatePolicy(metrics=FIVE))
@@ -252,8 +252,8 @@ def test_one_call_grades_the_five_dimensions_with_the_case_in_the_prompt(fake, j
         form=FormRules(rules="Answer in one sentence, in a neutral tone."),
     )
     fake.script(rubric(f=3, r=2, c=3, p=1, form=2))
-    evaluation = GatePolicy(metrics=(*FIVE, "hallucination_rate"), form={"max_words": 40, "cite": True})
-    scores = _scores(case, "It is 330 metres tall [d1].", evaluation, judge)
+    policy = GatePolicy(metrics=(*FIVE, "hallucination_rate"), form={"max_words": 40, "cite": True})
+    scores = _scores(case, "It is 330 metres tall [d1].", policy, judge)
     assert len(fake.requests) == 1
     prompt = fake.requests[0].prompt
     for part in ("<reference_answers>\n- 330 metres\n- 1,083 feet\n</reference_answers>",
@@ -273,9 +273,9 @@ def test_one_call_grades_the_five_dimensions_with_the_case_in_the_prompt(fake, j
 
 def test_a_broken_hard_rule_wins_over_the_judge_and_correctness_needs_something_to_check(fake, judge):
     fake.script(rubric(form=3, c=3))
-    evaluation = GatePolicy(metrics=FIVE, form={"max_words": 3})
+    policy = GatePolicy(metrics=FIVE, form={"max_words": 3})
     bare = GoldenCase(id="b", question="How tall is it?", expected_doc_ids=("d1",))
-    scores = _scores(bare, "It is 330 metres tall.", evaluation, judge)
+    scores = _scores(bare, "It is 330 metres tall.", policy, judge)
     assert scores["form"].value == 0.0  # five words > 3, whatever the judge says
     assert math.isnan(scores["correctness"].value)  # no reference answer and no criteria
     assert scores["completeness"].value == 1.0  # the judge grades it against the question
@@ -283,18 +283,18 @@ def test_a_broken_hard_rule_wins_over_the_judge_and_correctness_needs_something_
 
 
 def test_refusals_are_not_sent_and_failures_are_failures_not_scores(fake, judge):
-    evaluation = GatePolicy(metrics=FIVE)
-    refusal = _scores(CASE, "I don't have that information.", evaluation, judge)
+    policy = GatePolicy(metrics=FIVE)
+    refusal = _scores(CASE, "I don't have that information.", policy, judge)
     assert fake.requests == []
     assert (refusal["correctness"].value, refusal["completeness"].value) == (0.0, 0.0)
     assert all(math.isnan(refusal[n].value) for n in ("faithfulness", "answer_relevance", "form"))
     fake.script(Reply.text('{"faithfulness": 3}'))
-    failed = _scores(CASE, "It is 330 metres tall.", evaluation, judge)
+    failed = _scores(CASE, "It is 330 metres tall.", policy, judge)
     assert (failed["faithfulness"].value, failed["faithfulness"].error) == (1.0, None)
     left_out = ("answer_relevance", "correctness", "completeness", "form")
     assert all(math.isnan(failed[n].value) and failed[n].error.endswith(f"no grade for {n}") for n in left_out)
     fake.script(Reply.text('{"answer_relevance": 3, "correctness": 3, "completeness": 3, "form": 3}'))
-    failed = _scores(CASE, "It is 324 metres tall.", evaluation, judge)
+    failed = _scores(CASE, "It is 324 metres tall.", policy, judge)
     assert all(s.error is not None and "'faithfulness' is a required property" in s.error for s in failed.values())
 
 
@@ -308,8 +308,8 @@ def test_config_form_key_is_validated_and_recorded(tmp_path):
         "form: {max_words: 80, cite: true, rules: Answer in Italian.}\n"
     )
     config = load_config(tmp_path / "rag-gate.yml")
-    assert config.evaluation.form == FormRules(80, True, "Answer in Italian.")
-    assert GatePolicy.from_dict(json.loads(json.dumps(config.evaluation.to_dict()))).form == config.evaluation.form
+    assert config.policy.form == FormRules(80, True, "Answer in Italian.")
+    assert GatePolicy.from_dict(json.loads(json.dumps(config.policy.to_dict()))).form == config.policy.form
     (tmp_path / "rag-gate.yml").write_text(
         "golden: golden.jsonl\npipeline: {predictions: golden.jsonl}\nform: {max_word: 80, cite: 1}\n"
     )

@@ -155,7 +155,7 @@ def test_custom_phrases_replace_the_defaults():
 def test_scoring_comparison_and_judges_share_the_detector():
     assert gate.judges.claims.is_refusal is is_refusal
     assert gate.scoring.is_refusal is is_refusal
-    evaluation = GatePolicy()
+    policy = GatePolicy()
     answers = [
         "Unable to answer based on given passages.",
         "It has 1,000 rooms.",
@@ -163,7 +163,7 @@ def test_scoring_comparison_and_judges_share_the_detector():
     ]
     judge = get_judge({"name": "lexical"})
     for answer in answers:
-        refused = detect_refusal(Prediction(id="a", answer=answer), evaluation)
+        refused = detect_refusal(Prediction(id="a", answer=answer), policy)
         judgment = judge.judge("How many rooms?", answer, [Chunk("d", "The hotel has 1,000 rooms.")])
         assert refused is is_refusal(answer)
         assert (judgment.claims == ()) is refused and math.isnan(judgment.faithfulness) is refused

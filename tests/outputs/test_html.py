@@ -284,7 +284,7 @@ def test_report_html_streamed_a_batch_at_a_time_is_the_page_rendered_whole(squad
     rows = list(case_rows(comparison, compared.cases()))
     assert len(rows) == 140 and any("ch" in row for row in rows)  # claims were read from the scores files
     names = [m.name for m in comparison.metrics]
-    views = (case_views(compared.base, compared.head, compared.evaluation, names, batch=b) for b in (1, 7, 4096))
+    views = (case_views(compared.base, compared.head, compared.policy, names, batch=b) for b in (1, 7, 4096))
     assert [row for batch in views for row in case_rows(comparison, batch)] == rows * 3
     page = write_html(comparison, tmp_path / "out", compared.cases()).read_text(encoding="utf-8")
     assert page == render_html(comparison, rows) == "".join(html_parts(comparison, iter(rows)))

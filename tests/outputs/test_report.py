@@ -290,7 +290,7 @@ def test_case_lists_do_not_depend_on_how_many_cases_are_read_at_a_time(squad_run
 
     base, head = squad_runs
     compared = compare_sides(base, head, tmp_path / "out")
-    sides, policy = (compared.base, compared.head), compared.evaluation
+    sides, policy = (compared.base, compared.head), compared.policy
     golden = compared.head.golden
     inputs, _ = metric_inputs(*sides, golden, policy)
     broke = np.zeros(len(golden), dtype=bool)

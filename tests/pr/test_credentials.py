@@ -27,6 +27,14 @@ def test_empty_values_are_unset():
     assert repr(credentials) == "Credentials(github_token=unset, flag_token=unset, cache_key=unset)"
 
 
+def test_the_token_for_github_is_the_workflow_token_in_actions_and_the_flag_first_locally():
+    both = Credentials(TOKEN, FLAG)
+    assert both.github(in_actions=True) == TOKEN and both.github(in_actions=False) == FLAG
+    assert Credentials(TOKEN).github(in_actions=False) == TOKEN
+    assert Credentials(flag_token=FLAG).github(in_actions=True) is None  # a command line is never trusted there
+    assert Credentials().github(in_actions=False) is None
+
+
 def test_handle_errors_redacts_what_the_command_registered():
     """A token given as an option is not in the environment: the command registers it, and no error shows it."""
 

@@ -18,8 +18,8 @@ from gate.redact import Redactor
 FAST = gh.RetryPolicy(total=2, backoff_factor=0.01, backoff_max=0.05, max_wait=2.0, timeout=5)
 
 
-def client(fake: FakeGithub, policy: gh.RetryPolicy = FAST):
-    return gh.make_client(fake.token, fake.api_url, policy)
+def client(fake: FakeGithub, retry: gh.RetryPolicy = FAST):
+    return gh.make_client(fake.token, fake.api_url, retry)
 
 
 def write_event(tmp_path, name="pull_request", fork=False):

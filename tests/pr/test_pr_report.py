@@ -66,3 +66,26 @@ def test_a_comment_of_an_older_rag_gate_is_adopted_not_left_stale(fake):
     assert old["body"].startswith(sticky_marker("rag-gate.yml")) and other["body"].endswith("other.yml")
     again = gh.upsert_comment(client, "octo/rag", 7, "## ✅ pass", marker=sticky_marker("third.yml"))
     assert again.action == "created" and len(fake.comments) == 3  # no legacy comment is left to adopt
+
+
+def test_the_reporter_posts_with_a_client_maker_and_holds_no_token(fake):
+    """The comment's client comes from a maker (the token in its closure): the Reporter, an output object, has no
+    token field and its repr does not show it; without a token nothing is posted."""
+    import dataclasses
+
+    from gate.pr import github as gh
+    from gate.pr.report import Reporter
+    from gate.redact import Redactor
+
+    context = gh.GithubContext(repository="octo/rag", pr_number=7, api_url=fake.api_url)
+    lines: list[str] = []
+    client = gh.client_factory(fake.token, fake.api_url, gh.RetryPolicy(total=0))
+    report = Reporter(context, lines.append, Redactor([fake.token]), client=client)
+    assert "token" not in {f.name for f in dataclasses.fields(Reporter)} and fake.token not in repr(report)
+    status, url, warning = report.post_comment(f"## ❌ fail, echoing {fake.token}")
+    assert (status, warning) == ("created", "") and url
+    assert fake.comments[0]["body"].startswith(sticky_marker("rag-gate.yml"))
+    assert fake.token not in fake.comments[0]["body"] and "echoing ***" in fake.comments[0]["body"]
+    assert gh.client_factory(None, fake.api_url) is None and gh.client_factory("", fake.api_url) is None
+    unset = Reporter(context, lines.append, Redactor(), client=None).post_comment("## ✅ pass")
+    assert unset[0] == "failed" and "no GitHub token" in unset[2] and len(fake.comments) == 1

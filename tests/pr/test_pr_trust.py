@@ -343,7 +343,7 @@ def test_only_trusted_runs_write_the_cache(event, ref, in_actions, trusted):
     context = gh.GithubContext(event_name=event, ref=ref, default_branch="main", in_actions=in_actions)
     assert is_trusted(context) is trusted
     environ = {"RAG_GATE_CACHE_KEY": CACHE_KEY}
-    policy = cache_policy(Path("c"), context, environ, Credentials.from_environ(environ))
-    assert policy.readable and policy.writable is trusted and policy.signing_key == CACHE_KEY.encode()
+    caching = cache_policy(Path("c"), context, environ, Credentials.from_environ(environ))
+    assert caching.readable and caching.writable is trusted and caching.signing_key == CACHE_KEY.encode()
     unset = cache_policy(Path("c"), context, {}, Credentials())
     assert not unset.readable or not in_actions  # CI without the secret: no cache

@@ -152,14 +152,14 @@ def test_a_system_that_cannot_start_workers_scores_in_this_process(tmp_path, mon
     config = load_config(perfdata.make_project(tmp_path, 40)[0])
     golden = load_golden(config.golden)
     table = {(p.id, p.repeat): p for p in load_predictions(config.pipeline.predictions)}
-    judge = make_judge(config.evaluation)
-    serial = score_all(golden, table, 1, config.evaluation, judge, jobs=1)
+    judge = make_judge(config.policy)
+    serial = score_all(golden, table, 1, config.policy, judge, jobs=1)
 
     def no_semaphores(*args):
         raise OSError("this platform lacks a functioning sem_open implementation")
 
     monkeypatch.setattr(gate.scoring.pool, "_pool", no_semaphores)
-    assert score_lines(score_all(golden, table, 1, config.evaluation, judge, jobs=2)) == score_lines(serial)
+    assert score_lines(score_all(golden, table, 1, config.policy, judge, jobs=2)) == score_lines(serial)
     assert "no worker process can start here" in caplog.text and len(serial) == 40 * N_DEFAULT
 
 
@@ -204,12 +204,12 @@ def test_a_worker_freezes_what_it_keeps_and_collects_frozen_cycles_every_so_many
 
     perfdata.make_project(tmp_path, 40)
     settings = load_config(tmp_path / "base.yml")
-    evaluation = settings.evaluation
+    policy = settings.policy
     table = {(p.id, p.repeat): p for p in load_predictions(settings.pipeline.predictions)}
     pairs = [(case, table[(case.id, 0)]) for case in load_golden(settings.golden)]
-    metrics = [resolve(name) for name in evaluation.metrics]
-    serial = list(pool.score_pairs(pairs, metrics, evaluation, get_judge(evaluation.judge), calls_judge=False))
-    worker = {"metrics": metrics, "evaluation": evaluation, "judge": get_judge(evaluation.judge), "chunks": 0}
+    metrics = [resolve(name) for name in policy.metrics]
+    serial = list(pool.score_pairs(pairs, metrics, policy, get_judge(policy.judge), calls_judge=False))
+    worker = {"metrics": metrics, "policy": policy, "judge": get_judge(policy.judge), "chunks": 0}
     monkeypatch.setattr(pool, "_WORKER", worker)
     monkeypatch.setattr(pool, "COLLECT_EVERY", 3)
 
@@ -241,14 +241,14 @@ def test_a_worker_freezes_what_it_keeps_and_collects_frozen_cycles_every_so_many
 def test_workers_from_a_clean_server_for_many_predictions_give_the_same_bytes(squad_pair, monkeypatch):
     """From CLEAN_WORKERS_MIN predictions on, the workers are forked from a forkserver (their memory holds the
     judge's caches, not this process's predictions), not from this process; the files are the same bytes."""
-    evaluation = GatePolicy()
-    big = pool._pool(2, evaluation, True, pool.CLEAN_WORKERS_MIN)
+    policy = GatePolicy()
+    big = pool._pool(2, policy, True, pool.CLEAN_WORKERS_MIN)
     try:
         assert big.submit(os.getppid).result() != os.getpid()  # the server's child, not this process's
     finally:
         big.shutdown()
     if threading.active_count() == 1:  # else both come from the server (a fork copies one thread only)
-        small = pool._pool(2, evaluation, True, pool.CLEAN_WORKERS_MIN - 1)
+        small = pool._pool(2, policy, True, pool.CLEAN_WORKERS_MIN - 1)
         try:
             assert small.submit(os.getppid).result() == os.getpid()
         finally:

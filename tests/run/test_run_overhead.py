@@ -82,7 +82,7 @@ def test_scores_made_while_the_pipeline_runs_equal_those_scored_from_the_file(pr
     predictions = load_predictions(out / "predictions.jsonl")
     assert sum(p.error is not None for p in predictions) == 6  # q3, q10, q17, twice each: failures are scored too
     table = align(golden, predictions, out / "predictions.jsonl", 2)
-    afterwards = score_all(golden, table, 2, config.evaluation, make_judge(config.evaluation))  # no early scores
+    afterwards = score_all(golden, table, 2, config.policy, make_judge(config.policy))  # no early scores
     assert (out / "scores.jsonl").read_text() == score_lines(afterwards)
     assert len(afterwards) == 25 * 2 * len(NO_JUDGE)
 
@@ -90,8 +90,8 @@ def test_scores_made_while_the_pipeline_runs_equal_those_scored_from_the_file(pr
 def test_early_scores_are_reused_only_for_the_same_prediction(project):
     config = load_config(project / "rag-gate.yml")
     golden = load_golden(config.golden)
-    evaluation = config.evaluation
-    early = EarlyScores(golden, evaluation, make_judge(evaluation))
+    policy = config.policy
+    early = EarlyScores(golden, policy, make_judge(policy))
     assert early.enabled
     first = Prediction("q1", 0, "It is blue.", (Chunk("d1", "Item 1 is blue."),), latency_ms=12.5)
     other = Prediction("q2", 1, "I don't know.", latency_ms=3.0)
@@ -110,8 +110,8 @@ def test_early_scores_are_reused_only_for_the_same_prediction(project):
     table = {(c.id, r): Prediction(c.id, r, error="missing") for c in golden for r in range(2)}
     table[("q1", 0)] = as_read
     table[("q2", 1)] = replace(other, answer="Blue.")
-    reused = score_all(golden, table, 2, evaluation, None, known=early)
-    fresh = score_all(golden, table, 2, evaluation, None)
+    reused = score_all(golden, table, 2, policy, None, known=early)
+    fresh = score_all(golden, table, 2, policy, None)
     assert score_lines(reused) == score_lines(fresh)
     hit = next(s for s in reused if s.id == "q1" and s.metric == "hit_rate@5")
     assert hit.value == 1.0 and any(s is scores[0] for s in reused)  # q1's rows are the early ones, not copies
@@ -131,8 +131,8 @@ def test_only_the_predictions_of_slow_calls_are_scored_early(tiny_golden):
 
 def test_nothing_is_scored_early_when_the_judge_grades_a_metric(tiny_golden):
     golden = load_golden(tiny_golden)
-    evaluation = GatePolicy(metrics=("faithfulness", "answer_f1"))
-    early = EarlyScores(golden, evaluation, make_judge(evaluation))
+    policy = GatePolicy(metrics=("faithfulness", "answer_f1"))
+    early = EarlyScores(golden, policy, make_judge(policy))
     assert not early.enabled  # judge calls stay in score_all, judge_concurrency at a time
     early.add(Prediction("q1", 0, "Paris is in France."))
     assert len(early) == 0 and early.get(Prediction("q1", 0, "Paris is in France.")) is None
@@ -180,7 +180,7 @@ def test_a_valid_config_is_checked_without_jsonschema_and_an_invalid_one_is_expl
     (tmp_path / "bad.yml").write_text("golden: golden.jsonl\npipeline: {python: rag:answer, concurency: 2}\n")
     probe = (
         "import sys\nfrom gate.config import load_config\nfrom gate.produce import make_judge\n"
-        "make_judge(load_config(sys.argv[1]).evaluation)\nprint('jsonschema' in sys.modules)\n"
+        "make_judge(load_config(sys.argv[1]).policy)\nprint('jsonschema' in sys.modules)\n"
     )
     found = subprocess.run([sys.executable, "-c", probe, "ok.yml"], cwd=tmp_path, capture_output=True, text=True)
     assert found.stdout.strip() == "False", found.stderr

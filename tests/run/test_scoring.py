@@ -64,14 +64,11 @@ def _edge_cases(n_cases: int, repeats: int, seed: int = 7):
 def test_batched_rows_equal_the_per_case_functions(names):
     """Every row of score_all equals score_one's with the per-case functions: values, errors, order."""
     golden, table = _edge_cases(700, repeats=2)  # 1,400 predictions: more than one block of expected_ranks
-    evaluation = GatePolicy(metrics=names, gated=names)
+    policy = GatePolicy(metrics=names, gated=names)
     metrics = [resolve(n) for n in names]
-    ours = score_all(golden, table, 2, evaluation, judge=None)
+    ours = score_all(golden, table, 2, policy, judge=None)
     reference = [
-        row
-        for case in golden
-        for r in range(2)
-        for row in score_one(case, table[(case.id, r)], metrics, evaluation, None)
+        row for case in golden for r in range(2) for row in score_one(case, table[(case.id, r)], metrics, policy, None)
     ]
     assert [_row(s) for s in ours] == [_row(s) for s in reference]
     assert all(type(s) is Score for s in ours)
@@ -135,10 +132,10 @@ def test_scoring_with_judge_calls_keeps_the_collector_running_on_new_objects(col
     """Judge calls wait on the network for minutes: the collector keeps running meanwhile, over the objects the
     calls create; those alive before (the libraries, the golden set) are frozen until the calls end."""
     golden, table = _edge_cases(20, repeats=1)
-    evaluation = GatePolicy(metrics=("hit_rate@1", "faithfulness"))
+    policy = GatePolicy(metrics=("hit_rate@1", "faithfulness"))
     seen = []
     score_all(
-        golden, table, 1, evaluation, get_judge(evaluation.judge),
+        golden, table, 1, policy, get_judge(policy.judge),
         on_scores=lambda _: seen.append((gc.isenabled(), gc.get_freeze_count() > 0)),
     )  # fmt: skip
     assert len(seen) == 20 and all(enabled and frozen for enabled, frozen in seen)
@@ -149,9 +146,9 @@ def test_serial_scoring_with_the_lexical_judge_refreezes_each_chunk_on_one_threa
     """In one process, the lexical judge (CPU-bound) is called from this thread, not from judge_concurrency threads
     that would take turns; after every CHUNK predictions what is alive (the judge's caches) is frozen anew."""
     golden, table = _edge_cases(3 * CHUNK, repeats=1)
-    evaluation = GatePolicy(metrics=("hit_rate@1", "faithfulness"), judge_concurrency=8)
+    policy = GatePolicy(metrics=("hit_rate@1", "faithfulness"), judge_concurrency=8)
     seen = []
-    judge = get_judge(evaluation.judge)
+    judge = get_judge(policy.judge)
     judged_on = set()  # the threads the judge is called from (an observer around the real judge)
     judge_answer = judge.judge
 
@@ -160,7 +157,7 @@ def test_serial_scoring_with_the_lexical_judge_refreezes_each_chunk_on_one_threa
         return judge_answer(*args, **kwargs)
 
     object.__setattr__(judge, "judge", observed)  # the judge is a frozen dataclass
-    score_all(golden, table, 1, evaluation, judge, jobs=1, on_scores=lambda _: seen.append(gc.get_freeze_count()))
+    score_all(golden, table, 1, policy, judge, jobs=1, on_scores=lambda _: seen.append(gc.get_freeze_count()))
     assert len(seen) == 3 * CHUNK and judged_on == {threading.get_ident()}
     # the count of frozen objects steps up right after each chunk (the previous chunk's survivors frozen too)
     assert seen[CHUNK] > seen[CHUNK - 1] and seen[2 * CHUNK] > seen[2 * CHUNK - 1]

@@ -19,9 +19,9 @@ from gate.stats.inputs import ZERO_MARGIN_ALPHA, MetricInput, MetricPolicy
     ],
 )
 def test_the_margin_is_oriented_and_labelled_once(kind, direction, margin, oriented, label):
-    policy = MetricPolicy(kind, direction, margin, 0.05)
-    assert policy.oriented_margin == pytest.approx(oriented, rel=1e-12)
-    assert policy.label == label and policy.alpha == 0.05
+    metric_policy = MetricPolicy(kind, direction, margin, 0.05)
+    assert metric_policy.oriented_margin == pytest.approx(oriented, rel=1e-12)
+    assert metric_policy.label == label and metric_policy.alpha == 0.05
 
 
 def test_a_zero_margin_is_tested_at_the_zero_margin_level():

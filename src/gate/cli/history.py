@@ -71,15 +71,15 @@ def resolve_policy(
     """
     from gate.config import TrendPolicy, load_config
 
-    policy, gated = TrendPolicy(), None
+    trend, gated = TrendPolicy(), None
     if config_path is not None:
-        evaluation = load_config(config_path).evaluation
-        policy, gated = evaluation.trend, evaluation.gated
+        policy = load_config(config_path).policy
+        trend, gated = policy.trend, policy.gated
     changes = {k: v for k, v in {"window": window, "warning": warning, "critical": critical}.items() if v is not None}
-    policy = dataclasses.replace(policy, **changes)
-    if policy.critical < policy.warning:
-        raise InputError(f"--critical {policy.critical:g} is below --warning {policy.warning:g}")
-    return policy, gated
+    trend = dataclasses.replace(trend, **changes)
+    if trend.critical < trend.warning:
+        raise InputError(f"--critical {trend.critical:g} is below --warning {trend.warning:g}")
+    return trend, gated
 
 
 def _git_default(*args: str) -> str | None:
@@ -188,12 +188,12 @@ def check(
     from gate.jsonl import clean_nan
     from gate.outputs.trend import to_text
 
-    policy, gated = resolve_policy(config_path, window, warning, critical)
+    trend, gated = resolve_policy(config_path, window, warning, critical)
     read = read_history(history_path)
     for problem in read.problems:
         click.echo(f"rag-gate: warning: skipped {problem}", err=True)
     run = HistoryEntry(entry_from_run(run_dir)) if run_dir is not None else None
-    report = trend_report(read.entries, run, policy=policy, gated=gated, problems=read.problems)
+    report = trend_report(read.entries, run, trend=trend, gated=gated, problems=read.problems)
     if fmt == "json":
         click.echo(inert_json(json.dumps(clean_nan(report.to_dict()), indent=2, allow_nan=False)))
     else:
@@ -237,11 +237,11 @@ def show(
     from gate.history.trend import trend_series
     from gate.outputs.trend import chart_name, history_markdown, plot_metric
 
-    policy, gated = resolve_policy(config_path, window, warning, critical)
+    trend, gated = resolve_policy(config_path, window, warning, critical)
     read = read_history(history_path)
     for problem in read.problems:
         click.echo(f"rag-gate: skipped {problem}", err=True)
-    series = trend_series(read.entries, policy=policy, gated=gated)
+    series = trend_series(read.entries, trend=trend, gated=gated)
     last = read.entries[-1] if read.entries else None
     chosen = list(metrics) or list(gated or (last.gated if last else None) or (last.record["metrics"] if last else []))
     plot = charts is not False and bool(series) and bool(chosen)
@@ -286,14 +286,14 @@ def calibrate(
     from gate.history.entries import run_summary
     from gate.outputs.trend import fmt as num
 
-    policy, _ = resolve_policy(config_path, window, warning, critical)
-    results = estimate([run_summary(d) for d in run_dirs], policy)
+    trend, _ = resolve_policy(config_path, window, warning, critical)
+    results = estimate([run_summary(d) for d in run_dirs], trend)
     if fmt == "json":
         click.echo(inert_json(json.dumps([dataclasses.asdict(r) for r in results], indent=2)))
         return
     click.echo(
-        f"{len(run_dirs)} run(s); window {policy.window}; current thresholds warning {policy.warning:g}, "
-        f"critical {policy.critical:g}"
+        f"{len(run_dirs)} run(s); window {trend.window}; current thresholds warning {trend.warning:g}, "
+        f"critical {trend.critical:g}"
     )
     for r in results:
         if r.suggested_warning is None or r.suggested_critical is None:

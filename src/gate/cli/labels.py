@@ -172,7 +172,7 @@ def judge_check(
     if pairwise and head_dir is not None and pairwise_file is not None:
         if config is not None:
             _, head_answers = sampling.judged_answers(head_dir)
-            judge, calls = rejudge.rejudge_pairs(answers, head_answers, keys, config.evaluation)
+            judge, calls = rejudge.rejudge_pairs(answers, head_answers, keys, config.policy)
         else:
             _, rows = sampling.pair_rows(run_dir, head_dir, pairwise_file)
             judge, calls = (rows[0]["judge"]["id"] if rows else "pairwise"), sampling.pair_calls(rows)
@@ -183,7 +183,7 @@ def judge_check(
 
         rules = rules_for(manifest)
         if config is not None:
-            judge, by_rule = rejudge.rejudge(answers, keys, config.evaluation, rules)
+            judge, by_rule = rejudge.rejudge(answers, keys, config.policy, rules)
         else:
             judge = manifest.judge.id if manifest.judge else "?"
             by_rule = {rule.text: lb.run_calls(answers, rule) for rule in rules}

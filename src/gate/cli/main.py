@@ -94,7 +94,7 @@ def _validate(path: Path) -> None:
     from gate.golden import load_golden
 
     cases = load_golden(config.golden)
-    evaluation = config.evaluation
+    policy = config.policy
     source = config.pipeline.python or config.pipeline.command or config.pipeline.predictions
     golden = Path(config.golden)
     if golden.is_relative_to(path.resolve().parent):  # as the config names it (eval/golden.jsonl), else in full
@@ -102,12 +102,12 @@ def _validate(path: Path) -> None:
     click.echo(
         f"{shown(path)}: OK — golden set {shown(golden)}: {len(cases)} cases "
         f"({sum(c.out_of_domain for c in cases)} out-of-domain); pipeline {source}; "
-        f"{len(evaluation.metrics)} metrics ({len(evaluation.gated)} gated); judge {evaluation.judge['name']}; "
+        f"{len(policy.metrics)} metrics ({len(policy.gated)} gated); judge {policy.judge['name']}; "
         f"repeats {config.repeats}"
     )
-    if line := _detectable(cases, evaluation, config.repeats):
+    if line := _detectable(cases, policy, config.repeats):
         click.echo(line)
-    for warning in _too_few_cases(cases, evaluation):
+    for warning in _too_few_cases(cases, policy):
         click.echo(f"{shown(path)}: warning: {warning}", err=True)
 
 
@@ -148,7 +148,7 @@ def _cases_scored(name: str, cases: Sequence[GoldenCase]) -> tuple[int, str]:
     return (len(cases), "") if spec.scores_failures else (len(cases) - n_ood, "in-domain")
 
 
-def _detectable(cases: Sequence[GoldenCase], evaluation: GatePolicy, repeats: int) -> str | None:
+def _detectable(cases: Sequence[GoldenCase], policy: GatePolicy, repeats: int) -> str | None:
     """The minimum detectable worsening of each gated metric at this golden set's N and these repeats, before a run.
 
     The comment's MDE (:func:`gate.stats.power.detectable_drop`: the gate's own rule, the test at Holm's first-step
@@ -161,15 +161,15 @@ def _detectable(cases: Sequence[GoldenCase], evaluation: GatePolicy, repeats: in
     from gate.stats import numbers
     from gate.stats.power import ZERO_MARGIN_ALPHA, detectable_drop
 
-    gated = [name for name in evaluation.metrics if name in evaluation.gated]
+    gated = [name for name in policy.metrics if name in policy.gated]
     items = []
     for name in gated:
-        spec, margin = resolve(name).spec, evaluation.margin(name)
+        spec, margin = resolve(name).spec, policy.margin(name)
         n, which = _cases_scored(name, cases)
         if spec.kind == "ratio" or n == 0:
             items.append(f"{name} – ({'run-to-run noise decides' if n else 'no case'})")
             continue
-        level = (ZERO_MARGIN_ALPHA if margin == 0 else evaluation.alpha) / len(gated)
+        level = (ZERO_MARGIN_ALPHA if margin == 0 else policy.alpha) / len(gated)
         drop = detectable_drop(n, level=level, margin=margin, var0=0.0, mcnemar=True, base_rate=1.0)
         value = "none: too few cases" if drop != drop else numbers.number(drop)
         items.append(f"{name} {value} ({n} {which + ' ' if which == 'out-of-domain' else ''}cases)")
@@ -182,7 +182,7 @@ def _detectable(cases: Sequence[GoldenCase], evaluation: GatePolicy, repeats: in
     )
 
 
-def _too_few_cases(cases: Sequence[GoldenCase], evaluation: GatePolicy) -> list[str]:
+def _too_few_cases(cases: Sequence[GoldenCase], policy: GatePolicy) -> list[str]:
     """A warning when the golden set is too small for some gated metrics to ever fail (one line, or none).
 
     A metric over n cases, one of k gated metrics, can fail only when k·2^−n ≤ its α
@@ -194,12 +194,12 @@ def _too_few_cases(cases: Sequence[GoldenCase], evaluation: GatePolicy) -> list[
     from gate.stats.inputs import MetricPolicy
     from gate.stats.power import smallest_holm_p
 
-    gated = [name for name in evaluation.metrics if name in evaluation.gated]
+    gated = [name for name in policy.metrics if name in policy.gated]
     short = []
     for name in gated:
         spec = resolve(name).spec
         n, which = _cases_scored(name, cases)
-        alpha = MetricPolicy(spec.kind, spec.direction, evaluation.margin(name), evaluation.alpha).alpha
+        alpha = MetricPolicy(spec.kind, spec.direction, policy.margin(name), policy.alpha).alpha
         if smallest_holm_p(n, len(gated)) > alpha:
             need = math.ceil(math.log2(len(gated) / alpha))
             short.append(f"{name} ({n} {which + ' ' if which else ''}case(s), needs ≥ {need})")
@@ -470,7 +470,7 @@ def compare(
     if labels_paths:
         from gate.labels.corrected import compare_labelled
 
-        policy = compared.evaluation
+        policy = compared.policy
         for found in compare_labelled(base, head, *labels_paths, policy.gated, policy.margin):
             click.echo(one_line(f"labels: {found.line()}"), err=True)
     click.echo(f"verdict: {comparison.verdict} (report: {shown(outputs.path(out, outputs.Output.JSON))})", err=True)

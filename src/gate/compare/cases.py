@@ -26,17 +26,13 @@ from gate.config import GatePolicy
 from gate.metrics import resolve
 from gate.models import GoldenCase, Prediction
 from gate.runs import Side
-from gate.scoring import detect_refusal
 from gate.stats import MetricInput, analyze_cases
 from gate.stats.cases import CaseResult
 
 LISTED = ("regressed", "suspected", "improved", "flaky")
 """The per-case lists of the comparison, in the order a case is claimed by them."""
-
-
-def _first_answer(valid: Sequence[Prediction], evaluation: GatePolicy) -> Prediction | None:
-    """The first of a case's valid repeats that is not a refusal (what an out-of-domain failure answered)."""
-    return next((p for p in valid if not detect_refusal(p, evaluation)), None)
+REFUSAL = "refusal"
+"""The metric whose scores say whether an out-of-domain repeat refused (:func:`gate.metrics.refusal.refusal`)."""
 
 
 def _bad_claims(claims: Sequence[dict] | None) -> tuple[Claim, ...]:
@@ -73,10 +69,17 @@ def dropped_docs(case: GoldenCase, base: Prediction | None, head: Prediction | N
     return tuple(doc for doc in case.expected_doc_ids if doc in in_base and doc not in in_head)
 
 
-def _refusal_rate(valid: Sequence[Prediction], evaluation: GatePolicy) -> float:
-    """Share of a case's valid repeats that refused (NaN when every repeat failed)."""
-    flags = [detect_refusal(p, evaluation) for p in valid]
-    return float(np.mean(flags)) if flags else math.nan
+def _refused(side: Side, cases: Sequence[GoldenCase]) -> np.ndarray:
+    """The side's scored ``refusal`` of ``cases``, shape (len(cases), R): 1 refused, 0 answered, NaN no value."""
+    values, _ = side.scores.matrix(REFUSAL, [side.scores.index[case.id] for case in cases])
+    return values
+
+
+def _rates(refused: np.ndarray) -> np.ndarray:
+    """Share of each case's repeats with a value that refused, shape (N,) (NaN where no repeat has one)."""
+    counted = (~np.isnan(refused)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counted > 0, np.nansum(refused, axis=1) / counted, np.nan)
 
 
 def case_results(inputs: Sequence[MetricInput], broke: np.ndarray) -> dict[int, list[CaseResult]]:
@@ -243,45 +246,39 @@ def case_lists(
 
 
 def ood_failures(
-    base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: GatePolicy, *, batch: int = 1024
+    base: Side, head: Side, cases: Sequence[GoldenCase], policy: GatePolicy, *, batch: int = 1024
 ) -> list[OodFailure]:
-    """Out-of-domain cases that head answered in most valid repeats, new ones first (read ``batch`` at a time)."""
+    """Out-of-domain cases that head answered in most valid repeats, new ones first (read ``batch`` at a time).
+
+    Whether a repeat refused is read from each side's ``refusal`` scores (1 refused, 0 answered; no value where the
+    prediction failed), as scoring decided it: none are listed when ``refusal`` is not among the policy's metrics.
+    """
+    if REFUSAL not in policy.metrics:
+        return []
     out = []
     ood = [case for case in cases if case.out_of_domain]
     for start in range(0, len(ood), batch):
         chunk = ood[start : start + batch]
-        ids = [case.id for case in chunk]
-        base_valid, head_valid = base.valid_many(ids), head.valid_many(ids)  # a batch at a time
-        out += _ood_batch(chunk, base_valid, head_valid, evaluation)
-    return sorted(out, key=lambda f: (not f.new, f.id))
-
-
-def _ood_batch(
-    cases: Sequence[GoldenCase],
-    base_valid: dict[str, list[Prediction]],
-    head_valid: dict[str, list[Prediction]],
-    evaluation: GatePolicy,
-) -> list[OodFailure]:
-    """The out-of-domain failures among ``cases`` (all out of domain), given both sides' valid predictions."""
-    out = []
-    for case in cases:
-        head_rate = _refusal_rate(head_valid[case.id], evaluation)
-        base_rate = _refusal_rate(base_valid[case.id], evaluation)
-        if not math.isnan(head_rate) and head_rate < 0.5:
-            prediction = _first_answer(head_valid[case.id], evaluation)
+        base_rates, head_refused = _rates(_refused(base, chunk)), _refused(head, chunk)
+        head_rates = _rates(head_refused)
+        failing = [i for i, rate in enumerate(head_rates) if not math.isnan(rate) and rate < 0.5]
+        valid = head.valid_many([chunk[i].id for i in failing])  # only the listed cases' predictions are read
+        for i in failing:
+            case = chunk[i]
+            prediction = next((p for p in valid[case.id] if head_refused[i, p.repeat] == 0.0), None)
             out.append(
                 OodFailure(
                     id=case.id,
                     question=clip(case.question) or "",
                     line=case.line,
                     answer=clip(prediction.answer if prediction else None),
-                    new=bool(base_rate == 1.0 and head_rate == 0.0),
-                    base_refusal_rate=base_rate,
-                    head_refusal_rate=head_rate,
-                    latency_ms=_mean_latency(head_valid[case.id]),
+                    new=bool(base_rates[i] == 1.0 and head_rates[i] == 0.0),
+                    base_refusal_rate=float(base_rates[i]),
+                    head_refusal_rate=float(head_rates[i]),
+                    latency_ms=_mean_latency(valid[case.id]),
                 )
             )
-    return out
+    return sorted(out, key=lambda f: (not f.new, f.id))
 
 
 def error_entries(sides: Sequence[Side], ids: set[str]) -> tuple[ErrorEntry, ...]:

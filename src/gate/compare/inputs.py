@@ -144,23 +144,23 @@ def cluster_labels(cases: Sequence[GoldenCase], cluster_by: str | None) -> np.nd
 
 
 def metric_inputs(
-    base: Side, head: Side, cases: Sequence[GoldenCase], evaluation: GatePolicy
+    base: Side, head: Side, cases: Sequence[GoldenCase], policy: GatePolicy
 ) -> tuple[list[MetricInput], list[ErrorBudgetUse]]:
     """One :class:`~gate.stats.MetricInput` per configured metric, and each gated metric's evaluation failures.
 
     Inputs hold the scores of ``cases`` (rows) × repeats; failures are counted per side over every repeat, before
     repeats that never vary are collapsed into one. A relative margin is taken relative to :func:`base_value`.
     """
-    clusters = cluster_labels(cases, evaluation.cluster_by)
+    clusters = cluster_labels(cases, policy.cluster_by)
     inputs, budget = [], []
-    for name in evaluation.metrics:
+    for name in policy.metrics:
         metric = resolve(name)
         base_scores, head_scores = score_matrix(base, cases, name), score_matrix(head, cases, name)
-        if name in evaluation.gated and metric.spec.judged:
+        if name in policy.gated and metric.spec.judged:
             base_scores, head_scores, unread = _unreadable_by_change(base, head, cases, base_scores, head_scores)
         else:
             unread = (0, 0)
-        if name in evaluation.gated:
+        if name in policy.gated:
             budget += [
                 budget_use(side, cases, name, scores[1], unread=n)
                 for side, scores, n in ((base, base_scores, unread[0]), (head, head_scores, unread[1]))
@@ -171,8 +171,8 @@ def metric_inputs(
                 name=name,
                 kind=metric.spec.kind,
                 direction=metric.spec.direction,
-                margin=evaluation.margin(name, base_value(b)),
-                gated=name in evaluation.gated,
+                margin=policy.margin(name, base_value(b)),
+                gated=name in policy.gated,
                 base=b,
                 head=h,
                 failed_base=fb,

@@ -70,7 +70,7 @@ def _round_up(value: float, step: float = 0.005) -> float:
     return round(math.ceil(value / step - 1e-9) * step, 6)
 
 
-def calibrate(runs: Sequence[RunSummary], policy: TrendPolicy) -> list[Calibration]:
+def calibrate(runs: Sequence[RunSummary], trend: TrendPolicy) -> list[Calibration]:
     """Estimate each metric's run-to-run noise and suggest trend thresholds above it.
 
     With two or more runs (the same commit evaluated several times, or stable main-branch runs), the noise is the
@@ -82,7 +82,7 @@ def calibrate(runs: Sequence[RunSummary], policy: TrendPolicy) -> list[Calibrati
 
     Args:
         runs: the runs; all must share the golden set and config.
-        policy: the configured window and thresholds.
+        trend: the configured window and thresholds.
 
     Returns:
         One calibration per metric with a mean in every run (in the first run's order).
@@ -118,7 +118,7 @@ def calibrate(runs: Sequence[RunSummary], policy: TrendPolicy) -> list[Calibrati
             method, sd = "within-run repeats", se
         mean = float(np.mean(means))
         if mean:
-            relative = sd * math.sqrt(1 + 1 / policy.window) / abs(mean)
+            relative = sd * math.sqrt(1 + 1 / trend.window) / abs(mean)
         else:  # a drop from a zero baseline is 0 or infinite (relative_drop): fine if the metric never moves
             relative = 0.0 if sd == 0 else math.inf
         warning = critical = None
@@ -143,8 +143,8 @@ def calibrate(runs: Sequence[RunSummary], policy: TrendPolicy) -> list[Calibrati
                 relative_noise=relative,
                 suggested_warning=warning,
                 suggested_critical=critical,
-                false_alarm_warning=false_alarm(policy.warning),
-                false_alarm_critical=false_alarm(policy.critical),
+                false_alarm_warning=false_alarm(trend.warning),
+                false_alarm_critical=false_alarm(trend.critical),
             )
         )
     return out

@@ -55,11 +55,11 @@ def relative_drop(value: float, baseline: float, direction: str) -> float:
     return worse / abs(baseline)
 
 
-def classify(drop: float, policy: TrendPolicy) -> TrendStatus:
+def classify(drop: float, trend: TrendPolicy) -> TrendStatus:
     """``critical`` when ``drop ≥ critical``, ``warning`` when ``drop ≥ warning``, else ``ok`` (see TOLERANCE)."""
-    if drop >= policy.critical - TOLERANCE:
+    if drop >= trend.critical - TOLERANCE:
         return "critical"
-    if drop >= policy.warning - TOLERANCE:
+    if drop >= trend.warning - TOLERANCE:
         return "warning"
     return "ok"
 
@@ -123,15 +123,15 @@ def _rms(values: Sequence[float]) -> float:
 
 
 def metric_trend(
-    metric: str, run: HistoryEntry, previous: Sequence[HistoryEntry], policy: TrendPolicy, *, gated: bool
+    metric: str, run: HistoryEntry, previous: Sequence[HistoryEntry], trend: TrendPolicy, *, gated: bool
 ) -> MetricTrend:
-    """One metric of ``run`` against the mean of the last ``policy.window`` entries of ``previous`` with a value.
+    """One metric of ``run`` against the mean of the last ``trend.window`` entries of ``previous`` with a value.
 
     Args:
         metric: metric name.
         run: the evaluated run.
         previous: comparable earlier entries, oldest first (filter with :func:`trend_report`).
-        policy: window and thresholds.
+        trend: window and thresholds.
         gated: whether the metric is gated.
 
     Returns:
@@ -152,10 +152,10 @@ def metric_trend(
     }
     if value is None:
         return MetricTrend(**common, status="insufficient", value=None, baseline=None, drop=None, note="no value")
-    if len(with_value) < policy.window:
-        note = f"{len(with_value)} comparable main entr{'y' if len(with_value) == 1 else 'ies'}, {policy.window} needed"
+    if len(with_value) < trend.window:
+        note = f"{len(with_value)} comparable main entr{'y' if len(with_value) == 1 else 'ies'}, {trend.window} needed"
         return MetricTrend(**common, status="insufficient", value=value, baseline=None, drop=None, run_se=se, note=note)
-    chosen = with_value[-policy.window :]
+    chosen = with_value[-trend.window :]
     window = tuple(v for e in chosen if (v := e.value(metric)) is not None)  # every one of them has a value
     baseline = _mean_of(window)
     drop = relative_drop(value, baseline, direction)
@@ -164,7 +164,7 @@ def metric_trend(
     beyond = None if noise is None else bool(worse > NOISE_Z * noise)
     return MetricTrend(
         **common,
-        status=classify(drop, policy),
+        status=classify(drop, trend),
         value=value,
         baseline=baseline,
         drop=drop,
@@ -180,7 +180,7 @@ def trend_report(
     entries: Sequence[HistoryEntry],
     run: HistoryEntry | None = None,
     *,
-    policy: TrendPolicy,
+    trend: TrendPolicy,
     gated: Iterable[str] | None = None,
     problems: Sequence[str] = (),
     run_label: str | None = None,
@@ -195,7 +195,7 @@ def trend_report(
     Args:
         entries: the history, oldest first.
         run: the run to check (None: the last entry).
-        policy: window and thresholds.
+        trend: window and thresholds.
         gated: gated metric names (default: the run's recorded ``gated``, else every metric of the run).
         problems: unreadable history lines, passed through to the report.
         run_label: how to name the run (default: its short sha).
@@ -216,7 +216,7 @@ def trend_report(
     gated_set = set(gated) if gated is not None else set(run.gated or names)
 
     # Walk back from the newest entry until every metric has enough comparable values (for its window and chart).
-    need = max(policy.window, CHART_POINTS)
+    need = max(trend.window, CHART_POINTS)
     found: dict[str, list[int]] = {n: [] for n in names if run.value(n) is not None}  # indices, newest first
     skipped: list[tuple[int, str]] = []
     for index in range(len(previous) - 1, -1, -1):
@@ -233,17 +233,17 @@ def trend_report(
         if all(len(indices) >= need for indices in found.values()):
             break
     trends = tuple(
-        metric_trend(n, run, [previous[i] for i in reversed(found.get(n, []))], policy, gated=n in gated_set)
+        metric_trend(n, run, [previous[i] for i in reversed(found.get(n, []))], trend, gated=n in gated_set)
         for n in names
     )
-    full = [indices[policy.window - 1] for indices in found.values() if len(indices) >= policy.window]
+    full = [indices[trend.window - 1] for indices in found.values() if len(indices) >= trend.window]
     oldest = min(full) if found and len(full) == len(found) else 0  # a short window: every skip counts
     counts: dict[str, int] = {}
     for index, reason in skipped:
         if index >= oldest:
             counts[reason] = counts.get(reason, 0) + 1
     return TrendReport(
-        policy=policy,
+        policy=trend,
         run=run_label or run.label,
         timestamp=run.record.get("timestamp"),
         n_entries=len(entries),
@@ -254,8 +254,8 @@ def trend_report(
 
 
 def trend_series(
-    entries: Sequence[HistoryEntry], *, policy: TrendPolicy, gated: Iterable[str] | None = None
+    entries: Sequence[HistoryEntry], *, trend: TrendPolicy, gated: Iterable[str] | None = None
 ) -> list[TrendReport]:
     """The trend of every entry against the entries before it (``history show``), oldest first."""
     gated = None if gated is None else tuple(gated)
-    return [trend_report(entries[: i + 1], policy=policy, gated=gated) for i in range(len(entries))]
+    return [trend_report(entries[: i + 1], trend=trend, gated=gated) for i in range(len(entries))]

@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 
 
 def rejudge(
-    answers: Sequence[JudgedAnswer], keys: Iterable[tuple[str, int]], evaluation: Any, rules: Sequence[Rule] = ()
+    answers: Sequence[JudgedAnswer], keys: Iterable[tuple[str, int]], policy: Any, rules: Sequence[Rule] = ()
 ) -> tuple[str, dict[str, dict[tuple[str, int], tuple[str | None, Sequence[str], str | None]]]]:
-    """Judge the answers of ``keys`` again with ``evaluation``'s judge (``judge-check --config``).
+    """Judge the answers of ``keys`` again with ``policy``'s judge (``judge-check --config``).
 
     Args:
         answers: the run's answers.
         keys: (case id, repeat) of the labelled answers.
-        evaluation: the config's evaluation policy (its judge).
+        policy: the config's gate policy (its judge).
         rules: the per-answer rules to call by (:mod:`gate.labels.rules`); none: faithfulness < 1.
 
     Returns:
@@ -37,7 +37,7 @@ def rejudge(
     from gate.scoring import call_judge
 
     try:
-        judge = get_judge(evaluation.judge_spec())
+        judge = get_judge(policy.judge_spec())
     except (ValueError, TypeError) as exc:
         raise InputError(f"judge: {exc}") from None
     from gate.labels.rules import SECONDARY
@@ -49,7 +49,7 @@ def rejudge(
         for answer in answers:
             if answer.key not in wanted:
                 continue
-            judgment = call_judge(judge, answer.case, answer.prediction, evaluation)
+            judgment = call_judge(judge, answer.case, answer.prediction, policy)
             reasons, sha = reasons_of(judgment.to_dict()), digest(answer.prediction.answer)
             for rule in rules:
                 flagged = rule.call(float(getattr(judgment, rule.metric, math.nan)))
@@ -63,9 +63,9 @@ def rejudge(
 
 
 def rejudge_pairs(
-    base: Sequence[JudgedAnswer], head: Sequence[JudgedAnswer], keys: Iterable[tuple[str, int]], evaluation: Any
+    base: Sequence[JudgedAnswer], head: Sequence[JudgedAnswer], keys: Iterable[tuple[str, int]], policy: Any
 ) -> tuple[str, dict[tuple[str, int], tuple[str | None, Sequence[str], str | None]]]:
-    """Judge the labelled pairs again with ``evaluation``'s pairwise judge (``judge-check --config``, pairwise).
+    """Judge the labelled pairs again with ``policy``'s pairwise judge (``judge-check --config``, pairwise).
 
     Raises:
         InputError: the config has no ``pairwise:`` judge, or its options are invalid.
@@ -73,10 +73,10 @@ def rejudge_pairs(
     from gate.judges import get_pairwise_judge
     from gate.scoring import judge_pairs
 
-    if evaluation.pairwise is None:
+    if policy.pairwise is None:
         raise InputError("--config: has no pairwise: judge to check pairwise labels with")
     try:
-        judge = get_pairwise_judge(evaluation.pairwise_spec())
+        judge = get_pairwise_judge(policy.pairwise_spec())
     except (ValueError, TypeError) as exc:
         raise InputError(f"pairwise: {exc}") from None
     firsts: dict[tuple[str, str], JudgedAnswer] = {}
@@ -89,7 +89,7 @@ def rejudge_pairs(
         if ("base", case_id) in firsts and ("head", case_id) in firsts
     ]
     try:
-        judgments = judge_pairs([(b.case, b.prediction, h.prediction) for b, h in pairs], judge, evaluation)
+        judgments = judge_pairs([(b.case, b.prediction, h.prediction) for b, h in pairs], judge, policy)
     finally:
         judge.close()
     calls: dict[tuple[str, int], tuple[str | None, Sequence[str], str | None]] = {}

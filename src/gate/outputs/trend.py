@@ -57,11 +57,11 @@ def _noise(m: MetricTrend) -> str:
 
 def to_text(report: TrendReport, source: str) -> str:
     """The trend as a plain-text table for a terminal (``history check``)."""
-    policy = report.policy
+    trend = report.policy
     lines = [
-        f"trend of {report.run} against the mean of the previous {policy.window} comparable entries "
+        f"trend of {report.run} against the mean of the previous {trend.window} comparable entries "
         f"({source}: {report.n_entries} entries{'; skipped: ' + _skipped(report) if _skipped(report) else ''})",
-        f"thresholds: warning at a {100 * policy.warning:g} % drop, critical at {100 * policy.critical:g} %",
+        f"thresholds: warning at a {100 * trend.warning:g} % drop, critical at {100 * trend.critical:g} %",
         "",
     ]
     header = ("metric", "value", "baseline", "drop", "window SD", "run SE", "status")
@@ -127,15 +127,15 @@ def trend_markdown(report: TrendReport, *, heading: str = "### Trend vs main", r
     Returns:
         Markdown; untrusted text (skipped-line messages) is escaped.
     """
-    policy = report.policy
+    trend = report.policy
     out = [
         heading,
         "",
-        f"{run_name.capitalize()} against the mean of the last {policy.window} comparable main-branch runs "
-        f"(WARNING at a {100 * policy.warning:g} % drop, CRITICAL at {100 * policy.critical:g} %; "
+        f"{run_name.capitalize()} against the mean of the last {trend.window} comparable main-branch runs "
+        f"(WARNING at a {100 * trend.warning:g} % drop, CRITICAL at {100 * trend.critical:g} %; "
         f"overall: **{STATUS_ICON[report.status]}**):",
         "",
-        f"| metric | main (mean of last {policy.window}) | {run_name} | drop | status |",
+        f"| metric | main (mean of last {trend.window}) | {run_name} | drop | status |",
         "|---|---:|---:|---:|---|",
     ]
     for m in report.metrics:
@@ -164,12 +164,12 @@ def history_markdown(series: Sequence[TrendReport], metrics: Sequence[str], char
     """The history page (``history show``): per metric its chart and a table of every entry with its status."""
     if not series:
         return "# rag-gate history\n\nThe history is empty.\n"
-    policy = series[-1].policy
+    trend = series[-1].policy
     out = [
         "# rag-gate history",
         "",
-        f"{len(series)} entries. Each entry against the mean of the previous {policy.window} comparable entries: "
-        f"WARNING at a {100 * policy.warning:g} % drop, CRITICAL at {100 * policy.critical:g} %.",
+        f"{len(series)} entries. Each entry against the mean of the previous {trend.window} comparable entries: "
+        f"WARNING at a {100 * trend.warning:g} % drop, CRITICAL at {100 * trend.critical:g} %.",
     ]
     for name in metrics:
         rows = [(report, next((m for m in report.metrics if m.metric == name), None)) for report in series]
@@ -208,7 +208,7 @@ def plot_metric(series: Sequence[TrendReport], metric: str, path: Path) -> Path:
         for m in report.metrics
         if m.metric == metric and m.value is not None
     ]
-    policy = series[-1].policy
+    trend = series[-1].policy
     fig, ax = plt.subplots(figsize=(8, 3.6), dpi=120)
     xs = [i for i, _, _ in points]
     ax.plot(xs, [m.value for _, _, m in points], marker="o", color="#1f5fa8", label="run")
@@ -217,12 +217,12 @@ def plot_metric(series: Sequence[TrendReport], metric: str, path: Path) -> Path:
         bx = [i for i, _ in based]
         base = [m.baseline for _, m in based]
         sign = -1 if based[0][1].direction == "higher" else 1
-        warn = [b * (1 + sign * policy.warning) for b in base]
-        crit = [b * (1 + sign * policy.critical) for b in base]
+        warn = [b * (1 + sign * trend.warning) for b in base]
+        crit = [b * (1 + sign * trend.critical) for b in base]
         edge = [b * (1 + sign * 0.5) for b in base]  # the critical band is drawn to half the baseline
-        ax.plot(bx, base, linestyle="--", color="#555555", label=f"baseline (mean of previous {policy.window})")
-        ax.fill_between(bx, warn, crit, color="#f2c744", alpha=0.35, label=f"warning (≥ {100 * policy.warning:g} %)")
-        ax.fill_between(bx, crit, edge, color="#d9534f", alpha=0.25, label=f"critical (≥ {100 * policy.critical:g} %)")
+        ax.plot(bx, base, linestyle="--", color="#555555", label=f"baseline (mean of previous {trend.window})")
+        ax.fill_between(bx, warn, crit, color="#f2c744", alpha=0.35, label=f"warning (≥ {100 * trend.warning:g} %)")
+        ax.fill_between(bx, crit, edge, color="#d9534f", alpha=0.25, label=f"critical (≥ {100 * trend.critical:g} %)")
     for i, _, m in points:
         if m.status in ("warning", "critical"):
             ax.plot(i, m.value, marker="o", markersize=9, color="#d9534f" if m.status == "critical" else "#f0ad4e")

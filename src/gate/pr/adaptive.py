@@ -94,7 +94,7 @@ def evaluate(
     base_sha, base_label, head_sha = shas
     hit, base_sandbox, _ = sides.cached_base(run, base, base_sha, sandbox, setups[0])
     pipeline = dataclasses.replace(head.pipeline, env_passthrough=base.pipeline.env_passthrough)
-    head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats, pipeline=pipeline)
+    head = dataclasses.replace(head, policy=base.policy, repeats=base.repeats, pipeline=pipeline)
     head_sandbox = sandbox
     if setups[1] is not None:
         head_sandbox = envs.side_sandbox(setups[1], sandbox, pipeline.env_passthrough, None)
@@ -113,12 +113,12 @@ def _batches(
     files: list[ChangedFile] | None,
 ) -> tuple[Compared, AdaptiveRun]:
     """Run the batches until the looks stop, and compare on the cases run."""
-    policy = both.base.evaluation
+    policy = both.base.policy
     settings = policy.adaptive
     seed = settings.seed if settings.seed is not None else policy.seed
     order = adaptive_order(load_golden(golden), policy, seed, settings.batch)
     looks = Looks(policy, order)
-    final = dataclasses.replace(both.base, evaluation=dataclasses.replace(policy, alpha=looks.split.final))
+    final = dataclasses.replace(both.base, policy=dataclasses.replace(policy, alpha=looks.split.final))
     out = run.out
     remove_tree(out / "head")  # a head run of another commit is never resumed
     if hit is None:

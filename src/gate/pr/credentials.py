@@ -38,6 +38,17 @@ class Credentials:
         """
         return cls(environ.get(TOKEN_VAR) or None, flag_token or None, environ.get(SIGNING_KEY_VAR) or None)
 
+    def github(self, in_actions: bool) -> str | None:
+        """The token for GitHub: the comment's and the history branch's.
+
+        In GitHub Actions ``GITHUB_TOKEN`` only (a command line is visible to every process of the job); locally
+        ``--github-token`` before ``GITHUB_TOKEN``.
+
+        Args:
+            in_actions: whether rag-gate runs in GitHub Actions (:attr:`gate.pr.github.GithubContext.in_actions`).
+        """
+        return self.github_token if in_actions else self.flag_token or self.github_token
+
     @property
     def secrets(self) -> tuple[str, ...]:
         """Every secret that is set, for the redactors."""

@@ -258,7 +258,7 @@ def run_setup(command: str, workdir: Path, sandbox: Sandbox, passthrough: Iterab
 
 
 def side_sandbox(
-    setup: Setup, sandbox: Sandbox, passthrough: Iterable[str], policy: CachePolicy | None, env_id: str = ""
+    setup: Setup, sandbox: Sandbox, passthrough: Iterable[str], cache: CachePolicy | None, env_id: str = ""
 ) -> Sandbox:
     """``sandbox`` with the pipeline's Python replaced by a side's own environment, set up by the side's command.
 
@@ -266,14 +266,14 @@ def side_sandbox(
     stored there for reuse; the head's (``env_id`` empty) is always new and temporary. In the image the environment
     is built as the pipeline user and taken back (read-only to it) once set up, so no later code changes it.
     """
-    if env_id and policy is not None and policy.readable:
-        assert policy.directory is not None and policy.signing_key is not None
-        reused = lookup(policy.directory, env_id, policy.signing_key)
+    if env_id and cache is not None and cache.readable:
+        assert cache.directory is not None and cache.signing_key is not None
+        reused = lookup(cache.directory, env_id, cache.signing_key)
         if reused is not None:
             log.info("base environment reused (%s)", env_id[:12])
             return dataclasses.replace(sandbox, python=str(reused))
-    keep = bool(env_id) and policy is not None and policy.writable
-    env = staging(policy.directory if keep and policy is not None else None, env_id)
+    keep = bool(env_id) and cache is not None and cache.writable
+    env = staging(cache.directory if keep and cache is not None else None, env_id)
     if not keep:
         setup.cleanup.callback(remove_tree, env.parent)
     python = create(sandbox.python, env)
@@ -283,7 +283,7 @@ def side_sandbox(
     log.info("setting up the %s's environment: %s", "base" if env_id else "head", sandbox.redactor(setup.command))
     run_setup(setup.command, setup.checkout, side, passthrough)
     freeze(env)
-    if keep and policy is not None:
-        assert policy.signing_key is not None
-        store(env, env_id, policy.signing_key)
+    if keep and cache is not None:
+        assert cache.signing_key is not None
+        store(env, env_id, cache.signing_key)
     return side

@@ -55,7 +55,7 @@ def run_pr(
     environ: Mapping[str, str],
     *,
     emit: Callable[[str], None] = print,
-    policy: gh.RetryPolicy | None = None,
+    retry: gh.RetryPolicy | None = None,
     credentials: Credentials | None = None,
 ) -> PrResult:
     """Run the whole PR flow (see the module docstring).
@@ -64,7 +64,7 @@ def run_pr(
         options: the command's options.
         environ: the environment (``os.environ``): ``GITHUB_*``, and what the pipeline's sandbox passes on.
         emit: writes one line to stdout (workflow commands, and the comment in local mode).
-        policy: GitHub retry bounds (tests shorten them).
+        retry: GitHub retry bounds (tests shorten them).
         credentials: the run's secrets, read by the command (default: read from ``environ``, no flag token).
 
     Returns:
@@ -84,10 +84,9 @@ def run_pr(
         context,
         redacting(emit, redact),  # everything printed from here on (the ::add-mask:: lines are out already)
         redact,
-        token=token,
+        client=gh.client_factory(token, context.api_url, retry),
         comment=options.comment,
         config=options.config.as_posix(),
-        retry=policy,
     )
     run: PrRun | None = None
     try:
@@ -146,7 +145,8 @@ def _prepare(
     stale_files = (outputs.path(out, Output.JSON), outputs.path(out, Output.COMMENT), out / outputs.CHART_FILE)
     for stale in (*stale_files, out / outputs.HTML_FILE):
         stale.unlink(missing_ok=True)  # a run that reaches no verdict must not leave the previous run's verdict
-    store = history_store(options.history, options.history_branch, repo, workdir, context, report.token)
+    token = credentials.github(context.in_actions)  # the history branch's, as the comment's
+    store = history_store(options.history, options.history_branch, repo, workdir, context, token)
     return PrRun(
         options, report, environ, credentials, head, repo, workdir, config_rel, out, junit, caching, store, cleanup
     )
@@ -207,7 +207,7 @@ def _compare(run: PrRun) -> PrResult:
         golden, diff, head_lines = sides.golden_contract(base, head, out)
         base, head = dataclasses.replace(base, golden=golden), dataclasses.replace(head, golden=golden)
         sandbox = sides.make_sandbox(run.environ, (base, head), run.secrets)
-        if options.adaptive if options.adaptive is not None else base.evaluation.adaptive.enabled:
+        if options.adaptive if options.adaptive is not None else base.policy.adaptive.enabled:
             setups, shas = (_setup(run, tree), _setup(run, repo)), (base_sha, base_label, head_sha)
             files = git.changed_files(repo, base_sha)
             compared, head_run, cached = adaptive.evaluate(
@@ -222,7 +222,7 @@ def _compare(run: PrRun) -> PrResult:
     trend, trend_note = (
         check_head(store, head_run, base, base_sha=base_sha, head_sha=head_sha, out=out) if store else (None, "")
     )
-    moved = policy_changes(base.evaluation, run.head.evaluation, diff)  # the PR's own config: after merge
+    moved = policy_changes(base.policy, run.head.policy, diff)  # the PR's own config: after merge
     comparison = relocate(dataclasses.replace(compared.comparison, trend=trend, policy_changes=moved), head_lines)
     render_options = outputs.RenderOptions(
         details_url=context.run_url,
@@ -241,7 +241,7 @@ def _compare(run: PrRun) -> PrResult:
         options.fail_on,
         strict=comparison.strict,
         trend=trend,
-        trend_block=base.evaluation.trend.block,
+        trend_block=base.policy.trend.block,
     )
     return PrResult(
         verdict=comparison.verdict,
@@ -271,7 +271,7 @@ def _head_side(
     base_sha, head_sha = shas
     # the base's policy, including which variables the pipeline may have: a PR cannot ask for more
     pipeline = dataclasses.replace(head.pipeline, env_passthrough=base.pipeline.env_passthrough)
-    head = dataclasses.replace(head, evaluation=base.evaluation, repeats=base.repeats, pipeline=pipeline)
+    head = dataclasses.replace(head, policy=base.policy, repeats=base.repeats, pipeline=pipeline)
     if (setup := _setup(run, repo)) is not None:  # the head's own environment, from its own checkout, after the base
         sandbox = envs.side_sandbox(setup, sandbox, pipeline.env_passthrough, None)
     remove_tree(out / "head")
@@ -339,7 +339,7 @@ def _store_base(run: PrRun) -> PrResult:
         gh.write_outputs(context.output, values | ({"trend-status": trend.status} if trend else {}))
     return PrResult(
         verdict=verdict,
-        exit_code=exit_code_for(None, options.fail_on, trend=trend, trend_block=config.evaluation.trend.block),
+        exit_code=exit_code_for(None, options.fail_on, trend=trend, trend_block=config.policy.trend.block),
         comparison=None,
         report_path=out / "base",
         comment_path=out / "base",

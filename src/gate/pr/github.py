@@ -189,19 +189,19 @@ class RetryPolicy:
     """Connect/read timeout of one HTTP request, in seconds."""
 
 
-def bounded_retry(policy: RetryPolicy) -> Any:
-    """Make a PyGithub ``GithubRetry`` whose every wait is bounded by ``policy``.
+def bounded_retry(retry: RetryPolicy) -> Any:
+    """Make a PyGithub ``GithubRetry`` whose every wait is bounded by ``retry``.
 
     ``GithubRetry`` already caps primary and secondary rate-limit waits with ``max_rate_limit_wait``; a
     ``Retry-After`` header, however, is slept on by urllib3 without a cap. The returned retry raises
-    ``RateLimitExceededExceedsMaxWait`` instead of sleeping longer than ``policy.max_wait`` seconds.
+    ``RateLimitExceededExceedsMaxWait`` instead of sleeping longer than ``retry.max_wait`` seconds.
 
     Idempotent requests (GET, and PATCH, which sets a body) are retried on 5xx answers and read errors. A POST
     is retried only after a rate limit (403/429: GitHub refused it, nothing was created): after a 5xx answer or a
     lost response the comment may exist, so :func:`upsert_comment` looks before it posts again.
 
     Args:
-        policy: the bounds.
+        retry: the bounds.
 
     Returns:
         A ``github.GithubRetry`` instance (typed ``Any``: PyGithub is imported lazily).
@@ -232,21 +232,21 @@ def bounded_retry(policy: RetryPolicy) -> Any:
 
     return _BoundedRetry(
         allowed_methods=Retry.DEFAULT_ALLOWED_METHODS | {"GET", "PATCH"},  # not POST: see is_retry
-        total=policy.total,
-        backoff_factor=policy.backoff_factor,
-        backoff_max=policy.backoff_max,
-        secondary_rate_wait=min(60.0, policy.max_wait),
-        max_rate_limit_wait=policy.max_wait,
+        total=retry.total,
+        backoff_factor=retry.backoff_factor,
+        backoff_max=retry.backoff_max,
+        secondary_rate_wait=min(60.0, retry.max_wait),
+        max_rate_limit_wait=retry.max_wait,
     )
 
 
-def make_client(token: str, api_url: str = DEFAULT_API_URL, policy: RetryPolicy | None = None) -> Github:
+def make_client(token: str, api_url: str = DEFAULT_API_URL, retry: RetryPolicy | None = None) -> Github:
     """Create the PyGithub client: token auth, bounded retries, timeouts, no sleeps between requests.
 
     Args:
         token: a GitHub token (``GITHUB_TOKEN`` or a PAT); never logged.
         api_url: REST API root, e.g. ``https://api.github.com`` or ``http://127.0.0.1:PORT/api/v3``.
-        policy: retry and timeout bounds (defaults: :class:`RetryPolicy`).
+        retry: retry and timeout bounds (defaults: :class:`RetryPolicy`).
 
     Returns:
         A ``github.Github`` instance.
@@ -258,15 +258,37 @@ def make_client(token: str, api_url: str = DEFAULT_API_URL, policy: RetryPolicy 
 
     if not token:
         raise InputError(f"empty GitHub token (from {TOKEN_SOURCES})")
-    policy = policy or RetryPolicy()
+    retry = retry or RetryPolicy()
     return Github(
         base_url=api_url.rstrip("/"),
         auth=Auth.Token(token),
-        retry=bounded_retry(policy),
-        timeout=policy.timeout,
+        retry=bounded_retry(retry),
+        timeout=retry.timeout,
         seconds_between_requests=0,
         seconds_between_writes=0,
     )
+
+
+def client_factory(
+    token: str | None, api_url: str = DEFAULT_API_URL, retry: RetryPolicy | None = None
+) -> Callable[[], Github] | None:
+    """A maker of :func:`make_client` clients for ``token``, or None without a token.
+
+    What holds the maker (the PR run's :class:`~gate.pr.report.Reporter`) can reach GitHub without holding the
+    token: it stays in the maker's closure, which no ``repr`` shows.
+
+    Args:
+        token: the GitHub token (:func:`gate.pr.trust.github_token`); None or empty: no client.
+        api_url: REST API root.
+        retry: retry and timeout bounds (defaults: :class:`RetryPolicy`).
+    """
+    if not token:
+        return None
+
+    def client() -> Github:
+        return make_client(token, api_url, retry)
+
+    return client
 
 
 # -------------------------------------------------------------------------------------- sticky comment

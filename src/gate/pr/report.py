@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate import outputs
 from gate.comparison import Comparison
@@ -22,6 +23,9 @@ from gate.pr import github as gh
 from gate.redact import Redactor
 from gate.sanitize import WorkflowCommand
 from gate.trends import TrendReport
+
+if TYPE_CHECKING:
+    from github import Github
 
 log = logging.getLogger("rag-gate")
 
@@ -36,14 +40,13 @@ class Reporter:
     """Writes one line to stdout, redacted (workflow commands, and the comment in local mode)."""
     redact: Redactor
     """Removes the secrets from every text that leaves rag-gate."""
-    token: str | None = None
-    """The token for the comment (:func:`gate.pr.trust.github_token`)."""
+    client: Callable[[], Github] | None = None
+    """Makes the GitHub client the comment is posted with (:func:`gate.pr.github.client_factory`: the token stays
+    in its closure, never in this output object); None: no token."""
     comment: bool = True
     """Post the sticky comment (``--comment``)."""
     config: str = "rag-gate.yml"
     """The config's path as the user gave it: one sticky comment per config."""
-    retry: gh.RetryPolicy | None = None
-    """GitHub retry bounds (tests shorten them)."""
 
     @property
     def marker(self) -> str:
@@ -64,10 +67,10 @@ class Reporter:
             return "local", None, ""
         if not self.comment:
             return "disabled", None, ""
-        if not self.token or not context.repository:
+        if self.client is None or not context.repository:
             return "failed", None, f"no GitHub token (from {gh.TOKEN_SOURCES}): comment not posted."
         try:
-            client = gh.make_client(self.token, context.api_url, self.retry)
+            client = self.client()
             body = self.redact(markdown)
             done = gh.upsert_comment(client, context.repository, context.pr_number, body, marker=self.marker)
         except (GithubException, RequestException) as exc:

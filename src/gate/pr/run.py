@@ -108,7 +108,7 @@ class PrRun:
     options: PrOptions
     """What the run was asked to do."""
     report: Reporter
-    """Where it reports (the GitHub context, the comment's token, stdout), redacted."""
+    """Where it reports (the GitHub context, a maker of the comment's GitHub client, stdout), redacted."""
     environ: Mapping[str, str]
     """rag-gate's environment (``os.environ``): what the sandbox passes on."""
     credentials: Credentials

@@ -76,7 +76,7 @@ def golden_contract(base: Config, head: Config, out: Path) -> tuple[Path, Golden
     """
     base_cases, head_cases = load_golden(base.golden), load_golden(head.golden)
     diff = diff_golden(base_cases, head_cases)
-    if base.evaluation.golden_changes == "head":
+    if base.policy.golden_changes == "head":
         text = head.golden.read_text(encoding="utf-8")
     else:  # the base's file as it is (an unchanged golden set keeps its sha256, and its cached base results)
         text = base.golden.read_text(encoding="utf-8")
@@ -110,10 +110,10 @@ def base_results(
     remove_tree(run_dir)  # never resume a run of another commit; a link there is removed, not followed
     run_side(config, run_dir, progress=run.options.progress, git_sha=base_sha, git_ref=base_label, sandbox=sandbox)
     snapshot = cache.Snapshot.of(run_dir)
-    policy = run.caching
-    if policy.writable:
-        assert policy.directory is not None and policy.signing_key is not None
-        cache.store(policy.directory, key, snapshot, policy.signing_key)
+    caching = run.caching
+    if caching.writable:
+        assert caching.directory is not None and caching.signing_key is not None
+        cache.store(caching.directory, key, snapshot, caching.signing_key)
     return snapshot, False
 
 
@@ -125,25 +125,25 @@ def cached_base(
     Returns:
         (the cached snapshot or None, the base's sandbox: its own environment with a setup command, the cache key).
     """
-    policy = run.caching
+    caching = run.caching
     env_id = envs.env_key(setup.repo, base_sha, setup.command, sandbox.python) if setup else ""
     key = cache.CacheKey(
         base_sha=base_sha,
         golden_sha256=file_sha256(config.golden),
         config_sha256=config.sha256,
-        judge_id=cache.judge_id(config.evaluation.judge),
+        judge_id=cache.judge_id(config.policy.judge),
         repeats=config.repeats,
         gate_version=__version__,
         environment=env_id,
     )
-    if policy.readable:
-        assert policy.directory is not None and policy.signing_key is not None
-        hit = cache.lookup(policy.directory, key, policy.signing_key)
+    if caching.readable:
+        assert caching.directory is not None and caching.signing_key is not None
+        hit = cache.lookup(caching.directory, key, caching.signing_key)
         if hit is not None:
             hit.restore(run.out / "base")
             return hit, sandbox, key
     if setup is not None:
-        sandbox = envs.side_sandbox(setup, sandbox, config.pipeline.env_passthrough, policy, env_id)
+        sandbox = envs.side_sandbox(setup, sandbox, config.pipeline.env_passthrough, caching, env_id)
     return None, sandbox, key
 
 
@@ -167,5 +167,5 @@ def intact(snapshot: cache.Snapshot, run: PrRun) -> Path:
 
 def make_sandbox(environ: Mapping[str, str], configs: Iterable[Config], secrets: Iterable[str | None]) -> Sandbox:
     """The pipeline's sandbox; the judges' key variables and ``secrets`` (tokens) are redacted too."""
-    names = {str(c.evaluation.judge[k]) for c in configs for k in ("api_key_env",) if c.evaluation.judge.get(k)}
+    names = {str(c.policy.judge[k]) for c in configs for k in ("api_key_env",) if c.policy.judge.get(k)}
     return Sandbox.from_environ(environ, secrets=secrets, secret_names=names)

@@ -79,8 +79,8 @@ def check_head(
     report = trend_report(
         history.entries,
         HistoryEntry(record),
-        policy=base.evaluation.trend,
-        gated=base.evaluation.gated,
+        trend=base.policy.trend,
+        gated=base.policy.gated,
         problems=history.problems,
         run_label="head",
     )
@@ -103,8 +103,8 @@ def record_push(
     report = trend_report(
         history.entries if history else (),
         HistoryEntry(record),
-        policy=config.evaluation.trend,
-        gated=config.evaluation.gated,
+        trend=config.policy.trend,
+        gated=config.policy.gated,
         problems=history.problems if history else (),
         run_label=sha[:7],
     )

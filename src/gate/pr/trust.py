@@ -161,13 +161,13 @@ def github_token(context: gh.GithubContext, credentials: Credentials, emit: Call
     """
     token, flag = credentials.github_token, credentials.flag_token
     if not context.in_actions:
-        return flag or token
+        return credentials.github(in_actions=False)
     for secret in sorted({s for s in (flag, token) if s is not None}):
         if gh.is_github_token(secret):
             emit(gh.add_mask(secret))
     if flag:
         emit(annotation("warning", FLAG_TOKEN_IGNORED, title="rag-gate: token on the command line ignored"))
-    return token
+    return credentials.github(in_actions=True)
 
 
 def warn_persisted_credentials(repo: Path, context: gh.GithubContext, emit: Callable[[str], None]) -> None:

@@ -42,15 +42,15 @@ class PairwiseRun:
 def judge_pairs(
     pairs: Sequence[tuple[GoldenCase, Prediction | None, Prediction | None]],
     judge: PairwiseJudge,
-    evaluation: GatePolicy,
+    policy: GatePolicy,
 ) -> list[PairJudgment | None]:
-    """Judge base's answer against head's for every case, ``evaluation.judge_concurrency`` cases at a time.
+    """Judge base's answer against head's for every case, ``policy.judge_concurrency`` cases at a time.
 
     Args:
         pairs: (case, base's prediction, head's prediction); a prediction is None when that side has no valid
             answer for the case (every repeat failed).
         judge: the pairwise judge (two calls per case, one per order).
-        evaluation: the judge concurrency and the config's form rules (a case's ``form`` overrides them).
+        policy: the judge concurrency and the config's form rules (a case's ``form`` overrides them).
 
     Returns:
         One :class:`~gate.judges.pairwise.PairJudgment` per pair, in order; None where a prediction is None.
@@ -69,10 +69,10 @@ def judge_pairs(
             (base.answer, base.retrieved),
             (head.answer, head.retrieved),
             case=case,
-            form=evaluation.form.override(case.form),
+            form=policy.form.override(case.form),
         )
 
-    with gc_frozen(), ThreadPoolExecutor(evaluation.judge_concurrency) as pool:
+    with gc_frozen(), ThreadPoolExecutor(policy.judge_concurrency) as pool:
         return list(pool.map(one, pairs))
 
 

@@ -35,7 +35,7 @@ def score_all(
     golden: Sequence[GoldenCase],
     table: Mapping[tuple[str, int], Prediction],
     repeats: int,
-    evaluation: GatePolicy,
+    policy: GatePolicy,
     judge: Judge | None,
     on_scores: Callable[[list[Score]], None] | None = None,
     known: EarlyScores | None = None,
@@ -47,7 +47,7 @@ def score_all(
     The metrics and an offline, CPU-bound judge (:data:`PROCESS_JUDGES`: the lexical judge) are computed in
     ``jobs`` worker processes when that pays (:func:`use_processes`), chunk by chunk (:func:`score_parallel`); the
     rows, their order and every value are the same as on one process (tested byte for byte). A judge that waits on
-    an endpoint (llm, ragas) or already uses every core (nli: torch) is called from ``evaluation.judge_concurrency``
+    an endpoint (llm, ragas) or already uses every core (nli: torch) is called from ``policy.judge_concurrency``
     threads of this process.
 
     Without judge calls the scoring is pure arithmetic that builds one :class:`Score` per metric and prediction
@@ -60,7 +60,7 @@ def score_all(
         golden: the cases, in file order.
         table: predictions by (case id, repeat), complete (see ``gate.predictions.align``).
         repeats: number of repeats per case.
-        evaluation: metrics and refusal settings.
+        policy: metrics and refusal settings.
         judge: the judge for judged metrics (None: judged metrics are NaN).
         on_scores: called with each prediction's scores as soon as they exist, in order (for incremental writing).
         known: scores computed while the pipeline ran; a prediction's are reused when ``table`` holds that very
@@ -74,7 +74,7 @@ def score_all(
         EvaluationError: worker processes kept dying (:func:`score_parallel`).
 
     """
-    metrics = [resolve(name) for name in evaluation.metrics]
+    metrics = [resolve(name) for name in policy.metrics]
     graded = graded_dimensions(judge) if judge is not None else frozenset()
     calls_judge = any(m.spec.judgment_field in graded for m in metrics if not m.spec.paired)
     out: list[Score] = []
@@ -89,17 +89,17 @@ def score_all(
         pairs = [(case, table[(case.id, r)]) for case in golden for r in range(repeats)]
         reused = [known.get(p) for _, p in pairs] if known is not None else [None] * len(pairs)
         n_todo = sum(scores is None for scores in reused)
-        workers = use_processes(jobs, n_todo, evaluation, judge if calls_judge else None)
+        workers = use_processes(jobs, n_todo, policy, judge if calls_judge else None)
         if workers > 1:
             try:
-                score_parallel(pairs, reused, evaluation, judge if calls_judge else None, workers, emit)
+                score_parallel(pairs, reused, policy, judge if calls_judge else None, workers, emit)
                 return out
             except NoWorkers as exc:  # e.g. no /dev/shm for the queues' semaphores in a locked-down container
                 log.warning("scoring: no worker process can start here (%s); scoring in this process", exc)
         todo = [pair for pair, scores in zip(pairs, reused, strict=True) if scores is None]
         # an offline, CPU-bound judge gains nothing from threads (they would take turns on the interpreter)
-        threads = calls_judge and evaluation.judge.get("name") not in PROCESS_JUDGES
-        computed = score_pairs(todo, metrics, evaluation, judge, threads)
+        threads = calls_judge and policy.judge.get("name") not in PROCESS_JUDGES
+        computed = score_pairs(todo, metrics, policy, judge, threads)
         for i, scores in enumerate(reused, 1):
             emit(scores if scores is not None else next(computed))
             if frozen and i % CHUNK == 0:  # as a worker does after each chunk (see _score_chunk)
@@ -141,14 +141,14 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def use_processes(jobs: int | None, n_todo: int, evaluation: GatePolicy, judge: Judge | None) -> int:
+def use_processes(jobs: int | None, n_todo: int, policy: GatePolicy, judge: Judge | None) -> int:
     """How many worker processes score ``n_todo`` predictions: 1 (none: this process) or more.
 
     ``jobs`` given (``--jobs``, ``scoring.jobs``) is obeyed whenever the judge can run in a worker
     (:data:`PROCESS_JUDGES`, or no judge call); otherwise every core (:func:`available_cores`) when there are at least
     :data:`PARALLEL_MIN` predictions. ``judge`` is the judge when a metric calls it, else None.
     """
-    if judge is not None and evaluation.judge.get("name") not in PROCESS_JUDGES:
+    if judge is not None and policy.judge.get("name") not in PROCESS_JUDGES:
         return 1
     if jobs is not None:
         return max(1, min(jobs, n_todo))
@@ -161,15 +161,15 @@ _WORKER: dict[str, Any] = {}
 """A worker process's state: the metrics, the evaluation settings and the judge (built once per process)."""
 
 
-def _start_worker(evaluation: GatePolicy, with_judge: bool) -> None:
+def _start_worker(policy: GatePolicy, with_judge: bool) -> None:
     """Initialise a worker process: resolve the metrics and build the judge from the config's ``judge:`` mapping."""
     from gate._worker import die_with_parent
     from gate.judges import get_judge
 
     die_with_parent(os.getppid())  # a worker left by a killed rag-gate (SIGKILL, OOM) exits, not orphaned
-    _WORKER["metrics"] = [resolve(name) for name in evaluation.metrics]
-    _WORKER["evaluation"] = evaluation
-    _WORKER["judge"] = get_judge(evaluation.judge_spec()) if with_judge else None
+    _WORKER["metrics"] = [resolve(name) for name in policy.metrics]
+    _WORKER["policy"] = policy
+    _WORKER["judge"] = get_judge(policy.judge_spec()) if with_judge else None
     _WORKER["chunks"] = 0
     gc.freeze()  # as gc_frozen: the collector's passes skip the libraries and the judge's tables
 
@@ -188,8 +188,8 @@ def _score_chunk(pairs: list[tuple[GoldenCase, Prediction]]) -> list[list[Score]
     judge's CPU time. Reference counting still frees them; a cycle made within a chunk is collected as usual; one
     left frozen is collected by a full pass every :data:`COLLECT_EVERY` chunks, so memory stays bounded.
     """
-    metrics, evaluation, judge = _WORKER["metrics"], _WORKER["evaluation"], _WORKER["judge"]
-    rows = list(score_pairs(pairs, metrics, evaluation, judge, calls_judge=False))
+    metrics, policy, judge = _WORKER["metrics"], _WORKER["policy"], _WORKER["judge"]
+    rows = list(score_pairs(pairs, metrics, policy, judge, calls_judge=False))
     _WORKER["chunks"] = _WORKER.get("chunks", 0) + 1
     refreeze(_WORKER["chunks"])
     return rows
@@ -206,7 +206,7 @@ def refreeze(chunks: int) -> None:
     gc.freeze()
 
 
-def _pool(workers: int, evaluation: GatePolicy, with_judge: bool, n_pairs: int = 0) -> ProcessPoolExecutor:
+def _pool(workers: int, policy: GatePolicy, with_judge: bool, n_pairs: int = 0) -> ProcessPoolExecutor:
     """``workers`` worker processes to score ``n_pairs`` predictions.
 
     Forked from this process when it runs no other thread (a fork copies only the calling thread, so a lock another
@@ -232,9 +232,7 @@ def _pool(workers: int, evaluation: GatePolicy, with_judge: bool, n_pairs: int =
         context = forkserver
     else:  # pragma: no cover - macOS and Windows
         context = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_start_worker, initargs=(evaluation, with_judge)
-    )
+    return ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(policy, with_judge))
 
 
 class NoWorkers(Exception):
@@ -244,7 +242,7 @@ class NoWorkers(Exception):
 def score_parallel(
     pairs: Sequence[tuple[GoldenCase, Prediction]],
     reused: Sequence[list[Score] | None],
-    evaluation: GatePolicy,
+    policy: GatePolicy,
     judge: Judge | None,
     workers: int,
     emit: Callable[[list[Score]], None],
@@ -269,7 +267,7 @@ def score_parallel(
     pending: deque[tuple[int, list[int], Future[list[list[Score]]] | None]] = deque()
     restarts = 0
     try:
-        pool = _pool(workers, evaluation, judge is not None, len(pairs))
+        pool = _pool(workers, policy, judge is not None, len(pairs))
     except (OSError, ImportError, NotImplementedError) as exc:
         raise NoWorkers(str(exc)) from exc
 
@@ -301,7 +299,7 @@ def score_parallel(
                     ) from None
                 log.warning("scoring: a worker process died (cases %r to %r); starting new workers", first, last)
                 _stop(pool)
-                pool = _pool(workers, evaluation, judge is not None, len(pairs))
+                pool = _pool(workers, policy, judge is not None, len(pairs))
                 pending = deque(submit(s) for s, _, _ in pending)
                 continue
             pending.popleft()

@@ -29,17 +29,17 @@ if TYPE_CHECKING:  # the pairwise judge needs the llm extra: imported when it is
 log = logging.getLogger("rag-gate")
 
 
-def detect_refusal(prediction: Prediction, evaluation: GatePolicy) -> bool:
+def detect_refusal(prediction: Prediction, policy: GatePolicy) -> bool:
     """Whether a prediction is a refusal: :func:`gate.metrics.refusal.is_refusal` with the configured policy.
 
-    The pipeline's explicit ``refused`` flag decides when ``evaluation.refusal_use_field`` trusts it; otherwise
-    the answer text is matched against ``evaluation.refusal_phrases``.
+    The pipeline's explicit ``refused`` flag decides when ``policy.refusal_use_field`` trusts it; otherwise
+    the answer text is matched against ``policy.refusal_phrases``.
     """
-    flag = prediction.refused if evaluation.refusal_use_field else None
-    return is_refusal(prediction.answer, flag, evaluation.refusal_phrases)
+    flag = prediction.refused if policy.refusal_use_field else None
+    return is_refusal(prediction.answer, flag, policy.refusal_phrases)
 
 
-def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, evaluation: GatePolicy) -> Judgment:
+def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, policy: GatePolicy) -> Judgment:
     """Judge one prediction.
 
     An answer longer than :data:`MAX_JUDGED_ANSWER_BYTES` is not sent to the judge (:func:`oversize_judgment`).
@@ -52,7 +52,7 @@ def call_judge(judge: Judge, case: GoldenCase, prediction: Prediction, evaluatio
     if oversize is not None:
         return oversize
     if getattr(judge, "reads_case", False):
-        rules = evaluation.form.override(case.form)
+        rules = policy.form.override(case.form)
         args = (case.question, prediction.answer, prediction.retrieved)
         return judge.judge(*args, repeat=prediction.repeat, case=case, form=rules)  # type: ignore[call-arg]
     return judge.judge(case.question, prediction.answer, prediction.retrieved, repeat=prediction.repeat)
@@ -93,15 +93,15 @@ def has_no_claim(judgment: Judgment) -> bool:
 
 
 def judgment_of(
-    case: GoldenCase, prediction: Prediction, metrics: Sequence[Metric], evaluation: GatePolicy, judge: Judge | None
+    case: GoldenCase, prediction: Prediction, metrics: Sequence[Metric], policy: GatePolicy, judge: Judge | None
 ) -> Judgment | None:
     """The judgment :func:`score_one` reads for a prediction (see there), or None when the judge is not called."""
     graded = graded_dimensions(judge) if judge is not None else frozenset()
     if judge is None or prediction.error is not None or not any(m.spec.judgment_field in graded for m in metrics):
         return None
-    if detect_refusal(prediction, evaluation):
+    if detect_refusal(prediction, policy):
         return None
-    return textless_judgment(prediction) or call_judge(judge, case, prediction, evaluation)
+    return textless_judgment(prediction) or call_judge(judge, case, prediction, policy)
 
 
 _CALL = Judgment(error="not judged yet")  # score_one's default judgment: call the judge there
@@ -111,12 +111,12 @@ def score_one(
     case: GoldenCase,
     prediction: Prediction,
     metrics: Sequence[Metric],
-    evaluation: GatePolicy,
+    policy: GatePolicy,
     judge: Judge | None,
     given: Mapping[str, float] | None = None,
     judgment: Judgment | None = _CALL,
 ) -> list[Score]:
-    """All metric scores of one prediction, in ``metrics`` order (resolved from ``evaluation.metrics``).
+    """All metric scores of one prediction, in ``metrics`` order (resolved from ``policy.metrics``).
 
     A failed prediction (a system error) is scored by the metrics that score failures (``error_rate``: 1;
     ``latency_ms`` and ``cost_usd``: what the failed call consumed, NaN when unknown) and has no value, with its
@@ -146,9 +146,9 @@ def score_one(
     given = given or {}
     graded = graded_dimensions(judge) if judge is not None else frozenset()
     judged = judge is not None and any(m.spec.judgment_field in graded for m in metrics)
-    refused = detect_refusal(prediction, evaluation) if judged or any(m.name not in given for m in metrics) else False
+    refused = detect_refusal(prediction, policy) if judged or any(m.name not in given for m in metrics) else False
     if judgment is _CALL:
-        judgment = judgment_of(case, prediction, metrics, evaluation, judge)
+        judgment = judgment_of(case, prediction, metrics, policy, judge)
     # the judgment's detail is kept once: on the metric that keeps it, else on the first metric the judge grades
     keeper = next((m for m in metrics if m.spec.keeps_detail and m.spec.judgment_field in graded), None) or next(
         (m for m in metrics if m.spec.judgment_field in graded), None
@@ -159,7 +159,7 @@ def score_one(
         if metric.name in given:
             value = given[metric.name]
         else:
-            value = score_case(metric, case, prediction, refused, evaluation.form) if spec.fn else math.nan
+            value = score_case(metric, case, prediction, refused, policy.form) if spec.fn else math.nan
         if spec.judgment_field not in graded or judgment is None:
             scores.append(Score(*key, metric.name, value))
         elif judgment.error is not None:
@@ -182,13 +182,13 @@ def score_one(
 def score_pairs(
     pairs: Sequence[tuple[GoldenCase, Prediction]],
     metrics: Sequence[Metric],
-    evaluation: GatePolicy,
+    policy: GatePolicy,
     judge: Judge | None,
     calls_judge: bool,
 ) -> Iterator[list[Score]]:
     """The scores of each (case, prediction), in order: batched metrics at once, the rest per prediction.
 
-    When ``calls_judge``, ``evaluation.judge_concurrency`` threads only call the judge (:func:`judgment_of`), while
+    When ``calls_judge``, ``policy.judge_concurrency`` threads only call the judge (:func:`judgment_of`), while
     this thread computes each prediction's metrics as its judgment arrives: no request slot waits on metric CPU.
     """
     names = [m.name for m in metrics if not m.spec.paired]
@@ -199,16 +199,16 @@ def score_pairs(
     def one(i: int, judgment: Judgment | None = _CALL) -> list[Score]:
         case, prediction = pairs[i]
         if not given:
-            return score_one(case, prediction, metrics, evaluation, judge, judgment=judgment)
+            return score_one(case, prediction, metrics, policy, judge, judgment=judgment)
         if every and prediction.error is None:
             return [Score(case.id, prediction.repeat, n, c[i]) for n, c in zip(names, columns, strict=True)]
-        return score_one(case, prediction, metrics, evaluation, judge, {n: c[i] for n, c in given.items()}, judgment)
+        return score_one(case, prediction, metrics, policy, judge, {n: c[i] for n, c in given.items()}, judgment)
 
     if not calls_judge:
         yield from map(one, range(len(pairs)))
         return
-    with ThreadPoolExecutor(evaluation.judge_concurrency, thread_name_prefix="rag-gate-judge-call") as pool:
-        judgments = pool.map(lambda pair: judgment_of(pair[0], pair[1], metrics, evaluation, judge), pairs)
+    with ThreadPoolExecutor(policy.judge_concurrency, thread_name_prefix="rag-gate-judge-call") as pool:
+        judgments = pool.map(lambda pair: judgment_of(pair[0], pair[1], metrics, policy, judge), pairs)
         yield from itertools.starmap(one, enumerate(judgments))
 
 
@@ -218,7 +218,7 @@ class EarlyScores:
     :func:`score_all` reuses them for a prediction equal to the one scored (its ``line`` in the file aside); any
     other prediction (one kept from an interrupted run, or a row that reads back differently) is scored there as
     usual, so the scores are the same either way. Nothing is kept when a metric is graded by the judge: judge
-    calls are made by :func:`score_all`, ``evaluation.judge_concurrency`` at a time.
+    calls are made by :func:`score_all`, ``policy.judge_concurrency`` at a time.
 
     Only a prediction whose call took at least ``min_latency_ms`` is scored here: the wait for such a call leaves
     time to spare, whereas the predictions of a fast pipeline keep rag-gate busy anyway and are scored together
@@ -226,19 +226,19 @@ class EarlyScores:
 
     Args:
         golden: the cases (predictions of other ids are not scored here).
-        evaluation: metrics and refusal settings, as given to :func:`score_all`.
+        policy: metrics and refusal settings, as given to :func:`score_all`.
         judge: the judge, as given to :func:`score_all`.
         min_latency_ms: the shortest call (``latency_ms``, or ``warmup_ms`` of a worker's first call) whose
             prediction is scored here, ≥ 0.
     """
 
     def __init__(
-        self, golden: Sequence[GoldenCase], evaluation: GatePolicy, judge: Judge | None, min_latency_ms: float = 0.0
+        self, golden: Sequence[GoldenCase], policy: GatePolicy, judge: Judge | None, min_latency_ms: float = 0.0
     ):
         self._min_latency_ms = min_latency_ms
         self._cases = {case.id: case for case in golden}
-        self._metrics = [resolve(name) for name in evaluation.metrics]
-        self._evaluation = evaluation
+        self._metrics = [resolve(name) for name in policy.metrics]
+        self._evaluation = policy
         self._judge = judge
         graded = graded_dimensions(judge) if judge is not None else frozenset()
         self.enabled = not any(m.spec.judgment_field in graded for m in self._metrics if not m.spec.paired)

@@ -250,16 +250,16 @@ def _ratios(inp: MetricInput, delta: float, low: float, high: float) -> tuple[fl
     return math.exp(sign * delta), r_low, r_high
 
 
-def _shown(inp: MetricInput, policy: MetricPolicy, delta: float, low: float, high: float) -> _Shown:
+def _shown(inp: MetricInput, metric_policy: MetricPolicy, delta: float, low: float, high: float) -> _Shown:
     worse = "fell" if inp.direction == "higher" else "rose"
     p_label = "p (Holm-adjusted)" if inp.gated else "p"
     if inp.kind != "ratio":
         d, lo, hi = raw_difference(inp.direction, delta, low, high)
         interval = f"[{numbers.number(lo, signed=True)}, {numbers.number(hi, signed=True)}]"
-        return _Shown(f"Δ = {numbers.number(d, signed=True)}", interval, policy.label, worse, p_label)
+        return _Shown(f"Δ = {numbers.number(d, signed=True)}", interval, metric_policy.label, worse, p_label)
     ratio, r_low, r_high = _ratios(inp, delta, low, high)
     interval = f"[{numbers.ratio(r_low)}, {numbers.ratio(r_high)}]"
-    return _Shown(f"head/base = {numbers.ratio(ratio)}", interval, policy.label, worse, p_label)
+    return _Shown(f"head/base = {numbers.ratio(ratio)}", interval, metric_policy.label, worse, p_label)
 
 
 def _decide(
@@ -379,8 +379,8 @@ def analyze_metrics(
     groups = _groups(pairs, seed)
     tested = _tests(inputs, pairs, groups, n_resamples)
     p = np.array([t[0] for t in tested], dtype=float)
-    policies = [inp.policy(alpha) for inp in inputs]
-    alphas = np.array([policy.alpha for policy in policies], dtype=float)
+    policies = [inp.metric_policy(alpha) for inp in inputs]
+    alphas = np.array([metric_policy.alpha for metric_policy in policies], dtype=float)
     gated = np.array([inp.gated for inp in inputs], dtype=bool)
     testable = np.array([bool(np.any(pair.d != 0)) for pair in pairs], dtype=bool)
     p_adj, levels = _holm_levels(p, alphas, gated, testable)
@@ -398,7 +398,7 @@ def analyze_metrics(
 
 def _result(
     inp: MetricInput,
-    policy: MetricPolicy,
+    metric_policy: MetricPolicy,
     pair: _Paired,
     interval: tuple[float, float, str],
     p: float,
@@ -409,7 +409,7 @@ def _result(
     mde_level: float,
 ) -> MetricResult:
     d, n = pair.d, pair.d.size
-    margin, alpha_k = policy.oriented_margin, policy.alpha
+    margin, alpha_k = metric_policy.oriented_margin, metric_policy.alpha
     confidence = 1.0 - 2.0 * level
     if n >= 2:
         se = paired_se(d) if pair.clusters is None else clustered_se(d, pair.clusters)
@@ -438,7 +438,7 @@ def _result(
     delta = float(np.mean(d)) if n else float("nan")
     n_worse = int(np.count_nonzero(d < 0))
     resolution = 1 / n if inp.kind == "binary" and n else 0.0
-    shown = _shown(inp, policy, delta, low, high)
+    shown = _shown(inp, metric_policy, delta, low, high)
     status, reason = _decide(delta, low, high, margin, p_adj, alpha_k, n, n_worse, shown, resolution)
     if status == "inconclusive" and n >= 2 and se > 0:
         reason += _settle(inp, pair, se, margin, mde_level, -delta, (omega2, s2_a, s2_b))

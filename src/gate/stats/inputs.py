@@ -92,7 +92,7 @@ class MetricInput:
         if self.clusters is not None and np.shape(self.clusters) != (base.shape[0],):
             raise ValueError(f"{self.name}: clusters must have shape ({base.shape[0]},)")
 
-    def policy(self, alpha: float) -> MetricPolicy:
+    def metric_policy(self, alpha: float) -> MetricPolicy:
         """The metric's :class:`MetricPolicy` in a gate of family-wise level ``alpha``."""
         return MetricPolicy(self.kind, self.direction, self.margin, alpha)
 
