@@ -34,7 +34,6 @@ from gate.yamlsafe import (
     Problems,
     check_yaml_size,
     key_lines,
-    non_finite,
     non_json,
     nul_bytes,
     yaml_error,
@@ -625,9 +624,11 @@ def load_config(path: Path | str, *, repeats: int | None = None) -> Config:
     if not isinstance(data, dict):
         problems.add((), f"expected a mapping of settings, got {type(data).__name__}")
         problems.raise_if_any()
-    not_finite = set(non_finite(data))
-    for keys in not_finite:
-        problems.add(keys, "must be a finite number")
+    from gate.jsonl import number_problems  # NaN, ±inf, an integer beyond gate.jsonl.MAX_INTEGER
+
+    for keys, message in (bad_numbers := dict(number_problems(data))).items():
+        problems.add(keys, message)
+    not_finite = set(bad_numbers)
     for keys in (with_nul := set(nul_bytes(data))):
         shown = tuple(k.replace("\x00", "\\x00") if isinstance(k, str) else k for k in keys)
         problems.add(shown, NUL_MESSAGE, problems.line(keys))
@@ -681,7 +682,7 @@ def check_config(path: Path | str) -> tuple[Config | None, list[str]]:
 
     """
     from gate.golden import check_golden
-    from gate.predictions import align, load_predictions
+    from gate.predictions import REPEATS_SOURCE, align, load_predictions
 
     try:
         config = load_config(path)
@@ -691,9 +692,9 @@ def check_config(path: Path | str) -> tuple[Config | None, list[str]]:
         cases, problems = check_golden(config.golden)
     except InputError as exc:
         return config, [str(exc)]
-    if config.pipeline.predictions is not None:
+    if (predictions := config.pipeline.predictions) is not None:
         try:
-            align(cases, load_predictions(config.pipeline.predictions), config.pipeline.predictions)
+            align(cases, load_predictions(predictions), predictions, config.repeats, source=REPEATS_SOURCE)
         except InputError as exc:
             problems.append(str(exc))
     return config, problems

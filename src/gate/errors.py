@@ -28,8 +28,9 @@ class GateError(Exception):
     def lines(self) -> list[str]:
         """The message as printed lines: each problem of :meth:`listing`, or the message, on one line each.
 
-        Untrusted text in a message (a pipeline's exception, a config key, a path) keeps no line break: CR and LF
-        are shown as ``%0D`` / ``%0A`` and control characters are dropped (:func:`gate.sanitize.one_line`).
+        Untrusted text in a message (a pipeline's exception, a config key, a path) keeps no line break: CR, LF and
+        every other hidden character are shown escaped (``\\n``, ``\\x01``, ``\\u202e``:
+        :func:`gate.sanitize.one_line`).
         """
         return [one_line(problem) for problem in self.problems or (str(self),)]
 
@@ -73,9 +74,9 @@ def reason_text(exc: BaseException) -> str:
 def located(path: object, line: int | None, field: str | None, message: str) -> str:
     """Format ``file:line: field: message`` on one line (parts that are unknown are left out).
 
-    Each part may hold untrusted text (a PR's config key, a golden path): it is kept on one line
-    (:func:`gate.sanitize.one_line`); the path shows its hidden characters escaped (:func:`gate.sanitize.shown`), so
-    the file named is the file meant.
+    Each part may hold untrusted text (a PR's config key, a golden path): it is kept on one line, its hidden
+    characters escaped (:func:`gate.sanitize.one_line`, the escapes of :func:`gate.sanitize.shown` that the path
+    gets), so the file named is the file meant and it reads the same wherever the message repeats it.
     """
     where = shown(path)
     if line is not None:

@@ -6,10 +6,31 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gate.errors import InputError, located
 from gate.jsonl import read_jsonl, validate
 from gate.models import FormRules, GoldenCase
+from gate.sanitize import hidden_in_id
+
+
+def _text_problem(record: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, message) of the first id with hidden characters or required text that is only whitespace."""
+    for field in ("id", "question"):
+        if not str(record[field]).strip():
+            return field, "must not be empty (it holds only whitespace)"
+    if why := hidden_in_id(str(record["id"])):
+        return "id", why
+    for i, doc_id in enumerate(record.get("expected_doc_ids") or ()):
+        if why := hidden_in_id(doc_id):
+            return f"expected_doc_ids.{i}", why
+    for i, point in enumerate(record.get("required_points") or ()):
+        if not point.strip():
+            return f"required_points.{i}", "must not be empty (it holds only whitespace)"
+    rules = (record.get("form") or {}).get("rules")
+    if rules is not None and not rules.strip():
+        return "form.rules", "must not be empty (it holds only whitespace)"
+    return None
 
 
 def check_golden(path: Path | str) -> tuple[list[GoldenCase], list[str]]:
@@ -31,6 +52,9 @@ def check_golden(path: Path | str) -> tuple[list[GoldenCase], list[str]]:
             validate(record, "golden", path, line)
         except InputError as exc:
             problems.append(str(exc))
+            continue
+        if found := _text_problem(record):
+            problems.append(located(path, line, *found))
             continue
         case_id = record["id"]
         if case_id in first_line:
@@ -69,7 +93,9 @@ def load_golden(path: Path | str) -> list[GoldenCase]:
 
     Raises:
         InputError: ``file:line: field: message`` for the first problem: malformed JSON, a missing or mistyped
-            field, an unknown field, a duplicate id, an out-of-domain case with expected documents, an empty file.
+            field, an unknown field, a duplicate id, an id or expected document id with characters that do not
+            show (:func:`gate.sanitize.hidden_in_id`), a question (id, required point, form rule) of whitespace only, an
+            out-of-domain case with expected documents, an empty file.
 
     """
     cases, problems = check_golden(path)

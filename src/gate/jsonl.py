@@ -1,8 +1,9 @@
 """JSON Lines I/O with schema validation; every error names ``file:line: field``.
 
 NaN is written as JSON ``null`` (and read back as NaN where a number is expected) so that files stay valid JSON.
-Reading is strict where Python's ``json`` is lenient: ``NaN``/``Infinity`` literals (not JSON, RFC 8259 §6) and
-documents nested deeper than :data:`MAX_DEPTH` are bad input with a location, never a crash further on.
+Reading is strict where Python's ``json`` is lenient: ``NaN``/``Infinity`` literals (not JSON, RFC 8259 §6), numbers
+that overflow a double (``1e999``), integers beyond :data:`MAX_INTEGER` and documents nested deeper than
+:data:`MAX_DEPTH` are bad input with a location, never a crash or a silent ``inf`` further on.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ MAX_DEPTH = 64
 
 Real records nest a few levels; a limit far below Python's recursion limit keeps every later recursive step
 (schema validation, serialisation) safe."""
+
+MAX_INTEGER = 2**53 - 1
+"""The largest magnitude of an integer accepted in any JSON input (9,007,199,254,740,991).
+
+RFC 8259 §6: integers in ``[-(2**53)+1, 2**53-1]`` are interoperable, because an IEEE 754 double holds each of them
+exactly; beyond it readers disagree (JavaScript rounds, others overflow 64 bits). A larger id belongs in a string."""
 
 _TYPE_NAMES = {
     "string": "a string",
@@ -169,12 +176,76 @@ def validate(record: Any, schema: str, path: Path | str, line: int | None) -> No
         raise InputError(located(path, line, field, message))
 
 
-class _NonFinite(ValueError):
-    """Raised by the decoder on ``NaN``, ``Infinity`` or ``-Infinity`` (Python extensions, not JSON)."""
+class _BadNumber(ValueError):
+    """Raised by the strict decoder on a number rag-gate does not read; its text is the message."""
 
 
 def _reject_constant(name: str) -> Any:
-    raise _NonFinite(name)
+    raise _BadNumber(f"{name} is not a valid JSON number (only finite numbers are allowed)")
+
+
+def integer_message(text: str) -> str:
+    """Why the integer written ``text`` is refused (it is beyond :data:`MAX_INTEGER`)."""
+    digits = len(text.lstrip("-"))
+    written = text if digits <= 30 else f"an integer of {digits} digits"
+    return (
+        f"{written} is beyond ±{MAX_INTEGER}, the integers every JSON reader holds exactly (RFC 8259 §6); "
+        "write a larger id as a string"
+    )
+
+
+def _out_of_range(text: str) -> bool:
+    """Whether the JSON integer ``text`` is beyond :data:`MAX_INTEGER` (its digits are counted first: no huge int)."""
+    return len(text) - text.startswith("-") > 16 or abs(int(text)) > MAX_INTEGER
+
+
+def _bounded_int(text: str) -> int:
+    if _out_of_range(text):
+        raise _BadNumber(integer_message(text))
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _BadNumber(f"{text} is not a finite number (it overflows a 64-bit float: at most ±1.8e308)")
+    return value
+
+
+def number_problems(data: Any, keys: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """``(key path, message)`` of every number JSON input may not hold, in a decoded value (a loaded YAML config).
+
+    A NaN or infinite float ("must be a finite number"), or an integer beyond :data:`MAX_INTEGER`. Booleans are
+    not numbers here.
+    """
+    if isinstance(data, float) and not math.isfinite(data):
+        yield keys, "must be a finite number"
+    elif isinstance(data, int) and not isinstance(data, bool) and not -MAX_INTEGER <= data <= MAX_INTEGER:
+        yield keys, integer_message(str(data))
+    elif isinstance(data, Mapping):
+        for k, v in data.items():
+            yield from number_problems(v, (*keys, k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from number_problems(v, (*keys, i))
+
+
+def integer_out_of_range(value: Any) -> bool:
+    """Whether a decoded JSON value holds an integer beyond :data:`MAX_INTEGER` anywhere (iterative: no recursion).
+
+    The check after msgspec's decoder, which takes integers of any size (it refuses floats that overflow itself).
+    """
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        for child in node.values() if type(node) is dict else node:
+            kind = type(child)
+            if kind is int:
+                if not -MAX_INTEGER <= child <= MAX_INTEGER:
+                    return True
+            elif kind is dict or kind is list:
+                stack.append(child)
+    return False
 
 
 class _DuplicateKey(ValueError):
@@ -192,13 +263,22 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
-_STRICT_UNIQUE = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_object)
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
+_STRICT_UNIQUE = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int, object_pairs_hook=_unique_object
+)
 _CONSTANT = object()
 
 
 def _mark_constant(name: str) -> Any:
     return _CONSTANT
+
+
+_MARKING = json.JSONDecoder(
+    parse_constant=_mark_constant,
+    parse_float=lambda text: _CONSTANT if math.isinf(float(text)) else float(text),
+    parse_int=lambda text: _CONSTANT if _out_of_range(text) else int(text),
+)
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
@@ -214,10 +294,10 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def _constant_field(text: str) -> str | None:
-    """The dotted path of the first ``NaN``/``Infinity`` in ``text`` (None at top level or when not found)."""
+def _number_field(text: str) -> str | None:
+    """The dotted path of the first refused number in ``text`` (None at top level or when not found)."""
     try:
-        value = json.JSONDecoder(parse_constant=_mark_constant).decode(text)
+        value = _MARKING.decode(text)
     except (ValueError, RecursionError):
         return None
     stack: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
@@ -235,13 +315,14 @@ def _constant_field(text: str) -> str | None:
 def parse_json(
     text: str, path: Path | str, line: int | None = None, *, max_depth: int = MAX_DEPTH, unique_keys: bool = False
 ) -> Any:
-    """Parse one JSON document strictly: RFC 8259 numbers only, at most ``max_depth`` levels of nesting.
+    """Parse one JSON document strictly: finite RFC 8259 numbers only, at most ``max_depth`` levels of nesting.
 
     Parsed by msgspec (RFC 8259 strict, the same values; faster than ``json.loads``, checks included, as
     ``benchmarks/io_speed.py`` measures on a 5,000-case predictions.jsonl);
     a document msgspec refuses is decided and explained by a strict ``json`` decoder (which also takes escaped lone
-    surrogates and exponents beyond the float range, as before). The depth is only walked when the text holds more
-    brackets than ``max_depth``.
+    surrogates). A number that overflows a double (``1e999``) or an integer beyond :data:`MAX_INTEGER` is refused
+    with its field, where Python's ``json`` would give ``inf`` or an integer no other reader agrees on. The depth is
+    only walked when the text holds more brackets than ``max_depth``.
 
     Args:
         text: the document (one JSONL line, or a whole file).
@@ -255,15 +336,18 @@ def parse_json(
         The parsed value.
 
     Raises:
-        InputError: ``file:line: field: message`` for invalid JSON, a ``NaN``/``Infinity`` literal, too deep
-            nesting or (``unique_keys``) a duplicate key.
+        InputError: ``file:line: field: message`` for invalid JSON, a ``NaN``/``Infinity`` literal, a number out of
+            range (above), too deep nesting or (``unique_keys``) a duplicate key.
     """
     brackets = text.count("[") + text.count("{")
     if not unique_keys and brackets <= max_depth:
         try:
-            return msgspec.json.decode(text)
+            value = msgspec.json.decode(text)
         except msgspec.DecodeError:  # any doubt goes to the strict decoder below, which decides and explains
             pass
+        else:
+            if not integer_out_of_range([value]):  # else the strict decoder refuses it, naming the field
+                return value
     try:
         value = (_STRICT_UNIQUE if unique_keys else _STRICT).decode(text)
     except _DuplicateKey as exc:
@@ -271,9 +355,8 @@ def parse_json(
     except json.JSONDecodeError as exc:
         where = line if line is not None else exc.lineno
         raise InputError(located(path, where, None, f"invalid JSON: {exc.msg} (column {exc.colno})")) from None
-    except _NonFinite as exc:
-        message = f"{exc} is not a valid JSON number (only finite numbers are allowed)"
-        raise InputError(located(path, line, _constant_field(text), message)) from None
+    except _BadNumber as exc:
+        raise InputError(located(path, line, _number_field(text), str(exc))) from None
     except RecursionError:  # deeper than the interpreter's recursion limit
         raise InputError(located(path, line, None, f"JSON nested deeper than {max_depth} levels")) from None
     if brackets > max_depth and _depth_exceeds(value, max_depth):
@@ -409,7 +492,10 @@ def read_jsonl_rows(path: Path | str, rows: Iterable[tuple[int, int]]) -> list[A
             for number, offset in rows:
                 handle.seek(offset)
                 text = handle.readline().decode("utf-8-sig" if number == 1 else "utf-8", errors="replace")
-                out.append(parse_json(text, path, number))
+                try:  # its numbers were checked when it was scanned
+                    out.append(msgspec.json.decode(text))
+                except msgspec.DecodeError:
+                    out.append(parse_json(text, path, number))
     except (OSError, InputError) as exc:
         raise InputError(f"{path}: changed while rag-gate was reading it ({exc}); read it again") from None
     return out

@@ -13,8 +13,9 @@ import msgspec
 import numpy as np
 
 from gate.errors import InputError, located
-from gate.jsonl import read_jsonl, read_jsonl_rows, scan_rows, validate
+from gate.jsonl import MAX_INTEGER, integer_out_of_range, read_jsonl, read_jsonl_rows, scan_rows, validate
 from gate.models import Chunk, GoldenCase, Prediction
+from gate.sanitize import hidden_in_id
 
 MISSING = "missing prediction: no row for this case and repeat"
 
@@ -26,6 +27,7 @@ MAX_LATENCY_MS = 86_400_000
 larger one (``1e308``) is a unit or serialization bug, and would overflow the geometric mean the comparison shows."""
 MAX_COST_USD = 10_000
 """The largest ``cost_usd`` a prediction may report for one case (a measured value, like :data:`MAX_LATENCY_MS`)."""
+_Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER)]
 _Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_LATENCY_MS)]
 _Dollars = Annotated[float, msgspec.Meta(ge=0, le=MAX_COST_USD)]
 
@@ -38,6 +40,11 @@ class ChunkRow(msgspec.Struct, forbid_unknown_fields=True):
     score: Finite | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Free data, but no integer beyond :data:`gate.jsonl.MAX_INTEGER` (the slow path then names it)."""
+        if self.metadata and integer_out_of_range(self.metadata):
+            raise ValueError("an integer out of range in metadata")
+
 
 class PredictionRow(msgspec.Struct, forbid_unknown_fields=True):
     """One line of ``predictions.jsonl`` as msgspec decodes it: ``gate/schemas/prediction.schema.json`` as a type.
@@ -48,21 +55,23 @@ class PredictionRow(msgspec.Struct, forbid_unknown_fields=True):
     """
 
     id: Annotated[str, msgspec.Meta(min_length=1)]
-    repeat: Annotated[int, msgspec.Meta(ge=0)] = 0
+    repeat: _Count = 0
     answer: str | msgspec.UnsetType = msgspec.UNSET
     retrieved: list[ChunkRow] = msgspec.field(default_factory=list)
     latency_ms: _Milliseconds | None = None
     warmup_ms: _Milliseconds | None = None
     cost_usd: _Dollars | None = None
-    tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    tokens: _Count | None = None
     refused: bool | None = None
     error: str | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        """The schema's ``if``/``then``: an answer is required unless ``error`` is a string."""
+        """The schema's ``if``/``then`` (an answer is required unless ``error`` is a string); no huge integer."""
         if self.error is None and self.answer is msgspec.UNSET:
             raise ValueError("answer is required when there is no error")
+        if self.metadata and integer_out_of_range(self.metadata):
+            raise ValueError("an integer out of range in metadata")
 
 
 def prediction_from_record(record: dict[str, Any], line: int = 0) -> Prediction:
@@ -85,10 +94,15 @@ def prediction_from_record(record: dict[str, Any], line: int = 0) -> Prediction:
 def _refuse_duplicate(
     path: Path | str, line: int, key: tuple[str, int], first_line: dict[tuple[str, int], int]
 ) -> None:
-    """Record where (case id, repeat) ``key`` first appears; a second row of it is an InputError naming both lines."""
+    """Record where (case id, repeat) ``key`` first appears; a second row of it is an InputError naming both lines.
+
+    An id with characters that do not show (:func:`gate.sanitize.hidden_in_id`) is an InputError too.
+    """
     if key in first_line:
         message = f"duplicate prediction for id '{key[0]}' repeat {key[1]} (first on line {first_line[key]})"
         raise InputError(located(path, line, "id", message))
+    if why := hidden_in_id(key[0]):
+        raise InputError(located(path, line, "id", why))
     first_line[key] = line
 
 
@@ -96,8 +110,8 @@ def load_predictions(path: Path | str) -> list[Prediction]:
     """Read a predictions file, in file order.
 
     Raises:
-        InputError: ``file:line: field: message`` for malformed JSON, a missing or mistyped field, or a duplicate
-            (id, repeat) pair.
+        InputError: ``file:line: field: message`` for malformed JSON, a missing or mistyped field, an id with
+            characters that do not show, or a duplicate (id, repeat) pair.
 
     """
     path = Path(path)
@@ -112,23 +126,78 @@ def load_predictions(path: Path | str) -> list[Prediction]:
     return predictions
 
 
+def _repeats_held(repeats: Sequence[int]) -> str:
+    return f"only repeat {repeats[0]}" if len(repeats) == 1 else "repeats " + ", ".join(map(str, repeats))
+
+
+def inferred_repeats(rows: Iterable[tuple[str, int, int]], path: Path | str) -> int:
+    """The repeats per case of a predictions file that does not say it: one more than its highest repeat (at least 1).
+
+    Only when every case of the file agrees: each case with a row has a row for every repeat 0 … R−1. Otherwise a
+    stray row (one ``repeat: 3`` among cases run once) cannot be told from rows that are missing, and guessing
+    would turn the missing rows into failures; the file is refused instead.
+
+    Args:
+        rows: ``(case id, repeat, line)`` of every row, in file order.
+        path: the file, for the message.
+
+    Raises:
+        InputError: ``file:line: repeat: …`` on the first row of the highest repeat, naming up to three cases that
+            lack some repeat.
+    """
+    held: dict[str, set[int]] = {}
+    first_line: dict[int, int] = {}
+    for case_id, repeat, line in rows:
+        held.setdefault(case_id, set()).add(repeat)
+        first_line.setdefault(repeat, line)
+    top = max(first_line, default=0)
+    short = [(case_id, sorted(repeats)) for case_id, repeats in held.items() if len(repeats) <= top]
+    if short:
+        named = ", ".join(f"'{case_id}' has {_repeats_held(repeats)}" for case_id, repeats in short[:3])
+        more = ", …" if len(short) > 3 else ""
+        message = (
+            f"{top} on this line makes {top + 1} repeats per case, but {len(short)} of the file's {len(held)} cases "
+            f"{'lacks' if len(short) == 1 else 'lack'} some of repeats 0–{top} ({named}{more}): give every case a row "
+            "for each repeat (a failed call is a row with `error`), or remove the stray rows"
+        )
+        raise InputError(located(path, first_line[top] or None, "repeat", message))
+    return top + 1
+
+
+REPEATS_SOURCE = "the config's `repeats:` (default 1) or --repeats: set it to the file's repeats, or remove the row"
+"""Where a run's repeats come from, for the message of a precomputed prediction beyond them (:func:`beyond_repeats`)."""
+
+
+def beyond_repeats(repeat: int, repeats: int, source: str | None = None) -> str:
+    """The message of a row whose ``repeat`` is not below the side's ``repeats`` (``source``: where R was set)."""
+    return f"{repeat} ≥ repeats ({repeats}{f', {source}' if source else ''})"
+
+
 def align(
     golden: Sequence[GoldenCase],
     predictions: Sequence[Prediction],
     path: Path | str,
     repeats: int | None = None,
+    *,
+    source: str | None = None,
 ) -> dict[tuple[str, int], Prediction]:
     """Index predictions by (case id, repeat) and fill every missing (case, repeat) with an error row.
 
-    ``repeats`` defaults to one more than the highest repeat index present (at least 1).
+    Args:
+        golden: the cases.
+        predictions: the rows of ``path``.
+        path: the predictions file, for messages.
+        repeats: repeats per case; None: inferred from the file (:func:`inferred_repeats`).
+        source: where ``repeats`` was set, for the message of a row beyond it (``the config's `repeats:```).
 
     Raises:
-        InputError: for a prediction whose id is not in the golden set, or whose repeat is ≥ ``repeats``.
+        InputError: for a prediction whose id is not in the golden set, or whose repeat is ≥ ``repeats``; with
+            ``repeats`` None, a file whose cases have different repeats.
 
     """
     ids = {case.id for case in golden}
     if repeats is None:
-        repeats = 1 + max((p.repeat for p in predictions), default=0)
+        repeats = inferred_repeats(((p.id, p.repeat, p.line) for p in predictions), path)
     table: dict[tuple[str, int], Prediction] = {}
     for prediction in predictions:
         if prediction.id not in ids:
@@ -136,9 +205,8 @@ def align(
                 located(path, prediction.line or None, "id", f"'{prediction.id}' is not in the golden set")
             )
         if prediction.repeat >= repeats:
-            raise InputError(
-                located(path, prediction.line or None, "repeat", f"{prediction.repeat} ≥ repeats ({repeats})")
-            )
+            message = beyond_repeats(prediction.repeat, repeats, source)
+            raise InputError(located(path, prediction.line or None, "repeat", message))
         table[(prediction.id, prediction.repeat)] = prediction
     for case in golden:
         for repeat in range(repeats):
@@ -369,29 +437,26 @@ class PredictionRows:
         warmups = {key: value for key, value in self.warmups.items() if key[0] in ids}
         return PredictionRows(self.path, keep, errors, warmups)
 
-    @property
-    def repeats(self) -> int:
-        """One more than the highest repeat index present (at least 1)."""
-        return 1 + max((r for _, r, _, _ in self.rows), default=0)
-
     def index(self, golden: Sequence[GoldenCase], repeats: int | None = None) -> PredictionTable:
         """Match the rows with the golden set (the checks and messages of :func:`align`, first row in file order).
 
         Args:
             golden: the cases (the table's row order).
-            repeats: repeats per case; default :attr:`repeats`.
+            repeats: repeats per case; None: inferred from the file (:func:`inferred_repeats`).
 
         Raises:
-            InputError: a row whose id is not in the golden set, or whose repeat is ≥ ``repeats``.
+            InputError: a row whose id is not in the golden set, or whose repeat is ≥ ``repeats``; with ``repeats``
+                None, a file whose cases have different repeats.
         """
-        repeats = self.repeats if repeats is None else repeats
+        if repeats is None:
+            repeats = inferred_repeats(((case_id, r, line) for case_id, r, line, _ in self.rows), self.path)
         index = {case.id: i for i, case in enumerate(golden)}
         where = np.zeros((len(golden), repeats, 2), dtype=np.int64)
         for case_id, repeat, line, offset in self.rows:
             if case_id not in index:
                 raise InputError(located(self.path, line, "id", f"'{case_id}' is not in the golden set"))
             if repeat >= repeats:
-                raise InputError(located(self.path, line, "repeat", f"{repeat} ≥ repeats ({repeats})"))
+                raise InputError(located(self.path, line, "repeat", beyond_repeats(repeat, repeats)))
             where[index[case_id], repeat] = (line, offset)
         errors = {(index[case_id], r): message for (case_id, r), message in self.errors.items()}
         warmups = {(index[case_id], r): value for (case_id, r), value in self.warmups.items()}

@@ -25,7 +25,7 @@ import msgspec
 
 from gate import __version__
 from gate.config import Config, GatePolicy, PipelineSpec
-from gate.errors import EvaluationError, InputError
+from gate.errors import EvaluationError, InputError, located
 from gate.files import archive_previous, atomic_writer, locked_directory, make_dirs, refuse_inputs_inside
 from gate.fingerprint import code_fingerprint
 from gate.golden import file_sha256, load_golden, shard
@@ -35,7 +35,15 @@ from gate.judges.base import Judge, judge_usage
 from gate.manifest import Counts, ErrorCount, JudgeUsage, Manifest
 from gate.models import GoldenCase, Prediction, Score
 from gate.pipeline import WorkerPool, run_command, run_python
-from gate.predictions import MISSING, PredictionTable, align, load_predictions, scan_predictions
+from gate.predictions import (
+    MISSING,
+    REPEATS_SOURCE,
+    PredictionTable,
+    align,
+    beyond_repeats,
+    load_predictions,
+    scan_predictions,
+)
 from gate.runs import (
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
@@ -491,10 +499,25 @@ def _produce(
                 spec, config.golden, sorted({r for _, r in jobs}), len(golden), predictions_path.parent, sandbox=sandbox
             )
         else:
-            produced = load_predictions(spec.predictions)
+            produced = _precomputed(spec.predictions, n_repeats) if spec.predictions is not None else []
         for prediction in produced:
             if (prediction.id, prediction.repeat) in wanted:
                 write(prediction)
+
+
+def _precomputed(path: Path, repeats: int) -> list[Prediction]:
+    """The rows of a ``predictions:`` file, none of them beyond the run's ``repeats`` (checked before any is written).
+
+    Raises:
+        InputError: bad rows (:func:`gate.predictions.load_predictions`), or ``file:line: repeat: …`` for a row whose
+            repeat is ≥ ``repeats``: it would otherwise be left out without a word.
+    """
+    rows = load_predictions(path)
+    for row in rows:
+        if row.repeat >= repeats:
+            message = beyond_repeats(row.repeat, repeats, REPEATS_SOURCE)
+            raise InputError(located(path, row.line or None, "repeat", message))
+    return rows
 
 
 def _progress_bar(total: int, desc: str = "cases", unit: str = "case") -> Any:

@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from gate.errors import InputError
-from gate.jsonl import parse_json, read_jsonl, read_jsonl_rows, scan_rows, validate, write_jsonl
+from gate.jsonl import MAX_INTEGER, parse_json, read_jsonl, read_jsonl_rows, scan_rows, validate, write_jsonl
 from gate.manifest import MANIFEST_SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION  # re-exported: the run files' home
 from gate.manifest import Manifest
 from gate.manifest import RunIdentity as RunIdentity
@@ -306,7 +306,7 @@ class ScoreRow(msgspec.Struct):
     """
 
     id: Annotated[str, msgspec.Meta(min_length=1)]
-    repeat: Annotated[int, msgspec.Meta(ge=0)]
+    repeat: Annotated[int, msgspec.Meta(ge=0, le=MAX_INTEGER)]
     metric: Annotated[str, msgspec.Meta(min_length=1)]
     value: Finite | None
     error: str | None = None

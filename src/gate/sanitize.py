@@ -6,17 +6,21 @@ is the one place that handles each of them:
 
 - **Unencodable text.** A lone UTF-16 surrogate (``"\\ud83d"``, valid JSON, what a JavaScript service or an LLM
   stream cut inside an emoji produces) cannot be encoded as UTF-8: every output path replaces it with U+FFFD
-  (:func:`encodable`), never fails on it.
+  (:func:`encodable`; a message shows it escaped, ``\\ud83d``), never fails on it.
 - **Hidden text.** Control characters (C0 and C1: NUL, backspace, ``ESC[2K``, OSC 8 hyperlinks) and invisible
   characters (Unicode's format category Cf, the Default_Ignorable_Code_Point set: bidirectional controls,
   zero-width characters, the tag block U+E0000–E0FFF, variation selectors, Hangul fillers, CGJ, U+180E) are
-  dropped from text a person or an LLM will read (:func:`clean`, :func:`one_line`).
+  dropped from text a person or an LLM will read (:func:`clean`: an answer, a question in a report).
+  In a message (an error, a warning, a name) they are shown instead, escaped (:func:`shown`, :func:`one_line`:
+  ``\\x01``, ``\\u202e``), so what a message names is what the input holds.
 - **Workflow commands.** The GitHub Actions runner treats a log line that starts with ``::`` (after leading
   whitespace) as a command (``::error::``, ``::add-mask::``, ``::stop-commands::``), and a line that contains
   ``##[`` anywhere as a legacy command. Untrusted text printed as part of a message is kept on one line
-  (:func:`one_line`: CR and LF shown as ``%0D`` and ``%0A``, as in a command's data), and every line written to
-  rag-gate's stdout and stderr passes :class:`GuardedStream`, which escapes a leading ``::`` (``%3A:``) and every
-  ``##[`` (``##\\[``) unless the line is one of rag-gate's own commands (:class:`WorkflowCommand`).
+  (:func:`one_line`: CR and LF shown as ``\\r`` and ``\\n``, the escapes :func:`shown` gives a path, so one
+  message never shows one name two ways; the ``%0D``/``%0A`` of a command's data are for workflow commands only,
+  :mod:`gate.outputs.annotations`), and every line written to rag-gate's stdout and stderr passes
+  :class:`GuardedStream`, which escapes a leading ``::`` (``%3A:``) and every ``##[`` (``##\\[``) unless the line
+  is one of rag-gate's own commands (:class:`WorkflowCommand`).
 
 Sources: GitHub Actions "Workflow commands for GitHub Actions" (escaping of data and properties); the runner's
 ``ActionCommand.TryParseV2`` (``::`` after ``TrimStart``) and ``ActionCommand.TryParse`` (``##[`` anywhere in the
@@ -91,10 +95,12 @@ def clean(text: Any) -> str:
 
 
 def one_line(text: Any) -> str:
-    """Untrusted text as part of one printed line: :func:`clean`, with CR and LF escaped as ``%0D`` and ``%0A``.
+    """Untrusted text as part of one printed line (an error message, a warning): every hidden character escaped.
 
-    The escapes are those of a workflow command's data (GitHub Actions), so the line cannot be split by the runner
-    or by a terminal; other characters (``%`` too) stay as typed, as this is a message for a person, not a command.
+    The escapes of :func:`shown` (``\\n``, ``\\r``, ``\\t``, ``\\x01``, ``\\u202e``, ``\\udcff``): the line cannot
+    be split by the runner or a terminal, nothing in it is hidden or deleted (``a\\x01b`` is not shown as ``ab``), and
+    a path or id reads the same in every part of a message. Other characters (``%`` and ``\\`` too) stay as typed:
+    this is a message for a person, not a workflow command (those escape their data: :mod:`gate.outputs.annotations`).
 
     Args:
         text: any value (converted with ``str``).
@@ -102,7 +108,7 @@ def one_line(text: Any) -> str:
     Returns:
         One line of text without control or invisible characters.
     """
-    return visible(text).replace("\r", "%0D").replace("\n", "%0A")
+    return shown(text)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -128,6 +134,30 @@ def shown(text: Any) -> str:
         One line without control or invisible characters.
     """
     return _UNSHOWN.sub(_escape, str(text))
+
+
+def unshown(text: str) -> str:
+    """The escapes of the characters of ``text`` that would not show (as :func:`shown` writes them), once each.
+
+    Separated by commas, the first five (then ``…``); empty when every character shows. For names that must print
+    as they are (case and document ids): a name with ``\\u202e`` (right-to-left override) or ``\\x01`` is refused
+    where it is read.
+    """
+    escapes = list(dict.fromkeys(_escape(match) for match in _UNSHOWN.finditer(text)))
+    return ", ".join(escapes[:5] + ["…"] * (len(escapes) > 5))
+
+
+def hidden_in_id(text: str) -> str | None:
+    """Why a case or document id cannot be taken (None when it can): it holds characters that do not show.
+
+    A control character (``\\x01``, a tab, a newline), a bidirectional control (U+202E, which makes ``q1‮txt.exe``
+    read backwards) or an invisible format character (U+200B) would make two ids print alike, or an id print as
+    another; messages and reports could not name the case it is. The escapes of :func:`unshown`.
+    """
+    escapes = unshown(text)
+    if not escapes:
+        return None
+    return f"holds characters that do not show ({escapes}: control, bidirectional or invisible format characters)"
 
 
 def neutralize_line(line: str) -> str:

@@ -80,7 +80,6 @@ def _load_side(
         chosen = set(only)
         golden = [case for case in golden if case.id in chosen]
     policy = policy or (GatePolicy.from_dict(manifest.evaluation) if manifest.evaluation is not None else GatePolicy())
-    repeats = manifest.repeats if source.is_dir() else predictions.repeats
     warnings: list[str] = []
     ids = {case.id for case in golden}
     if source.is_dir() and (extra := predictions.ids - ids):
@@ -90,7 +89,8 @@ def _load_side(
                 f"{label}: {len(extra)} case(s) not in the compared golden set left out (the base's golden set is "
                 "the contract; `rag-gate pr` evaluates added cases on both sides)"
             )
-    table = predictions.index(golden, repeats)
+    table = predictions.index(golden, manifest.repeats if source.is_dir() else None)  # a file's: inferred
+    repeats = table.repeats
     if manifest.case_repeats:  # repeats an adaptive evaluation skipped are neither missing nor errors
         table.skip(manifest.case_repeats)
     if label == "base":  # nothing to compare against; a head that fails everywhere is a regression (compare)

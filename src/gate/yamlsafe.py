@@ -2,14 +2,13 @@
 
 Shared by the config loader (:mod:`gate.config`) and the promptfoo importer: :func:`check_yaml_size` refuses deep
 nesting and alias bombs before anything is built; :func:`key_lines` gives every key path its line and reports
-duplicate keys; :func:`non_finite`, :func:`nul_bytes` and :func:`non_json` find what a setting cannot hold (NaN,
-a NUL byte, a date, an ``on:`` key read as a boolean). :class:`Problems` collects what is wrong, each with its
-line, and raises them all at once.
+duplicate keys; :func:`nul_bytes` and :func:`non_json` find what a setting cannot hold (a NUL byte, a date, an
+``on:`` key read as a boolean; numbers out of range are :func:`gate.jsonl.number_problems`). :class:`Problems`
+collects what is wrong, each with its line, and raises them all at once.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -122,18 +121,6 @@ def key_lines(node: yaml.Node, problems: Problems, keys: KeyPath = ()) -> Iterat
         for i, item in enumerate(node.value):
             yield (*keys, i), item.start_mark.line + 1
             yield from key_lines(item, problems, (*keys, i))
-
-
-def non_finite(data: Any, keys: KeyPath = ()) -> Iterator[KeyPath]:
-    """Key paths of every NaN or infinite number in a loaded YAML document."""
-    if isinstance(data, float) and not math.isfinite(data):
-        yield keys
-    elif isinstance(data, Mapping):
-        for k, v in data.items():
-            yield from non_finite(v, (*keys, k))
-    elif isinstance(data, list):
-        for i, v in enumerate(data):
-            yield from non_finite(v, (*keys, i))
 
 
 def nul_bytes(data: Any, keys: KeyPath = ()) -> Iterator[KeyPath]:

@@ -91,6 +91,34 @@ def test_compare_usage_errors_exit_2(tmp_path, tiny_golden):
     assert result.stderr.splitlines()[0] == f"rag-gate: error: {bad}:1: answer: must be a string, got int"
 
 
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["compare", "--bogus"],
+         "No such option '--bogus'. (Did you mean one of: '--jobs', '--out'?) (see rag-gate compare --help)"),
+        (["history", "add"], "Missing argument 'RUN_DIR'. (see rag-gate history add --help)"),
+        (["nosuch"], "No such command 'nosuch'. (see rag-gate --help)"),
+        (["--bogus"], "No such option '--bogus'. (see rag-gate --help)"),
+        (["run", "--repeats", "0"],
+         "Invalid value for '--repeats': 0 is not in the range x>=1. (see rag-gate run --help)"),
+        (["pr", "--repeats", "x\x01"],
+         "Invalid value for '--repeats': expected a whole number ≥ 1, got 'x\\x01' (see rag-gate pr --help)"),
+    ],
+)  # fmt: skip
+def test_usage_errors_are_one_line_with_exit_2(args, line):
+    """click prints usage, a hint, a blank line and the error; rag-gate's rule is one line, untrusted text escaped."""
+    result = CliRunner().invoke(main, args, prog_name="rag-gate")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"rag-gate: error: {line}"]
+
+
+def test_help_and_a_group_without_a_command_still_print_help():
+    result = CliRunner().invoke(main, ["compare", "--help"], prog_name="rag-gate")
+    assert result.exit_code == 0 and result.stdout.startswith("Usage: rag-gate compare")
+    result = CliRunner().invoke(main, ["history"], prog_name="rag-gate")  # click: a group without a command: help
+    assert "Usage: rag-gate history" in result.output and "rag-gate: error" not in result.output
+
+
 def test_shard_option_is_validated(tmp_path, tiny_golden):
     (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer'}\n")
     result = invoke("run", "--config", tmp_path / "rag-gate.yml", "--out", tmp_path / "o", "--shard", "x")

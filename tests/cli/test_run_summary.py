@@ -112,6 +112,19 @@ def test_history_add_prints_the_same_table(tmp_path):
     ]
 
 
+def test_history_add_outside_git_says_the_entry_has_no_commit(tmp_path, monkeypatch):
+    run(project(tmp_path, predictions()), tmp_path / "first")
+    monkeypatch.chdir(tmp_path)  # no git repository above tmp_path, and the run's manifest names no commit
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    result = CliRunner().invoke(main, ["history", "add", "first", "--history", "h.jsonl"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == (
+        "appended an entry without a git commit (the run's manifest names none and not in a git repository; "
+        "--sha sets one) to h.jsonl:"
+    )
+    assert json.loads((tmp_path / "h.jsonl").read_text())["sha"] is None
+
+
 def test_run_warns_when_no_retrieved_id_ever_matches_an_expected_id(tmp_path):
     chunks = ("doc-1#chunk-0003", "doc-2#chunk-0001", "x#chunk-0001")
     result = run(project(tmp_path, predictions(chunks)), tmp_path / "first")

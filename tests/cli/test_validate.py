@@ -142,3 +142,53 @@ def test_validate_prints_each_gated_metrics_minimum_detectable_worsening(tmp_pat
     assert "(46 cases)" in line and "(12 out-of-domain cases)" in line
     assert "latency_ms – (run-to-run noise decides)" in line
     assert float(found["refusal"]) > 0.5  # 12 cases: only a PR that breaks most of them is caught
+
+
+# ------------------------------------------------------------------ ids that print as they are; questions with words
+HIDDEN = "control, bidirectional or invisible format characters"
+
+
+@pytest.mark.parametrize(
+    "row, field, escapes",
+    [
+        ({"id": "q1\u202etxt"}, "id", r"\u202e"),  # right-to-left override: would print "q1txt" reversed
+        ({"id": "q\x01"}, "id", r"\x01"),
+        ({"id": "q1\u200b"}, "id", r"\u200b"),  # zero-width space: two ids that print alike
+        ({"id": "q\t1\n"}, "id", r"\t, \n"),
+        ({"expected_doc_ids": ["d1", "doc\u2066-2"]}, "expected_doc_ids.1", r"\u2066"),
+    ],
+)
+def test_ids_with_characters_that_do_not_show_are_refused_by_validate_and_run(tmp_path, row, field, escapes):
+    rows = [{"id": "q0", "question": "ok"}, {"id": "q1", "question": "Q?", **row}]
+    golden = write_jsonl(tmp_path / "golden.jsonl", rows)
+    expected = f"{golden}:2: {field}: holds characters that do not show ({escapes}: {HIDDEN})"
+    result = invoke("validate", golden)
+    assert result.exit_code == 2 and result.stderr.splitlines()[0] == expected, result.output
+    (tmp_path / "rag.py").write_text("def answer(case, **kw):\n    return {'answer': 'x'}\n")
+    config = tmp_path / "rag-gate.yml"
+    config.write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer'}\n")
+    result = invoke("run", "--config", config, "--out", tmp_path / "run")
+    assert result.exit_code == 2 and result.stderr.strip() == f"rag-gate: error: {expected}", result.output
+
+
+def test_a_predictions_file_id_with_hidden_characters_is_refused(tmp_path, tiny_golden):
+    write_jsonl(tmp_path / "preds.jsonl", [{"id": "q1", "answer": "x"}, {"id": "q2\u202e", "answer": "y"}])
+    path = tmp_path / "rag-gate.yml"
+    path.write_text("golden: golden.jsonl\npipeline: {predictions: preds.jsonl}\n")
+    result = invoke("validate", path)
+    assert result.exit_code == 2
+    expected = f"{tmp_path / 'preds.jsonl'}:2: id: holds characters that do not show (\\u202e: {HIDDEN})"
+    assert result.stderr.splitlines()[0] == expected
+
+
+@pytest.mark.parametrize(
+    "row, field",
+    [({"question": " \t\n "}, "question"), ({"id": "  "}, "id"), ({"required_points": ["a", " "]}, "required_points.1"),
+     ({"form": {"rules": "\n"}}, "form.rules")],
+)  # fmt: skip
+def test_required_text_of_whitespace_only_is_refused(tmp_path, row, field):
+    rows = [{"id": "q0", "question": "ok"}, {"id": "q1", "question": "Q?", **row}]
+    golden = write_jsonl(tmp_path / "golden.jsonl", rows)
+    result = invoke("validate", golden)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == f"{golden}:2: {field}: must not be empty (it holds only whitespace)"

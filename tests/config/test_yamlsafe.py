@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from gate.errors import InputError
-from gate.yamlsafe import LOADER, Problems, check_yaml_size, key_lines, non_finite, non_json
+from gate.jsonl import number_problems
+from gate.yamlsafe import LOADER, Problems, check_yaml_size, key_lines, non_json
 
 PATH = Path("x.yml")
 
@@ -38,10 +39,12 @@ def test_key_lines_give_each_key_path_its_line_and_report_duplicates():
         problems.raise_if_any()
 
 
-def test_non_finite_and_non_json_name_what_a_setting_cannot_hold():
-    text = "x: .nan\non: 1\nwhen: 2024-01-01\nok: [1, 'two', null]\n"
+def test_number_problems_and_non_json_name_what_a_setting_cannot_hold():
+    text = "x: .nan\non: 1\nwhen: 2024-01-01\nok: [1, 'two', null, 9007199254740991]\nbig: [-9007199254740992]\n"
     data = yaml.load(text, Loader=LOADER)  # noqa: S506 - a safe loader
-    assert list(non_finite(data)) == [("x",)]
+    found = list(number_problems(data))
+    assert [keys for keys, _ in found] == [("x",), ("big", 0)]  # 2**53 - 1 is the largest integer taken
+    assert found[0][1] == "must be a finite number" and found[1][1].startswith("-9007199254740992 is beyond ±9007")
     found = [
         (keys, line, message.split(",")[0]) for keys, _, line, message in non_json(yaml.compose(text, Loader=LOADER))
     ]

@@ -8,10 +8,12 @@ import time
 from dataclasses import asdict, dataclass
 
 import pytest
+from click.testing import CliRunner
 from helpers import write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gate.cli import main
 from gate.errors import InputError
 from gate.golden import check_golden, load_golden
 from gate.jsonl import (
@@ -24,7 +26,7 @@ from gate.jsonl import (
     schema_validator,
     validate,
 )
-from gate.predictions import load_predictions
+from gate.predictions import load_predictions, scan_predictions
 
 CASE = '{"id": "q1", "question": "Where?", "metadata": {"x": %s}}'
 PRED = '{"id": "q1", "answer": "a", "retrieved": [{"id": "d1", "metadata": {"x": %s}}]}'
@@ -94,21 +96,64 @@ def test_non_finite_literals_name_line_and_field(tmp_path, literal, row, field):
     )
 
 
+OVERFLOW = "is not a finite number (it overflows a 64-bit float: at most ±1.8e308)"
+TOO_BIG = "is beyond ±9007199254740991, the integers every JSON reader holds exactly (RFC 8259 §6)"
+
+
 @pytest.mark.parametrize(
     "row, message",
     [
-        ({"latency_ms": 1e999}, "latency_ms: must be a finite number, got inf"),
-        ({"cost_usd": 1e999}, "cost_usd: must be a finite number, got inf"),
-        ({"retrieved": [{"id": "d", "score": -1e999}]}, "retrieved.0.score: must be a finite number, got -inf"),
+        ('"latency_ms": 1e999', f"latency_ms: 1e999 {OVERFLOW}"),
+        ('"cost_usd": 1E400', f"cost_usd: 1E400 {OVERFLOW}"),
+        ('"retrieved": [{"id": "d", "score": -1e999}]', f"retrieved.0.score: -1e999 {OVERFLOW}"),
+        ('"metadata": {"n": [1, 2e308]}', f"metadata.n.1: 2e308 {OVERFLOW}"),
+        ('"metadata": {"n": 123456789012345678901234567890}', f"metadata.n: 123456789012345678901234567890 {TOO_BIG}"),
+        ('"retrieved": [{"id": "d", "metadata": {"p": -9007199254740992}}]',
+         f"retrieved.0.metadata.p: -9007199254740992 {TOO_BIG}"),
+        ('"tokens": 9007199254740992', f"tokens: 9007199254740992 {TOO_BIG}"),
+        ('"repeat": 99999999999999999999', f"repeat: 99999999999999999999 {TOO_BIG}"),
+        ('"metadata": {"n": %s}' % ("9" * 5000), f"metadata.n: an integer of 5000 digits {TOO_BIG}"),
     ],
-)
-def test_overflowing_numbers_are_rejected(tmp_path, row, message):
-    # 1e999 is valid JSON syntax but parses to infinity
-    text = json.dumps({"id": "q1", "answer": "a"} | row).replace("Infinity", "1e999")
-    path = write_jsonl(tmp_path / "p.jsonl", [text])
-    with pytest.raises(InputError) as info:
-        load_predictions(path)
-    assert str(info.value) == f"{path}:1: {message}"
+)  # fmt: skip
+def test_numbers_out_of_range_in_predictions_are_refused_naming_the_field(tmp_path, row, message):
+    """1e999 is valid JSON syntax that Python reads as infinity, and msgspec and json take integers of any size."""
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": "q0", "answer": "a"}\n{"id": "q1", "answer": "a", ' + row + "}\n")
+    for read in (load_predictions, scan_predictions):  # the run's reader and compare's typed (msgspec) reader
+        with pytest.raises(InputError) as info:
+            read(path)
+        assert str(info.value).startswith(f"{path}:2: {message}")
+
+
+def test_the_largest_exact_integers_and_floats_are_taken(tmp_path):
+    row = {"id": "q1", "answer": "a", "tokens": 2**53 - 1, "metadata": {"n": -(2**53) + 1, "x": 1.7e308, "s": "9" * 40}}
+    path = write_jsonl(tmp_path / "p.jsonl", [row])
+    assert load_predictions(path)[0].tokens == 2**53 - 1
+    assert scan_predictions(path).rows == [("q1", 0, 1, 0)]
+    assert parse_json("1e-999", "x.json") == 0.0  # underflow is a finite number
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [("1e999", f"metadata.x: 1e999 {OVERFLOW}"), ("-1e999", f"metadata.x: -1e999 {OVERFLOW}"),
+     ("123456789012345678901234567890", f"metadata.x: 123456789012345678901234567890 {TOO_BIG}")],
+)  # fmt: skip
+def test_validate_refuses_golden_metadata_out_of_range_with_exit_2(tmp_path, value, message):
+    path = tmp_path / "golden.jsonl"
+    path.write_text('{"id": "q0", "question": "ok"}\n' + CASE % value + "\n")
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0].startswith(f"{path}:2: {message}")
+
+
+def test_config_integers_out_of_range_are_refused_with_their_line(tmp_path):
+    (tmp_path / "golden.jsonl").write_text('{"id": "q0", "question": "ok"}\n')
+    config = tmp_path / "rag-gate.yml"
+    options = "  options: {seed: 123456789012345678901}\n"
+    config.write_text("golden: golden.jsonl\npipeline:\n  python: 'rag:answer'\n" + options)
+    result = CliRunner().invoke(main, ["validate", str(config)])
+    assert result.exit_code == 2, result.output
+    assert f"{config}:4: pipeline.options.seed: 123456789012345678901 {TOO_BIG}" in result.stderr
 
 
 def test_parse_json_whole_document_reports_parser_line():
@@ -239,15 +284,25 @@ def test_the_agreement_test_saw_valid_and_invalid_records():
 @pytest.mark.parametrize(
     "text",
     [
-        '{"a": 123456789012345678901234567890, "b": -18446744073709551617}',  # beyond 64 bits: kept exact
+        '{"a": 9007199254740991, "b": -9007199254740991}',  # the largest integers taken (2**53 - 1)
         '{"a": "\\ud800"}',  # an escaped lone surrogate
-        '{"a": 1e400}',  # beyond the float range: json reads inf
         '{"a": [1, 2.5, null, "x"], "b": {"c": -0.0}}',
         '{"a": 1, "a": 2}',  # the later value wins, as in json
     ],
 )
 def test_parse_json_gives_what_json_gives(text):
     assert repr(parse_json(text, "f.json")) == repr(json.loads(text))
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [('{"a": 123456789012345678901234567890}', "a"), ('{"a": [0, -18446744073709551617]}', "a.1"),
+     ('{"a": 1e400}', "a"), ("1e400", None)],
+)  # fmt: skip
+def test_parse_json_refuses_what_json_reads_as_inf_or_an_inexact_integer(text, field):
+    """Where json gives inf or an integer beyond 2**53 (JavaScript would round it), parse_json names the field."""
+    with pytest.raises(InputError, match="^f.json: " + (f"{field}: " if field else "") + r"-?\d"):
+        parse_json(text, "f.json")
 
 
 def test_to_json_text_writes_dataclasses_numpy_and_nan_as_json_would():

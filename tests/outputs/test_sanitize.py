@@ -84,12 +84,22 @@ def test_invisible_covers_the_whole_format_category_and_the_default_ignorables()
         assert not INVISIBLE.fullmatch(c), f"U+{ord(c):04X}"
 
 
-def test_one_line_keeps_the_message_and_escapes_line_breaks():
+def test_one_line_keeps_the_message_and_escapes_what_does_not_show():
+    """A message shows hidden characters escaped, never deleted: ``a\\x01b`` is not ``ab``, U+202E is ``\\u202e``."""
     text = one_line(PAYLOAD)
     assert "\n" not in text and "\r" not in text
-    assert text.startswith("lookup failed%0A::error title=rag-gate: pass::all cases passed%0A  ::add-mask::Arlen%0D")
-    assert "\ufffd" in text and text.endswith(" end") and not hidden(text)
-    assert one_line("50% of 10") == "50% of 10"  # a message for a person: % is not escaped
+    assert text.startswith(r"lookup failed\n::error title=rag-gate: pass::all cases passed\n  ::add-mask::Arlen\r")
+    assert r"legacy \ud83d \x00\x07\x08\x1b[2K\x1b]8;;https://x.test\x07link" in text
+    assert r"\u180e\u200b\u202e\u2066\ufeff\U000e0041" in text and text.endswith(" end") and not hidden(text)
+    assert one_line("a\x01b") == r"a\x01b" and one_line("50% of 10") == "50% of 10"  # % is not escaped: no command
+
+
+def test_a_path_reads_the_same_in_every_part_of_a_message():
+    """The path part (shown) and the message part (one_line) escape a newline alike: no ``%0A`` beside ``\\n``."""
+    path = "d\nx.jsonl"
+    message = located(path, 3, "id", f"{path}: changed while rag-gate was reading it")
+    assert message == r"d\nx.jsonl:3: id: d\nx.jsonl: changed while rag-gate was reading it"
+    assert InputError(f"{path}: file not found").lines() == [r"d\nx.jsonl: file not found"]
 
 
 def test_clean_keeps_layout_newlines_and_drops_everything_hidden():
@@ -173,8 +183,8 @@ def test_markdown_and_text_renderers_keep_no_hidden_character(text):
 
 def test_error_listing_prints_one_line_per_problem():
     error = InputError.listing([located("rag-gate.yml", 3, "pipeline.options.mode\n::error::x", "unknown key")])
-    assert error.lines() == ["rag-gate.yml:3: pipeline.options.mode%0A::error::x: unknown key"]
-    assert InputError("a\nb").lines() == ["a%0Ab"]
+    assert error.lines() == [r"rag-gate.yml:3: pipeline.options.mode\n::error::x: unknown key"]
+    assert InputError("a\nb").lines() == [r"a\nb"]
 
 
 # ----------------------------------------------------------------------------------------------- through the CLI
@@ -185,7 +195,8 @@ def _compare_inputs(tmp_path, n=30, bad=15):
     golden, base, head = [], [], []
     for i in range(n):
         question = f"When was town {i} founded?" + (f" {PAYLOAD}" if i == 1 else "")
-        case_id, year = f"q{i:02d}" + (f" {PAYLOAD}" if i == 0 else ""), str(1800 + i)  # a regressed case's id too
+        # a regressed case's id holds what shows but acts (ids with hidden characters are refused: test_validate.py)
+        case_id, year = f"q{i:02d}" + (" ::error::x ##[error]y @user #12 <b>" if i == 0 else ""), str(1800 + i)
         golden.append({"id": case_id, "question": question, "expected_doc_ids": [f"d{i}"], "reference_answers": [year]})
         good = {
             "id": case_id,
@@ -246,7 +257,7 @@ def test_run_prints_pipeline_errors_on_one_line(tmp_path, tiny_golden):
     (tmp_path / "rag-gate.yml").write_text("golden: golden.jsonl\npipeline: {python: 'rag:answer', retries: 0}\n")
     result = CliRunner().invoke(main, ["run", "--config", str(tmp_path / "rag-gate.yml"), "--out", str(tmp_path / "o")])
     assert result.exit_code == 3, result.output
-    assert "lookup failed%0A::error title=rag-gate: pass::all cases passed%0A" in result.stderr
+    assert r"lookup failed\n::error title=rag-gate: pass::all cases passed\n" in result.stderr
     assert not [line for line in runner_lines(result.stdout + result.stderr) if is_command(line)]
     assert not hidden(result.stderr, allowed="\n")
 
@@ -260,17 +271,17 @@ def test_config_key_with_newlines_is_reported_on_one_line(tmp_path, tiny_golden)
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 2 and lines[0].startswith("rag-gate: error: ") and lines[1].startswith(str(tmp_path))
-    assert "repeat%0A::error title=rag-gate: pass::fine%0A::add-mask::Arlen: unknown key" in lines[0] + lines[1]
+    assert r"repeat\n::error title=rag-gate: pass::fine\n::add-mask::Arlen: unknown key" in lines[0] + lines[1]
     assert not [line for line in runner_lines(result.stderr) if is_command(line)]
 
 
 def test_golden_problems_from_validate_are_one_line_each(tmp_path):
-    rows = [{"id": "a\n::error::x", "question": "x"}, {"id": "a\n::error::x", "question": "y"}]
+    rows = [{"id": "a ::error::x", "question": "x"}, {"id": "a ::error::x", "question": "y\n::error::z"}]
     path = write_jsonl(tmp_path / "g.jsonl", rows)
     result = CliRunner().invoke(main, ["validate", str(path)])
     assert result.exit_code == 2
     assert not [line for line in runner_lines(result.stderr) if is_command(line)]
-    assert "duplicate id 'a%0A::error::x'" in result.stderr
+    assert f"{path}:2: id: duplicate id 'a ::error::x' (first on line 1)" in result.stderr.splitlines()
 
 
 def test_error_in_the_job_summary_and_annotation_is_escaped(tmp_path):
@@ -285,7 +296,8 @@ def test_error_in_the_job_summary_and_annotation_is_escaped(tmp_path):
     error = InputError.listing([located("rag-gate.yml", 2, "golden", f"file not found: golden<img src=x>{PAYLOAD}")])
     report_error(error, context, emitted.append, Redactor())
     text = summary.read_text(encoding="utf-8")
-    assert "rag-gate.yml:2: golden: file not found: golden&lt;img src=x&gt;lookup failed%0A" in text
+    # the message's escape \n, its backslash escaped for markdown: it renders as \n
+    assert r"rag-gate.yml:2: golden: file not found: golden&lt;img src=x&gt;lookup failed\\n::error" in text
     assert not hidden(text, allowed="\n" + WORD_JOINER) and "<img" not in text
     assert len(emitted) == 1 and isinstance(emitted[0], WorkflowCommand) and len(runner_lines(emitted[0])) == 1
 

@@ -6,12 +6,13 @@ itself could not run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import click
@@ -21,6 +22,45 @@ from gate.redact import Redactor
 from gate.sanitize import one_line, print_line
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class UsageLine(click.UsageError):
+    """A usage error printed on one line, ``rag-gate: error: MESSAGE (see rag-gate CMD --help)``; exit code 2."""
+
+    def show(self, file: Any = None) -> None:
+        """Print the one line (click's own ``show`` prints the usage, a hint, a blank line and the error)."""
+        where = self.ctx.command_path if self.ctx is not None else "rag-gate"
+        line = f"rag-gate: error: {one_line(self.format_message())} (see {where} --help)"
+        click.echo(line, file=file, err=file is None)
+
+
+class OneLineUsage(click.Group):
+    """The command group whose usage errors (unknown option or command, missing argument, bad value) are one line.
+
+    Every usage error raised while the group or any command under it parses its arguments is raised again as
+    :class:`UsageLine`, whose ``show`` click's standalone mode calls before exiting with 2; a command called
+    without arguments still prints its help (click's ``NoArgsIsHelpError``).
+    """
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        """click's, with a usage error made one line."""
+        with _one_line_usage():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """click's, with a usage error of a command under the group made one line."""
+        with _one_line_usage():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _one_line_usage() -> Iterator[None]:
+    try:
+        yield
+    except (UsageLine, click.exceptions.NoArgsIsHelpError):
+        raise
+    except click.UsageError as exc:
+        raise UsageLine(exc.format_message(), exc.ctx) from None
 
 
 def aggregate_lines(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:

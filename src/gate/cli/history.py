@@ -94,6 +94,15 @@ def _git_default(*args: str) -> str | None:
     return text if done.returncode == 0 and text and text != "HEAD" else None
 
 
+def _appended(sha: str | None) -> str:
+    """What ``history add`` appended: the commit's short sha, or an entry without one and why it has none."""
+    if sha:
+        return one_line(sha[:12])
+    inside = _git_default("rev-parse", "--is-inside-work-tree") == "true"
+    why = "the repository has no commit yet" if inside else "not in a git repository"
+    return f"an entry without a git commit (the run's manifest names none and {why}; --sha sets one)"
+
+
 @click.group(context_settings=CONTEXT)
 def history() -> None:
     """The main-branch history and the trend alarm.
@@ -133,7 +142,7 @@ def add(run_dir: Path, history_path: Path, sha: str | None, ref: str | None, tim
     ref = ref or manifest.git_ref or _git_default("rev-parse", "--abbrev-ref", "HEAD")
     record = entry_from_run(run_dir, sha=sha, ref=ref, timestamp=timestamp)
     append_entry(history_path, record)
-    click.echo(f"appended {one_line((sha or '?')[:12])} to {shown(history_path)}:", err=True)
+    click.echo(f"appended {_appended(sha)} to {shown(history_path)}:", err=True)
     for line in aggregate_lines(record["metrics"]):
         click.echo(f"  {line}", err=True)
 

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING
 import click
 
 from gate import __version__
-from gate.cli.common import CONTEXT, EchoHandler, aggregate_lines, handle_errors, shard_option, terminate
+from gate.cli.common import (
+    CONTEXT,
+    EchoHandler,
+    OneLineUsage,
+    aggregate_lines,
+    handle_errors,
+    shard_option,
+    terminate,
+)
 from gate.cli.history import history
 from gate.cli.importing import import_
 from gate.cli.labels import judge_check, label
@@ -33,7 +41,7 @@ if TYPE_CHECKING:
     from gate.models import GoldenCase
 
 
-@click.group(context_settings=CONTEXT)
+@click.group(cls=OneLineUsage, context_settings=CONTEXT)
 @click.version_option(__version__, "--version", prog_name="rag-gate")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def main(debug: bool) -> None:
