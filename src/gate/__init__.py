@@ -24,7 +24,7 @@ _EXPORTS = {
     "load_predictions": "gate.predictions",
     "run_side": "gate.produce",
     "compare_runs": "gate.sides",
-    "merge_runs": "gate.produce",
+    "merge_runs": "gate.shards",
     "Comparison": "gate.comparison",
     "load_report": "gate.comparison",
     "Output": "gate.outputs",

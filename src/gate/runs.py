@@ -26,6 +26,8 @@ from gate.predictions import Finite, PredictionTable, load_predictions, predicti
 PREDICTIONS = "predictions.jsonl"
 SCORES = "scores.jsonl"
 MANIFEST = "manifest.json"
+RUN_FILES = (PREDICTIONS, SCORES, MANIFEST)
+"""The files of a run directory; a previous run's are moved aside, numbered, never overwritten."""
 
 
 def read_manifest(run_dir: Path) -> Manifest:

@@ -27,7 +27,8 @@ from gate.files import OWNER_FILE, locked_directory
 from gate.fingerprint import code_fingerprint
 from gate.golden import load_golden
 from gate.pipeline import run_python
-from gate.produce import merge_runs, run_side
+from gate.produce import run_side
+from gate.shards import merge_runs
 from gate.sides import _load_side
 
 DEADLINE_S = 90.0

@@ -16,8 +16,9 @@ from helpers import write_jsonl
 from gate.cli import main
 from gate.config import load_config
 from gate.errors import InputError
-from gate.produce import RUN_FILES, merge_runs, run_side
-from gate.runs import load_scores, read_manifest
+from gate.produce import run_side
+from gate.runs import RUN_FILES, load_scores, read_manifest
+from gate.shards import merge_runs
 
 
 def preds(ids=("q1", "q2", "q3", "q4"), error_on=()):

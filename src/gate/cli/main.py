@@ -523,7 +523,7 @@ def merge(shards: tuple[Path, ...], out: Path) -> None:
       rag-gate run --config rag-gate.yml --shard 2/2 --out runs/s2
       rag-gate merge runs/s1 runs/s2 --out runs/head
     """
-    from gate.produce import merge_runs
+    from gate.shards import merge_runs
 
     merge_runs(list(shards), out)
     click.echo(f"wrote {shown(out)}", err=True)
