@@ -190,7 +190,7 @@ def integer_message(text: str) -> str:
     written = text if digits <= 30 else f"an integer of {digits} digits"
     return (
         f"{written} is beyond ±{MAX_INTEGER}, the integers every JSON reader holds exactly (RFC 8259 §6); "
-        "write a larger id as a string"
+        "an identifier that large belongs in a string"
     )
 
 

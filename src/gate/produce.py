@@ -277,6 +277,8 @@ def _run_side_locked(
         for r in range(n, n_repeats):
             if table[(case_id, r)].error == MISSING:
                 del table[(case_id, r)]
+    # the manifest names the cases that skipped a repeat: one that holds every repeat (an earlier plan's) skipped none
+    planned = {c: n for c, n in planned.items() if any((c, r) not in table for r in range(n, n_repeats))}
     workers = scoring_jobs if scoring_jobs is not None else config.scoring_jobs
     counts = Counter[str]()  # the rows are written, not kept: 1.5 million of them at 100,000 cases
 
@@ -292,6 +294,7 @@ def _run_side_locked(
         if len(golden) == n_all and not planned
         else "partial",  # a run whose every prediction failed is complete
         finished=_now(),
+        case_repeats=planned or None,
         counts=Counts(
             predictions=len(table),
             prediction_errors=n_errors,

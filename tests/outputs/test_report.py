@@ -339,3 +339,18 @@ def test_case_lists_do_not_depend_on_how_many_cases_are_read_at_a_time(squad_run
     ood = case_lists.ood_failures(*sides, golden, policy)
     assert len(ood) == 12 and case_lists.ood_failures(*sides, golden, policy, batch=1) == ood
     assert {e.id for e in compared.comparison.regressed_cases} == {e.id for e in whole["regressed"]}
+
+
+def test_the_comment_says_repeats_were_skipped_only_when_some_were(comparison):
+    """The adaptive line names the skipping only when a side ran fewer (case, repeat) pairs than the fixed design."""
+    adaptive = AdaptiveRun(
+        seed=3, batch=10, n_first=1, n_sequence=30, cases_run=21, looks=2, stopped="decided", reason="21 of 31",
+        alpha_sequential=0.01, alpha_final=0.04, metrics=(SequentialMetric("hit_rate@1", "non_inferior", 20, 0.0),),
+        not_run=("q29",), repeats=3, repeats_run_base=63, repeats_run_head=40, repeats_fixed=63, repeats_audited=6,
+    )  # fmt: skip
+    skipped = render_comment(dataclasses.replace(comparison, adaptive=adaptive))
+    assert "base 63, head 40 of 63 each" in skipped and "at repeat 0 ran it only" in skipped
+    full = dataclasses.replace(adaptive, repeats_run_head=63)
+    every = render_comment(dataclasses.replace(comparison, adaptive=full))
+    assert "base 63, head 63 of 63 each" in every and "every case ran every repeat" in every
+    assert "ran it only" not in every

@@ -506,5 +506,10 @@ def test_skipped_repeats_are_neither_run_nor_errors_and_a_later_call_runs_them(t
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["status"] == "complete" and "case_repeats" not in manifest
         assert manifest["counts"]["predictions"] == 12
+        # a later plan that skips what an earlier one ran: the rows held are kept, so the manifest names no skip
+        run_side(config, out, case_repeats={"q1": 1, "q2": 1})
+        assert Counter(log.read_text().split()) == {f"q{i}": 3 for i in range(1, 5)}
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["status"] == "complete" and "case_repeats" not in manifest
     finally:
         os.chdir(cwd)
