@@ -523,7 +523,10 @@ def from_builtins(data: Any, type_: type[RowT]) -> RowT:
         ValueError: a key is unknown or missing, or a value has the wrong type; the message names its path
             (``$.metrics[0].p_value``, msgspec's notation).
     """
-    return msgspec.convert(_null_as_nan(data, msgspec.inspect.type_info(type_), "$"), type_)
+    try:
+        return msgspec.convert(_null_as_nan(data, msgspec.inspect.type_info(type_), "$"), type_)
+    except msgspec.ValidationError as exc:  # a ValueError itself only from msgspec 0.19 on
+        raise ValueError(str(exc)) from None
 
 
 def _null_as_nan(value: Any, info: msgspec.inspect.Type, where: str) -> Any:

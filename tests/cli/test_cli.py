@@ -1,6 +1,7 @@
 import importlib
 import json
 import pkgutil
+import re
 import subprocess
 import sys
 
@@ -91,25 +92,31 @@ def test_compare_usage_errors_exit_2(tmp_path, tiny_golden):
     assert result.stderr.splitlines()[0] == f"rag-gate: error: {bad}:1: answer: must be a string, got int"
 
 
+BOGUS = r"No such option:? '?--bogus'?\.?"  # click 8.2: "No such option: --bogus"; 8.3: "No such option '--bogus'."
+
+
 @pytest.mark.parametrize(
-    "args, line",
+    "args, pattern",
     [
-        (["compare", "--bogus"],
-         "No such option '--bogus'. (Did you mean one of: '--jobs', '--out'?) (see rag-gate compare --help)"),
-        (["history", "add"], "Missing argument 'RUN_DIR'. (see rag-gate history add --help)"),
-        (["nosuch"], "No such command 'nosuch'. (see rag-gate --help)"),
-        (["--bogus"], "No such option '--bogus'. (see rag-gate --help)"),
+        (["compare", "--bogus"], BOGUS + r" \(.*'?--jobs'?, '?--out'?.*\) \(see rag-gate compare --help\)"),
+        (["history", "add"], re.escape("Missing argument 'RUN_DIR'. (see rag-gate history add --help)")),
+        (["nosuch"], re.escape("No such command 'nosuch'. (see rag-gate --help)")),
+        (["--bogus"], BOGUS + re.escape(" (see rag-gate --help)")),
         (["run", "--repeats", "0"],
-         "Invalid value for '--repeats': 0 is not in the range x>=1. (see rag-gate run --help)"),
+         re.escape("Invalid value for '--repeats': 0 is not in the range x>=1. (see rag-gate run --help)")),
         (["pr", "--repeats", "x\x01"],
-         "Invalid value for '--repeats': expected a whole number ≥ 1, got 'x\\x01' (see rag-gate pr --help)"),
+         re.escape("Invalid value for '--repeats': expected a whole number ≥ 1, got 'x\\x01'")
+         + re.escape(" (see rag-gate pr --help)")),
     ],
 )  # fmt: skip
-def test_usage_errors_are_one_line_with_exit_2(args, line):
-    """click prints usage, a hint, a blank line and the error; rag-gate's rule is one line, untrusted text escaped."""
+def test_usage_errors_are_one_line_with_exit_2(args, pattern):
+    """click prints usage, a hint, a blank line and the error; rag-gate's rule is one line, untrusted text escaped.
+
+    click's own wording of an unknown option differs between its versions (the pattern takes both)."""
     result = CliRunner().invoke(main, args, prog_name="rag-gate")
     assert result.exit_code == 2
-    assert result.stderr.splitlines() == [f"rag-gate: error: {line}"]
+    (line,) = result.stderr.splitlines()
+    assert re.fullmatch(f"rag-gate: error: {pattern}", line), line
 
 
 def test_help_and_a_group_without_a_command_still_print_help():
