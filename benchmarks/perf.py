@@ -677,6 +677,28 @@ def e2e_rows(n: int, work: Path) -> list[Row]:
     ]  # fmt: skip
 
 
+def _off_and_on(root: Path, what: str) -> tuple[tuple[float, int, int], tuple[float, int, int], dict]:
+    """``rag-gate pr --adaptive off`` then ``on`` in ``root/repo`` (made by a test's ``make_repo``, its pipeline
+    logging to ``root/calls.{base,head}``); ``root`` is removed afterwards.
+
+    Returns:
+        ((wall s, pipeline calls of both sides, exit code) with every case, the same adaptively, report.json's
+        ``adaptive`` of the adaptive run).
+    """
+    figures = {}
+    for mode in ("off", "on"):
+        logs = [(root / "calls").with_suffix(suffix) for suffix in (".base", ".head")]
+        for path in logs:
+            path.unlink(missing_ok=True)
+        say(f"adaptive: pr --adaptive {mode} on {what}")
+        args = ["pr", "--base-ref", "main", "--out-dir", f"rag-gate-out/{mode}", "--comment", "off", "--no-progress"]
+        wall, _, code, _ = child_tree([RAG_GATE, *args, "--adaptive", mode], cwd=root / "repo")
+        figures[mode] = (wall, sum(len(path.read_text().split()) for path in logs if path.exists()), code)
+    adaptive = json.loads((root / "repo" / "rag-gate-out" / "on" / "report.json").read_text())["adaptive"]
+    shutil.rmtree(root)
+    return figures["off"], figures["on"], adaptive
+
+
 def adaptive_rows(n: int, work: Path) -> list[Row]:
     """Rows 11 and 11b: ``rag-gate pr`` on a clear regression, every case against ``--adaptive on``: pipeline calls
     and wall; and :func:`repeats_row`.
@@ -688,19 +710,7 @@ def adaptive_rows(n: int, work: Path) -> list[Row]:
 
     root = work / "adaptive"
     make_repo(root / "repo", n, 2, root / "calls")
-    figures = {}
-    for mode in ("off", "on"):
-        logs = [(root / "calls").with_suffix(suffix) for suffix in (".base", ".head")]
-        for path in logs:
-            path.unlink(missing_ok=True)
-        say(f"adaptive: pr --adaptive {mode} on {n:,} cases")
-        args = ["pr", "--base-ref", "main", "--out-dir", f"rag-gate-out/{mode}", "--comment", "off", "--no-progress"]
-        wall, _, code, _ = child_tree([RAG_GATE, *args, "--adaptive", mode], cwd=root / "repo")
-        calls = sum(len(path.read_text().split()) for path in logs if path.exists())
-        figures[mode] = (wall, calls, code)
-    adaptive = json.loads((root / "repo" / "rag-gate-out" / "on" / "report.json").read_text())["adaptive"]
-    (wall_fixed, calls_fixed, code_fixed), (wall, calls, code) = figures["off"], figures["on"]
-    shutil.rmtree(root)
+    (wall_fixed, calls_fixed, code_fixed), (wall, calls, code), adaptive = _off_and_on(root, f"{n:,} cases")
     return [
         Row(f"pr --adaptive on, clear regression ({n:,} + 2 cases, every other one broken, R=1): pipeline calls "
             f"(both sides) and wall, against every case (exit {code} vs {code_fixed}; {adaptive['cases_run']} "
@@ -722,19 +732,9 @@ def repeats_row(n: int, work: Path) -> Row:
 
     root = work / "repeats"
     make_repo(root / "repo", 0.0, root / "calls", n)
-    figures = {}
-    for mode in ("off", "on"):
-        logs = [(root / "calls").with_suffix(suffix) for suffix in (".base", ".head")]
-        for path in logs:
-            path.unlink(missing_ok=True)
-        say(f"adaptive: pr --adaptive {mode} on {n:,} cases, R=3, no change")
-        args = ["pr", "--base-ref", "main", "--out-dir", f"rag-gate-out/{mode}", "--comment", "off", "--no-progress"]
-        wall, _, code, _ = child_tree([RAG_GATE, *args, "--adaptive", mode], cwd=root / "repo")
-        calls = sum(len(path.read_text().split()) for path in logs if path.exists())
-        figures[mode] = (wall, calls, code)
-    adaptive = json.loads((root / "repo" / "rag-gate-out" / "on" / "report.json").read_text())["adaptive"]
-    (wall_fixed, calls_fixed, code_fixed), (wall, calls, code) = figures["off"], figures["on"]
-    shutil.rmtree(root)
+    (wall_fixed, calls_fixed, code_fixed), (wall, calls, code), adaptive = _off_and_on(
+        root, f"{n:,} cases, R=3, no change"
+    )
     every_repeat = 2 * adaptive["repeats_fixed"]
     return Row(
         f"pr --adaptive on, no change, R=3, deterministic pipeline ({n:,} + 2 cases): pipeline calls (both sides) "

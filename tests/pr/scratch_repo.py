@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from helpers import git
 
@@ -53,6 +54,7 @@ RAG_TEMPLATE = '''"""Tiny deterministic RAG pipeline for the PR-flow tests."""
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 DOCS = {{d["id"]: d["text"] for d in map(json.loads, (Path(__file__).parent / "docs.jsonl").read_text().splitlines())}}
 BROKEN = {broken}
@@ -160,3 +162,51 @@ def pull_request_event(shas: dict[str, str], *, repo: str = "octo/rag", number: 
 
 if __name__ == "__main__":
     print(json.dumps(make_scratch_repo(Path(sys.argv[1]))))
+
+
+CODE_WORD_OOD = ["What is the weather on Mars today?", "Who will win the next election?"]
+"""The out-of-domain questions of :func:`code_word_repo`."""
+
+
+def code_word_repo(repo: Path, n: int, config: str, base_code: str, head_code: str) -> None:
+    """A repository of ``n`` code-word facts and :data:`CODE_WORD_OOD`, for adaptive PR runs.
+
+    ``docs.jsonl`` holds one document per fact, ``golden.jsonl`` the questions (fact i expects ``d{i}``);
+    ``main`` commits ``rag-gate.yml`` (``config``) and ``rag.py`` (``base_code``), the ``feature`` branch changes
+    ``rag.py`` to ``head_code``.
+    """
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    words = [f"zq{i:03d}{'abcdefghij'[i % 10]}" for i in range(n)]
+    docs = [{"id": f"d{i}", "text": f"The code word for item {i} is {words[i]}."} for i in range(n)]
+    golden = [
+        {"id": f"q{i}", "question": f"What is the code word for item {i}?", "expected_doc_ids": [f"d{i}"],
+         "reference_answers": [words[i]]}
+        for i in range(n)
+    ]  # fmt: skip
+    golden += [{"id": f"ood{k}", "question": q, "out_of_domain": True} for k, q in enumerate(CODE_WORD_OOD)]
+    (repo / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (repo / "golden.jsonl").write_text("".join(json.dumps(g) + "\n" for g in golden))
+    (repo / "rag-gate.yml").write_text(config)
+    (repo / ".gitignore").write_text("rag-gate-out/\n__pycache__/\n")
+    (repo / "rag.py").write_text(base_code)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "rag.py").write_text(head_code)
+    git(repo, "commit", "-q", "-am", "the PR")
+
+
+def run_pr(repo: Path, out: Path, *extra: str) -> Any:
+    """``rag-gate pr`` on ``repo`` against ``main``, no comment, outside Actions (click's ``Result``)."""
+    from click.testing import CliRunner
+
+    from gate.cli import main
+
+    args = ["pr", "--base-ref", "main", "--working-directory", str(repo), "--out-dir", str(out), "--comment", "off"]
+    return CliRunner().invoke(main, [*args, *extra], env=dict.fromkeys(GITHUB_VARS), catch_exceptions=False)
+
+
+def calls(path: Path) -> list[str]:
+    """The case ids a scratch pipeline logged, one per call (none when it never ran)."""
+    return path.read_text().split() if path.exists() else []

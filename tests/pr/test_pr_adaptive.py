@@ -16,10 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from scratch_repo import CONFIG, GITHUB_VARS
-
-from gate.cli import main
+from scratch_repo import CONFIG, GITHUB_VARS, calls, code_word_repo, run_pr
 
 TEMPLATE = '''"""Deterministic code-word RAG pipeline that counts its calls (adaptive PR-flow tests)."""
 import json
@@ -48,46 +45,13 @@ def answer(case, **options):
     doc = f"d{{j}}"
     return {{"answer": DOCS[doc], "retrieved": [{{"id": doc, "text": DOCS[doc], "score": 1.0}}]}}
 '''
-OOD = ["What is the weather on Mars today?", "Who will win the next election?"]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def make_repo(repo: Path, n: int, broken_every: int, calls: Path, config: str = "") -> None:
     """``main``: the right document for each of ``n`` facts; ``feature``: every ``broken_every``-th one wrong."""
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "ci@example.com")
-    git(repo, "config", "user.name", "ci")
-    words = [f"zq{i:03d}{'abcdefghij'[i % 10]}" for i in range(n)]
-    docs = [{"id": f"d{i}", "text": f"The code word for item {i} is {words[i]}."} for i in range(n)]
-    golden = [
-        {"id": f"q{i}", "question": f"What is the code word for item {i}?", "expected_doc_ids": [f"d{i}"],
-         "reference_answers": [words[i]]}
-        for i in range(n)
-    ]  # fmt: skip
-    golden += [{"id": f"ood{k}", "question": q, "out_of_domain": True} for k, q in enumerate(OOD)]
-    (repo / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    (repo / "golden.jsonl").write_text("".join(json.dumps(g) + "\n" for g in golden))
-    (repo / "rag-gate.yml").write_text(CONFIG + config)
-    (repo / ".gitignore").write_text("rag-gate-out/\n__pycache__/\n")
-    (repo / "rag.py").write_text(TEMPLATE.format(broken=0, n=n, calls=str(calls.with_suffix(".base"))))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
-    git(repo, "checkout", "-q", "-b", "feature")
-    (repo / "rag.py").write_text(TEMPLATE.format(broken=broken_every, n=n, calls=str(calls.with_suffix(".head"))))
-    git(repo, "commit", "-q", "-am", "the PR")
-
-
-def run_pr(repo: Path, out: Path, *extra: str):
-    args = ["pr", "--base-ref", "main", "--working-directory", str(repo), "--out-dir", str(out), "--comment", "off"]
-    return CliRunner().invoke(main, [*args, *extra], env=dict.fromkeys(GITHUB_VARS), catch_exceptions=False)
-
-
-def calls(path: Path) -> list[str]:
-    return path.read_text().split() if path.exists() else []
+    code = {side: TEMPLATE.format(broken=broken, n=n, calls=str(calls.with_suffix(f".{side}")))
+            for side, broken in (("base", 0), ("head", broken_every))}  # fmt: skip
+    code_word_repo(repo, n, CONFIG + config, code["base"], code["head"])
 
 
 @pytest.fixture(scope="module")

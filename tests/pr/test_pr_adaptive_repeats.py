@@ -10,16 +10,12 @@ the PR fails.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-from scratch_repo import CONFIG, GITHUB_VARS
-
-from gate.cli import main
+from scratch_repo import CONFIG, calls, code_word_repo, run_pr
 
 TEMPLATE = '''"""Code-word RAG pipeline that counts its calls per case; wrong at random (seeded) with WRONG_RATE > 0."""
 import json
@@ -44,13 +40,8 @@ def answer(case, **options):
     doc = f"d{{(i + 1) % {n} if wrong else i}}"
     return {{"answer": DOCS[doc], "retrieved": [{{"id": doc, "text": DOCS[doc], "score": 1.0}}]}}
 '''
-OOD = ["What is the weather on Mars today?", "Who will win the next election?"]
 N = 200
 SETTINGS = "repeats: 3\ngate: [hit_rate@5]\nmargins: {hit_rate@5: 0.05}\nadaptive: true\n"
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def make_repo(repo: Path, wrong: float, calls: Path, n: int = N) -> None:
@@ -58,38 +49,10 @@ def make_repo(repo: Path, wrong: float, calls: Path, n: int = N) -> None:
 
     Also the repository of ``benchmarks/perf.py --only adaptive`` (its R = 3 row).
     """
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "ci@example.com")
-    git(repo, "config", "user.name", "ci")
-    words = [f"zq{i:03d}{'abcdefghij'[i % 10]}" for i in range(n)]
-    docs = [{"id": f"d{i}", "text": f"The code word for item {i} is {words[i]}."} for i in range(n)]
-    golden = [
-        {"id": f"q{i}", "question": f"What is the code word for item {i}?", "expected_doc_ids": [f"d{i}"],
-         "reference_answers": [words[i]]}
-        for i in range(n)
-    ]  # fmt: skip
-    golden += [{"id": f"ood{k}", "question": q, "out_of_domain": True} for k, q in enumerate(OOD)]
-    (repo / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    (repo / "golden.jsonl").write_text("".join(json.dumps(g) + "\n" for g in golden))
     assert "repeats: 1\n" in CONFIG
-    (repo / "rag-gate.yml").write_text(CONFIG.replace("repeats: 1\n", "") + SETTINGS)
-    (repo / ".gitignore").write_text("rag-gate-out/\n__pycache__/\n")
-    (repo / "rag.py").write_text(TEMPLATE.format(wrong=0.0, n=n, calls=str(calls.with_suffix(".base"))))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
-    git(repo, "checkout", "-q", "-b", "feature")
-    (repo / "rag.py").write_text(TEMPLATE.format(wrong=wrong, n=n, calls=str(calls.with_suffix(".head"))))
-    git(repo, "commit", "-q", "-am", "the PR")
-
-
-def run_pr(repo: Path, out: Path, *extra: str):
-    args = ["pr", "--base-ref", "main", "--working-directory", str(repo), "--out-dir", str(out), "--comment", "off"]
-    return CliRunner().invoke(main, [*args, *extra], env=dict.fromkeys(GITHUB_VARS), catch_exceptions=False)
-
-
-def calls(path: Path) -> list[str]:
-    return path.read_text().split() if path.exists() else []
+    code = {side: TEMPLATE.format(wrong=w, n=n, calls=str(calls.with_suffix(f".{side}")))
+            for side, w in (("base", 0.0), ("head", wrong))}  # fmt: skip
+    code_word_repo(repo, n, CONFIG.replace("repeats: 1\n", "") + SETTINGS, code["base"], code["head"])
 
 
 def order() -> list[str]:

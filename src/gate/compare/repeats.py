@@ -40,9 +40,8 @@ def compared_metrics(policy: GatePolicy) -> tuple[str, ...]:
     Every scored metric but ratio ones (latency and cost vary between any two calls) and paired ones (scored at
     compare time, one per case).
     """
-    return tuple(
-        name for name in policy.metrics if resolve(name).spec.kind != "ratio" and not resolve(name).spec.paired
-    )
+    specs = {name: resolve(name).spec for name in policy.metrics}
+    return tuple(name for name, spec in specs.items() if spec.kind != "ratio" and not spec.paired)
 
 
 def observation(side: Side, case_ids: Sequence[str], metrics: Sequence[str]) -> dict[tuple[str, int], Any]:

@@ -142,7 +142,9 @@ def _batches(
         remove_tree(out / "head")  # a head run of another commit or config is never resumed
     if hit is None and not _same_run(out / "base", both.base, both.base_sha, golden):
         remove_tree(out / "base")
-    done = _looks_held(order, out, hit is not None, both.base.repeats)
+    plan = RepeatPlan(policy_repeats(both), {})
+    # with repeats planned per batch each batch is walked again (run_side reuses the rows it holds)
+    done = -1 if plan.active else _looks_held(order, out, hit is not None, both.base.repeats)
     snapshot = hit
     stopped: StopReason = "exhausted"
     options = run.options
@@ -155,10 +157,7 @@ def _batches(
                              commits=commits, cases=ids, decided=decided)  # fmt: skip
 
     paired = policy.pairwise is not None and bool(policy.paired_metrics)
-    plan = RepeatPlan(policy_repeats(both), {})
     metrics = compared_metrics(policy)
-    if plan.active:  # repeats planned per batch: each batch is walked again (run_side reuses the rows it holds)
-        done = -1
 
     def run_both(cases: list[str]) -> None:
         """Run (or extend) both sides on ``cases`` as planned."""
