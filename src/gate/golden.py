@@ -11,25 +11,34 @@ from typing import Any
 from gate.errors import InputError, located
 from gate.jsonl import read_jsonl, validate
 from gate.models import FormRules, GoldenCase
-from gate.sanitize import hidden_in_id
+from gate.sanitize import hidden_in_id, unshown, visible
+
+
+def _empty(text: str) -> str | None:
+    """Why required text is empty in effect (None when it is not): only whitespace, or nothing that shows."""
+    if not text.strip():
+        return "must not be empty (it holds only whitespace)"
+    if not visible(text).strip():
+        return f"must not be empty (it holds only characters that do not show: {unshown(text)})"
+    return None
 
 
 def _text_problem(record: dict[str, Any]) -> tuple[str, str] | None:
-    """(field, message) of the first id with hidden characters or required text that is only whitespace."""
+    """(field, message) of the first id with hidden characters or required text that is empty in effect."""
     for field in ("id", "question"):
-        if not str(record[field]).strip():
-            return field, "must not be empty (it holds only whitespace)"
+        if why := _empty(str(record[field])):
+            return field, why
     if why := hidden_in_id(str(record["id"])):
         return "id", why
     for i, doc_id in enumerate(record.get("expected_doc_ids") or ()):
         if why := hidden_in_id(doc_id):
             return f"expected_doc_ids.{i}", why
     for i, point in enumerate(record.get("required_points") or ()):
-        if not point.strip():
-            return f"required_points.{i}", "must not be empty (it holds only whitespace)"
+        if why := _empty(point):
+            return f"required_points.{i}", why
     rules = (record.get("form") or {}).get("rules")
-    if rules is not None and not rules.strip():
-        return "form.rules", "must not be empty (it holds only whitespace)"
+    if rules is not None and (why := _empty(rules)):
+        return "form.rules", why
     return None
 
 
@@ -163,3 +172,18 @@ def contract(base: Sequence[GoldenCase], diff: GoldenDiff) -> list[GoldenCase]:
     base's definition; added cases are evaluated too, with their head definition.
     """
     return [*base, *diff.added]
+
+
+def ood_unchecked_warning(cases: Sequence[GoldenCase], metrics: Sequence[str]) -> list[str]:
+    """A warning when out-of-domain cases exist but ``refusal`` is not in ``metrics``: none of them is checked.
+
+    The out-of-domain failures (and ``fail_on_new_ood``) are read from the ``refusal`` scores
+    (:func:`gate.compare.cases.ood_failures`); must-pass out-of-domain cases still block on a certain flip.
+    """
+    n = sum(case.out_of_domain for case in cases)
+    if not n or "refusal" in metrics:
+        return []
+    return [
+        f"{n} out-of-domain case(s) are not checked for refusals: `refusal` is not in metrics (add it to list the "
+        "ones answered on head and let fail_on_new_ood fail the gate)"
+    ]

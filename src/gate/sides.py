@@ -147,9 +147,16 @@ def require_complete(run_dir: Path, manifest: Manifest) -> None:
     """Refuse a run directory that did not finish: it would be compared on part of its cases.
 
     Raises:
-        InputError: the manifest's status is not ``complete``, or its scores.jsonl is missing (exit 2).
+        InputError: the manifest's status is not ``complete`` (a ``partial`` adaptive run is named so), or its
+            scores.jsonl is missing (exit 2).
     """
     status = manifest.status
+    if status == "partial":
+        raise InputError(
+            f"{run_dir}: the run is partial, by plan, not interrupted: an adaptive evaluation (`rag-gate pr "
+            "--adaptive on`) ran only some of its cases or repeats and compared them itself (its report.json is in "
+            "the folder above); compare complete runs"
+        )
     if status != "complete":
         raise InputError(
             f"{run_dir}: the run is not complete (manifest status {status!r}): it was interrupted or is still "

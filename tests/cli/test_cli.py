@@ -101,6 +101,8 @@ BOGUS = r"No such option:? '?--bogus'?\.?"  # click 8.2: "No such option: --bogu
         (["compare", "--bogus"], BOGUS + r" \(.*'?--jobs'?, '?--out'?.*\) \(see rag-gate compare --help\)"),
         (["history", "add"], re.escape("Missing argument 'RUN_DIR'. (see rag-gate history add --help)")),
         (["nosuch"], re.escape("No such command 'nosuch'. (see rag-gate --help)")),
+        (["run", "--config"], re.escape("Option '--config' requires an argument. (see rag-gate run --help)")),
+        (["pr", "--out-dir"], re.escape("Option '--out-dir' requires an argument. (see rag-gate pr --help)")),
         (["--bogus"], BOGUS + re.escape(" (see rag-gate --help)")),
         (["run", "--repeats", "0"],
          re.escape("Invalid value for '--repeats': 0 is not in the range x>=1. (see rag-gate run --help)")),

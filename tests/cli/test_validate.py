@@ -192,3 +192,26 @@ def test_required_text_of_whitespace_only_is_refused(tmp_path, row, field):
     result = invoke("validate", golden)
     assert result.exit_code == 2
     assert result.stderr.splitlines()[0] == f"{golden}:2: {field}: must not be empty (it holds only whitespace)"
+
+
+def test_validate_warns_that_out_of_domain_cases_go_unchecked_without_refusal(tmp_path, tiny_golden):
+    write_jsonl(tmp_path / "preds.jsonl", [{"id": f"q{i}", "answer": "x"} for i in range(1, 5)])
+    path = tmp_path / "rag-gate.yml"
+    path.write_text("golden: golden.jsonl\npipeline: {predictions: preds.jsonl}\nmetrics: [mrr]\n")
+    result = invoke("validate", path)
+    assert result.exit_code == 0, result.output
+    assert f"{path}: warning: 1 out-of-domain case(s) are not checked for refusals: `refusal` is not in metrics" in (
+        result.stderr
+    )
+    path.write_text("golden: golden.jsonl\npipeline: {predictions: preds.jsonl}\nmetrics: [mrr, refusal]\n")
+    assert "not checked for refusals" not in invoke("validate", path).stderr
+
+
+@pytest.mark.parametrize("text, escapes", [("\u200b\u200b", r"\u200b"), (" \u2060\ufeff ", r"\u2060, \ufeff")])
+def test_a_question_of_characters_that_do_not_show_is_refused(tmp_path, text, escapes):
+    golden = write_jsonl(tmp_path / "golden.jsonl", [{"id": "q0", "question": "ok"}, {"id": "q1", "question": text}])
+    result = invoke("validate", golden)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (
+        f"{golden}:2: question: must not be empty (it holds only characters that do not show: {escapes})"
+    )

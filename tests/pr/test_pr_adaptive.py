@@ -16,7 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from scratch_repo import CONFIG, GITHUB_VARS, calls, code_word_repo, run_pr
+
+from gate.cli import main
 
 TEMPLATE = '''"""Deterministic code-word RAG pipeline that counts its calls (adaptive PR-flow tests)."""
 import json
@@ -122,6 +125,17 @@ def test_a_clear_regression_stops_early_with_fewer_calls(regression):
     page = (regression / "out" / "report.html").read_text()
     assert (
         f"Adaptive evaluation (order seed 7, batches of 20, {adaptive['looks']} look(s)): {adaptive['reason']}" in page
+    )
+
+
+def test_compare_names_a_partial_adaptive_run_as_planned_not_interrupted(regression):
+    out = regression / "out"
+    result = CliRunner().invoke(main, ["compare", str(out / "base"), str(out / "head"), "--out", str(regression / "c")])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (
+        f"rag-gate: error: {out / 'base'}: the run is partial, by plan, not interrupted: an adaptive evaluation "
+        "(`rag-gate pr --adaptive on`) ran only some of its cases or repeats and compared them itself (its "
+        "report.json is in the folder above); compare complete runs"
     )
 
 

@@ -17,6 +17,7 @@ from scratch_repo import GITHUB_VARS, N_FACTS, RAG_TEMPLATE, make_scratch_repo, 
 from scratch_repo import actions_env as shared_actions_env
 
 from gate.cli import main
+from gate.files import locked_directory
 from gate.outputs.markdown import sticky_marker
 from gate.pr import git
 from gate.pr import github as gh
@@ -324,3 +325,16 @@ def test_a_pr_that_relaxes_the_gate_is_judged_under_the_base_and_says_so(tmp_pat
         assert f"\n> - {change}\n" in comment  # four changes: one full line each, none cut
     properties = {p.get("name"): p.get("value") for p in assert_valid_junit(junit.read_text()).iter("property")}
     assert properties["policy_changes"].endswith("fail_on_new_ood true → false; must_pass.out_of_domain true → false")
+
+
+def test_an_out_dir_another_pr_run_holds_is_refused_and_its_verdict_kept(tmp_path, scratch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "comment.md").write_text("the other run's verdict")
+    with locked_directory(out, "another run"):
+        result = run_pr(tmp_path, scratch, dict.fromkeys(GITHUB_VARS), "--base-ref", "main")
+    assert result.exit_code == 2, result.output
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"rag-gate: error: --out-dir {out}: {out} is in use by another rag-gate run (pid ")
+    assert (out / "comment.md").read_text() == "the other run's verdict"  # nothing of it cleared
+    assert not (out / "head").exists()

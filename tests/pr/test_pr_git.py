@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 from scratch_repo import make_scratch_repo
@@ -51,6 +55,27 @@ def test_worktree_checks_out_the_commit_and_is_removed_even_on_error(tmp_path):
     assert not tree.exists()
     listed = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout
     assert len(listed.splitlines()) == 1
+
+
+def test_a_killed_runs_checkout_is_removed_and_a_live_runs_kept(tmp_path):
+    repo = tmp_path / "repo"
+    shas = make_scratch_repo(repo)
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # its pid runs no more: what a SIGKILLed rag-gate pr leaves registered
+    parents = {pid: Path(tempfile.mkdtemp(prefix=f"{git.WORKTREE_PREFIX}{pid}-")) for pid in (ended.pid, os.getpid())}
+    for parent in parents.values():
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(parent / "base"),
+                        shas["base"]], check=True)  # fmt: skip
+    try:
+        with git.worktree(repo, shas["base"]) as tree:
+            listed = subprocess.run(["git", "-C", str(repo), "worktree", "list", "--porcelain"],
+                                    capture_output=True, text=True, check=True).stdout  # fmt: skip
+            registered = {Path(line[9:]) for line in listed.splitlines() if line.startswith("worktree ")}
+            assert registered == {repo, tree, parents[os.getpid()] / "base"}
+        assert not parents[ended.pid].exists() and (parents[os.getpid()] / "base" / "rag.py").exists()
+    finally:
+        for parent in parents.values():
+            shutil.rmtree(parent, ignore_errors=True)
 
 
 def test_unknown_ref_in_a_shallow_clone_asks_for_fetch_depth_0(tmp_path):

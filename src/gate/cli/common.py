@@ -27,9 +27,14 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 class UsageLine(click.UsageError):
     """A usage error printed on one line, ``rag-gate: error: MESSAGE (see rag-gate CMD --help)``; exit code 2."""
 
+    def __init__(self, message: str, ctx: click.Context | None = None, where: str | None = None) -> None:
+        super().__init__(message, ctx)
+        self.where = where or (ctx.command_path if ctx is not None else "rag-gate")
+        """The command whose help the line points to."""
+
     def show(self, file: Any = None) -> None:
         """Print the one line (click's own ``show`` prints the usage, a hint, a blank line and the error)."""
-        where = self.ctx.command_path if self.ctx is not None else "rag-gate"
+        where = self.where
         line = f"rag-gate: error: {one_line(self.format_message())} (see {where} --help)"
         click.echo(line, file=file, err=file is None)
 
@@ -49,18 +54,26 @@ class OneLineUsage(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         """click's, with a usage error of a command under the group made one line."""
-        with _one_line_usage():
+        with _one_line_usage(ctx):
             return super().invoke(ctx)
 
 
 @contextlib.contextmanager
-def _one_line_usage() -> Iterator[None]:
+def _one_line_usage(group: click.Context | None = None) -> Iterator[None]:
+    """Raise a usage error again as :class:`UsageLine`.
+
+    One that click raises without a context (a missing option value) points to the help of the command being
+    invoked under ``group``.
+    """
     try:
         yield
     except (UsageLine, click.exceptions.NoArgsIsHelpError):
         raise
     except click.UsageError as exc:
-        raise UsageLine(exc.format_message(), exc.ctx) from None
+        where = None
+        if exc.ctx is None and group is not None and group.invoked_subcommand:
+            where = f"{group.command_path} {group.invoked_subcommand}"
+        raise UsageLine(exc.format_message(), exc.ctx, where) from None
 
 
 def aggregate_lines(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:

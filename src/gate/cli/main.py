@@ -107,7 +107,9 @@ def _validate(path: Path) -> None:
     )
     if line := _detectable(cases, policy, config.repeats):
         click.echo(line)
-    for warning in _too_few_cases(cases, policy):
+    from gate.golden import ood_unchecked_warning
+
+    for warning in (*_too_few_cases(cases, policy), *ood_unchecked_warning(cases, policy.metrics)):
         click.echo(f"{shown(path)}: warning: {warning}", err=True)
 
 

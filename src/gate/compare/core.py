@@ -23,7 +23,6 @@ from gate.compare.notes import (
     changes,
     golden_changes,
     golden_warnings,
-    ood_unchecked_warning,
     unmatched_ids,
     unreadable_warnings,
 )
@@ -42,7 +41,7 @@ from gate.comparison import (
     metric_row,
 )
 from gate.config import GatePolicy
-from gate.golden import GoldenDiff
+from gate.golden import GoldenDiff, ood_unchecked_warning
 from gate.metrics import resolve
 from gate.models import GoldenCase
 from gate.results import MetricResult, Status
@@ -237,7 +236,7 @@ def compare(
         + head.warnings
         + tuple(golden_warnings(base, head, len(cases), len(base_ids ^ head_ids)))
         + tuple(unreadable_warnings((base, head), cases, policy))
-        + tuple(ood_unchecked_warning(cases, policy)),
+        + tuple(ood_unchecked_warning(cases, policy.metrics)),
         gate_version=__version__,
         n_cases=len(contract),
         n_out_of_domain=sum(c.out_of_domain for c in contract),

@@ -138,21 +138,6 @@ def golden_warnings(base: Side, head: Side, n_paired: int, only_one_side: int) -
     return []
 
 
-def ood_unchecked_warning(cases: Sequence[GoldenCase], policy: GatePolicy) -> list[str]:
-    """A warning when out-of-domain cases exist but ``refusal`` is not computed: none of them is checked.
-
-    The out-of-domain failures (and ``fail_on_new_ood``) are read from the ``refusal`` scores
-    (:func:`gate.compare.cases.ood_failures`); must-pass out-of-domain cases still block on a certain flip.
-    """
-    n = sum(case.out_of_domain for case in cases)
-    if not n or "refusal" in policy.metrics:
-        return []
-    return [
-        f"{n} out-of-domain case(s) are not checked for refusals: `refusal` is not in metrics (add it to list the "
-        "ones answered on head and let fail_on_new_ood fail the gate)"
-    ]
-
-
 DEFINITION_STAGES = frozenset({"retrieval", "generation"})
 """The metric stages whose score reads a golden case's definition (expected documents, references, out-of-domain
 flag); ``system`` and ``efficiency`` metrics measure the run alone."""

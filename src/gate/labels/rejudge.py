@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gate.errors import InputError
 from gate.labels.sampling import JudgedAnswer, digest, reasons_of
 
 if TYPE_CHECKING:
+    from gate.config import GatePolicy
     from gate.labels.rules import Rule
 
 
 def rejudge(
-    answers: Sequence[JudgedAnswer], keys: Iterable[tuple[str, int]], policy: Any, rules: Sequence[Rule] = ()
+    answers: Sequence[JudgedAnswer], keys: Iterable[tuple[str, int]], policy: GatePolicy, rules: Sequence[Rule] = ()
 ) -> tuple[str, dict[str, dict[tuple[str, int], tuple[str | None, Sequence[str], str | None]]]]:
     """Judge the answers of ``keys`` again with ``policy``'s judge (``judge-check --config``).
 
@@ -63,7 +64,7 @@ def rejudge(
 
 
 def rejudge_pairs(
-    base: Sequence[JudgedAnswer], head: Sequence[JudgedAnswer], keys: Iterable[tuple[str, int]], policy: Any
+    base: Sequence[JudgedAnswer], head: Sequence[JudgedAnswer], keys: Iterable[tuple[str, int]], policy: GatePolicy
 ) -> tuple[str, dict[tuple[str, int], tuple[str | None, Sequence[str], str | None]]]:
     """Judge the labelled pairs again with ``policy``'s pairwise judge (``judge-check --config``, pairwise).
 

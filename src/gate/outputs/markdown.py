@@ -118,6 +118,7 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         case_change=cells.case_change,
         table_notes=cells.table_notes,
         collapsed_repeats=cells.collapsed_repeats,
+        ood_counts=cells.ood_counts,
         warmup=cells.warmup_text,
         usage=cells.usage_text,
         pairwise_line=cells.pairwise_text,

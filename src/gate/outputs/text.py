@@ -81,8 +81,7 @@ def render_text(comparison: Comparison, *, max_items: int = MAX_ITEMS) -> str:
         "",
         f"{c.n_cases} paired cases ({c.n_out_of_domain} out-of-domain) · repeats base {c.repeats.base} / head "
         f"{c.repeats.head}{f' ({once})' if (once := cells.collapsed_repeats(c)) else ''} · {regressed} · "
-        f"out-of-domain failures: {c.new_ood_failures} new, "
-        f"{len(c.ood_failures) - c.new_ood_failures} not new",
+        f"out-of-domain failures: {cells.ood_counts(c)}",
         "",
     ]
     header = (

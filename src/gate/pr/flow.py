@@ -28,7 +28,7 @@ from gate.compare.notes import policy_changes
 from gate.comparison import exit_code_for, relocate
 from gate.config import Config, load_config
 from gate.errors import NUL_INPUT, EvaluationError, GateError, InputError, is_nul_error
-from gate.files import contained_dir, prepare_output_file, refuse_output_clashes, remove_tree
+from gate.files import contained_dir, locked_directory, prepare_output_file, refuse_output_clashes, remove_tree
 from gate.golden import GoldenDiff
 from gate.outputs import Output
 from gate.outputs.markdown import sticky_marker
@@ -142,6 +142,8 @@ def _prepare(
     _refuse_clashes(options, out, junit, workdir, context.step_summary, config_path)
     if junit is not None:  # its folder is made (or refused, exit 2) now, not after the evaluations
         junit = prepare_output_file(junit, f"--junit {options.junit}")
+    # one PR run writes an output folder at a time: a second one is refused (exit 2) before it clears anything
+    cleanup.enter_context(locked_directory(out, f"--out-dir {options.out_dir}"))
     stale_files = (outputs.path(out, Output.JSON), outputs.path(out, Output.COMMENT), out / outputs.CHART_FILE)
     for stale in (*stale_files, out / outputs.HTML_FILE):
         stale.unlink(missing_ok=True)  # a run that reaches no verdict must not leave the previous run's verdict

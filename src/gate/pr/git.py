@@ -10,6 +10,7 @@ Source: git-merge-base(1), git-worktree(1), git-rev-parse(1).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -215,12 +216,52 @@ def file_at(repo: Path, commit: str, path: str) -> str | None:
     )
 
 
+WORKTREE_PREFIX = "rag-gate-base-"
+"""How the temporary folder of a base checkout is named: the prefix, the pid of the run that made it, ``-`` and a
+random suffix (:func:`tempfile.mkdtemp`)."""
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_abandoned_worktrees(repo: Path) -> list[Path]:
+    """Remove the base checkouts left registered by runs that were killed before their clean-up; return them.
+
+    A checkout is abandoned when it lies in this host's temporary folder, under a folder named by
+    :data:`WORKTREE_PREFIX` whose pid no longer runs. ``git worktree prune`` then drops the registrations whose
+    folders are gone (e.g. a container's ``/tmp``). A checkout of a live run is never touched.
+    """
+    listing = git(repo, "worktree", "list", "--porcelain", check=False).stdout
+    removed = []
+    for line in listing.splitlines():
+        path = Path(line.removeprefix("worktree "))
+        owner = re.fullmatch(rf"{WORKTREE_PREFIX}(\d+)-[^/]+", path.parent.name)
+        if not line.startswith("worktree ") or path.name != "base" or owner is None:
+            continue
+        if path.parent.parent != Path(tempfile.gettempdir()) or _alive(int(owner[1])):
+            continue
+        git(repo, "worktree", "remove", "--force", str(path), check=False)
+        shutil.rmtree(path.parent, ignore_errors=True)
+        removed.append(path)
+    git(repo, "worktree", "prune", check=False)
+    return removed
+
+
 @contextmanager
 def worktree(repo: Path, sha: str) -> Iterator[Path]:
     """Check out ``sha`` as a detached ``git worktree`` in a temporary directory; remove it afterwards.
 
     The worktree shares the object store with ``repo`` (no clone, no network) and is removed, with its
-    administrative files under ``.git/worktrees``, even when the body raises.
+    administrative files under ``.git/worktrees``, even when the body raises. Checkouts that killed runs left behind
+    are removed first (:func:`remove_abandoned_worktrees`).
 
     Args:
         repo: the repository.
@@ -232,7 +273,8 @@ def worktree(repo: Path, sha: str) -> Iterator[Path]:
     Raises:
         EvaluationError: git could not create the worktree.
     """
-    parent = Path(tempfile.mkdtemp(prefix="rag-gate-base-"))
+    remove_abandoned_worktrees(repo)
+    parent = Path(tempfile.mkdtemp(prefix=f"{WORKTREE_PREFIX}{os.getpid()}-"))
     parent.chmod(0o755)  # the pipeline user (another user in the container) reads the base's checkout
     path = parent / "base"
     git(repo, "worktree", "add", "--detach", str(path), sha)
