@@ -17,6 +17,8 @@ from gate.config import GatePolicy
 from gate.models import GoldenCase, Prediction, Score
 from gate.predictions import PredictionTable
 from gate.runs import Side
+from gate.stats.detectable import design_mde
+from gate.stats.inputs import MetricInput
 from gate.stats.sequential import HORIZON_SHARE, stopping_point
 
 POLICY = GatePolicy(metrics=("hit_rate@5",), gated=("hit_rate@5",), margins={"hit_rate@5": 0.05}, seed=3)
@@ -65,9 +67,16 @@ def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
         if (stopped := looks.stop()) is not None:
             break
     d = np.array([head[i] - base[i] for i in order.sequence])
+    seen = looks.rule_outs["hit_rate@5"]  # the MDE at N of each look (the replay's rule_out), the last one kept after
+    rule_out = np.array(seen + seen[-1:] * (len(order.ends) - len(seen)))
+    batch = order.sequence[: order.ends[0]]
+    b, no = (np.array([[v[i]] for i in batch]) for v in (base, head)), np.zeros((len(batch), 1), bool)
+    first = MetricInput("hit_rate@5", "binary", "higher", 0.05, True, *b, no, no)
+    assert seen[0] == design_mde(first, level=0.8 * 0.05, n=n) > 0.05  # M = 1 at α_final: beyond the margin
     oracle = stopping_point(
-        [d], [0.05], looks.split.sequential, np.array(order.ends), target_n=math.ceil(HORIZON_SHARE * n)
-    )
+        [d], [0.05], looks.split.sequential, np.array(order.ends), target_n=math.ceil(HORIZON_SHARE * n),
+        rule_out=[rule_out],
+    )  # fmt: skip
     assert stopped == expected and not oracle.exhausted
     assert order.ends[looks.looks - 1] == oracle.n < n  # stopped early, at the replay's batch
     assert looks.metrics()[0].decision == oracle.decisions[0] == ("fail" if expected == "fail" else "non_inferior")
@@ -76,6 +85,10 @@ def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
     assert status == ("fail" if expected == "fail" else "pass") and reason.startswith(
         f"sequential test at look {looks.looks} (after {oracle.n} cases of the order): "
     )
+    if expected == "decided":  # ruled out the MDE at N (beyond the margin of 0.05), and the reason says so
+        mde = looks.ruled_out["hit_rate@5"]
+        assert mde == rule_out[looks.looks - 1] > 0.05
+        assert reason.endswith(f"a drop of hit_rate@5 beyond {mde:.3f} (the fixed design's MDE at N = {n}) is ruled out")
     assert looks.split.sequential == pytest.approx(0.2 * 0.05) and looks.split.final == pytest.approx(0.8 * 0.05)
 
 

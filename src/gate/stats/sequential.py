@@ -357,26 +357,33 @@ class SequentialLook:
     """max_{s≤t} log E_s of the sign-symmetric e-process (:func:`symmetric_log_evidence`): evidence against "no
     change" (≥ ``threshold``: a significant drop)."""
     log_capital_non_inferior: float
-    """max_{s≤t} log K⁺_s at Δ = −m: evidence against a drop of the margin (≥ ``threshold``: L_t > −m)."""
+    """max_{s≤t} log K⁺_s at Δ = −m_eff: evidence against a drop of m_eff (≥ ``threshold``: L_t > −m_eff)."""
     threshold: float
     """log(1/α)."""
+    ruled_out: float = math.nan
+    """m_eff, the drop the non-inferiority look tests against: max(margin, ``rule_out``)."""
 
 
-def look(d: np.ndarray, margin: float, alpha: float, *, target_n: int | None = None) -> SequentialLook:
+def look(
+    d: np.ndarray, margin: float, alpha: float, *, target_n: int | None = None, rule_out: float | None = None
+) -> SequentialLook:
     """The sequential decision for one metric after the cases seen so far.
 
     ``fail`` iff max_s E_s ≥ 1/α (the sign-symmetric e-process: a significant drop) and Δ̂_t ≤ −m (material), the
-    fixed-N rule of STATISTICS.md §3; else ``non_inferior`` iff L_t > −m (max_s K_s((1 − m)/2) ≥ 1/α for the mixed
-    betting capital above); else ``continue``. Valid at every t and any stopping rule: an A/A metric (head and
-    base exchangeable) ends ``fail`` with probability ≤ α, a metric whose true drop is at least m ends
-    ``non_inferior`` with probability ≤ α.
+    fixed-N rule of STATISTICS.md §3; else ``non_inferior`` iff L_t > −m_eff (max_s K_s((1 − m_eff)/2) ≥ 1/α for
+    the mixed betting capital above) with m_eff = max(m, ``rule_out``); else ``continue``. Valid at every t and any
+    stopping rule: an A/A metric (head and base exchangeable) ends ``fail`` with probability ≤ α, and for any true
+    drop δ, the probability of ``non_inferior`` at some look whose m_eff ≤ δ is ≤ α — even when ``rule_out`` is
+    chosen from the data (point 5 of the module's design note).
 
     Args:
         d: shape (t,), per-case differences head − base in [−1, 1] (negative = worse), in the seeded run order,
             cases valid on both sides only.
-        margin: m ≥ 0 on the same scale (for ratio metrics: ``ratio_scale(margin)/B``).
+        margin: m ≥ 0 on the same scale (for ratio metrics: ``ratio_scale(margin)/B``): the fail rule's margin.
         alpha: one-sided level of each direction, in (0, 1) (``split_alpha(...).sequential``).
         target_n: horizon the bets are tuned for (the golden set's size), or None.
+        rule_out: the smallest drop the non-inferiority look rules out, on the same scale (the fixed design's MDE
+            at the full sequence length), or None/NaN (the margin alone); m_eff is capped at 0.999.
 
     Returns:
         The :class:`SequentialLook`.
@@ -388,20 +395,28 @@ def look(d: np.ndarray, margin: float, alpha: float, *, target_n: int | None = N
     """
     if not 0 <= margin < 1 or not 0 < alpha < 1:
         raise ValueError(f"need 0 ≤ margin < 1 and 0 < alpha < 1, got {margin}, {alpha}")
+    m_eff = effective_margin(margin, rule_out)
     x = to_unit(d)
     threshold = math.log(1.0 / alpha)
     if x.size == 0:
-        return SequentialLook("continue", 0, float("nan"), 0.0, 0.0, threshold)
+        return SequentialLook("continue", 0, float("nan"), 0.0, 0.0, threshold, m_eff)
     bets = predictable_bets(x, alpha, target_n)
     worse = float(max(0.0, np.max(symmetric_log_evidence(d, alpha, target_n))))
-    non_inferior = float(max(0.0, np.max(log_mixed_capital(x, (1.0 - margin) / 2.0, bets, "above"))))
+    non_inferior = float(max(0.0, np.max(log_mixed_capital(x, (1.0 - m_eff) / 2.0, bets, "above"))))
     estimate = float(np.mean(d))
     decision: SequentialDecision = "continue"
     if worse >= threshold and estimate <= -margin:
         decision = "fail"
     elif non_inferior >= threshold:
         decision = "non_inferior"
-    return SequentialLook(decision, int(x.size), estimate, worse, non_inferior, threshold)
+    return SequentialLook(decision, int(x.size), estimate, worse, non_inferior, threshold, m_eff)
+
+
+def effective_margin(margin: float, rule_out: float | None) -> float:
+    """m_eff = max(m, ``rule_out``), capped at 0.999; the margin alone when ``rule_out`` is None or NaN."""
+    if rule_out is None or not math.isfinite(rule_out):
+        return min(margin, 0.999)
+    return min(max(margin, rule_out), 0.999)
 
 
 def batch_ends(n_total: int, first: int, size: int) -> np.ndarray:
@@ -438,7 +453,12 @@ class StoppingPoint:
 
 
 def stopping_point(
-    differences: list[np.ndarray], margins: list[float], alpha: float, ends: np.ndarray, target_n: int | None = None
+    differences: list[np.ndarray],
+    margins: list[float],
+    alpha: float,
+    ends: np.ndarray,
+    target_n: int | None = None,
+    rule_out: list[np.ndarray] | None = None,
 ) -> StoppingPoint:
     """Replay the batched looks over complete per-metric sequences and return where the run stops.
 
@@ -454,6 +474,8 @@ def stopping_point(
         alpha: per-metric, per-direction level (``split_alpha(...).sequential``).
         ends: from :func:`batch_ends`, the last equal to n_total.
         target_n: horizon of the bets.
+        rule_out: per metric, shape (len(ends),), the ``rule_out`` of :func:`look` at each look (NaN: the margin
+            alone), or None (the margins alone).
 
     Returns:
         The :class:`StoppingPoint`.
@@ -468,12 +490,14 @@ def stopping_point(
         raise ValueError(f"the last look must be at {n_total}, got {ends[-1:] if ends.size else 'none'}")
     threshold = math.log(1.0 / alpha)
     states = []
-    for d, margin in zip(differences, margins, strict=True):
+    nans = np.full(ends.size, np.nan)
+    for k, (d, margin) in enumerate(zip(differences, margins, strict=True)):
         x = to_unit(d)
         bets = predictable_bets(x, alpha, target_n)
         worse = np.maximum.accumulate(symmetric_log_evidence(d, alpha, target_n))[ends - 1] >= threshold
-        safe = np.maximum.accumulate(log_mixed_capital(x, (1.0 - margin) / 2.0, bets, "above"))[ends - 1]
-        safe = safe >= threshold
+        m_eff = [effective_margin(margin, float(r)) for r in (nans if rule_out is None else rule_out[k])]
+        capital = {m: np.maximum.accumulate(log_mixed_capital(x, (1.0 - m) / 2.0, bets, "above")) for m in set(m_eff)}
+        safe = np.array([capital[m][end - 1] for m, end in zip(m_eff, ends, strict=True)]) >= threshold
         material = (np.cumsum(d)[ends - 1] / ends) <= -margin
         states.append(np.where(worse & material, 2, np.where(safe, 1, 0)))  # 2 fail, 1 non-inferior, 0 continue
     names: dict[int, SequentialDecision] = {0: "continue", 1: "non_inferior", 2: "fail"}
