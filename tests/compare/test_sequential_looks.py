@@ -88,7 +88,8 @@ def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
     if expected == "decided":  # ruled out the MDE at N (beyond the margin of 0.05), and the reason says so
         mde = looks.ruled_out["hit_rate@5"]
         assert mde == rule_out[looks.looks - 1] > 0.05
-        assert reason.endswith(f"a drop of hit_rate@5 beyond {mde:.3f} (the fixed design's MDE at N = {n}) is ruled out")
+        ruled = f"a drop of hit_rate@5 beyond {mde:.3f} (the fixed design's MDE at N = {n}) is ruled out"
+        assert reason.endswith(ruled)
     assert looks.split.sequential == pytest.approx(0.2 * 0.05) and looks.split.final == pytest.approx(0.8 * 0.05)
 
 

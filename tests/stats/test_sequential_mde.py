@@ -93,5 +93,5 @@ def test_the_capital_at_m_eff_is_dominated_by_the_capital_at_any_larger_drop():
     x = to_unit(d)
     bets = predictable_bets(x, 0.01, 250)
     caps = [log_mixed_capital(x, (1 - m) / 2, bets, "above") for m in (0.0, 0.01, 0.03, 0.05, 0.1)]
-    assert all(np.all(a <= b + 1e-12) for a, b in zip(caps, caps[1:]))
+    assert all(np.all(a <= b + 1e-12) for a, b in zip(caps[:-1], caps[1:], strict=True))
     assert caps[-1][-1] > caps[0][-1]

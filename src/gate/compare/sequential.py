@@ -205,7 +205,7 @@ class Looks:
             if decision == "fail":
                 out[name] = ("fail", f"{when}: a drop beyond the margin (mean {estimate:+.3f})")
             elif decision == "non_inferior" and name in self.ruled_out:
-                out[name] = ("pass", f"{when}: {self._beyond_mde(name)} is ruled out")
+                out[name] = ("pass", f"{when}: {self.beyond_mde(name)} is ruled out")
             elif decision == "non_inferior":
                 out[name] = ("pass", f"{when}: a drop beyond the margin is ruled out")
         return out
@@ -243,8 +243,22 @@ class Looks:
                 out[name] = ("inconclusive", f"{NOT_DECIDED}: {stop} before the sequential test decided it")
         return out
 
-    def _beyond_mde(self, name: str) -> str:
-        """ "a rise of error_rate beyond 0.041 (the fixed design's MDE at N = 200)": the drop the look ruled out."""
+    def beyond_mdes(self) -> str:
+        """The drops ruled out at the MDE at N instead of the margin, for the run's reason (empty when none).
+
+        E.g. "at the fixed design's MDE at N = 500 (not the margin): a rise of error_rate beyond 0.018".
+        """
+        drops = [self._worsening(name) for name in self.names if name in self.ruled_out]
+        if not drops:
+            return ""
+        return f"at the fixed design's MDE at N = {len(self.order.sequence)} (not the margin): {', '.join(drops)}"
+
+    def beyond_mde(self, name: str) -> str:
+        """The drop the look ruled out, e.g. "a rise of error_rate beyond 0.041 (the fixed design's MDE at N = 200)"."""
+        return f"{self._worsening(name)} (the fixed design's MDE at N = {len(self.order.sequence)})"
+
+    def _worsening(self, name: str) -> str:
+        """ "a rise of error_rate beyond 0.041": the MDE that decided ``name``, in metric units (ratio: in %)."""
         spec = resolve(name).spec
         worse = "drop" if spec.direction == "higher" else "rise"
         mde = self.ruled_out[name]
@@ -252,7 +266,7 @@ class Looks:
             shown = numbers.percent(math.expm1(mde) if spec.direction == "lower" else -math.expm1(-mde))
         else:
             shown = numbers.number(mde)
-        return f"a {worse} of {name} beyond {shown} (the fixed design's MDE at N = {len(self.order.sequence)})"
+        return f"a {worse} of {name} beyond {shown}"
 
     def _look_of(self, n_run: int | None) -> int:
         """The 1-based look after which ``n_run`` sequence cases had run (the last look when not a batch end)."""

@@ -94,6 +94,10 @@ TRUNCATIONS = (0.5, 0.9)
 the capital used is the average of one process per c (a mixture of martingales is a martingale; their
 "diversified" betting), so a cautious 1/2 guards against rare large losses and a bold 0.9 lets a metric whose
 differences vary little bet enough to decide (measured in ``benchmarks/adaptive_calibration.py``)."""
+MDE_RESOLUTION = 5e-4
+"""A ``rule_out`` (the MDE at N) less than this above the margin is the margin: the MDE is found by bisection to
+1e-4 and is never below a positive margin (:func:`gate.stats.power.detectable_drop`), so a metric whose data say
+no more than its margin (graded scores that never move) is decided against the margin itself."""
 PRIOR_MEAN, PRIOR_VARIANCE, PRIOR_WEIGHT = 0.5, 0.25, 1.0
 """The regularised plug-in estimates start from one pseudo-observation of mean 1/2 and variance 1/4."""
 
@@ -413,10 +417,13 @@ def look(
 
 
 def effective_margin(margin: float, rule_out: float | None) -> float:
-    """m_eff = max(m, ``rule_out``), capped at 0.999; the margin alone when ``rule_out`` is None or NaN."""
-    if rule_out is None or not math.isfinite(rule_out):
+    """m_eff = max(m, ``rule_out``), capped at 0.999.
+
+    The margin alone when ``rule_out`` is None, NaN or less than :data:`MDE_RESOLUTION` above it.
+    """
+    if rule_out is None or not math.isfinite(rule_out) or rule_out <= margin + MDE_RESOLUTION:
         return min(margin, 0.999)
-    return min(max(margin, rule_out), 0.999)
+    return min(rule_out, 0.999)
 
 
 def batch_ends(n_total: int, first: int, size: int) -> np.ndarray:
