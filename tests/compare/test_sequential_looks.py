@@ -17,6 +17,7 @@ from gate.config import GatePolicy
 from gate.models import GoldenCase, Prediction, Score
 from gate.predictions import PredictionTable
 from gate.runs import Side
+from gate.stats import numbers
 from gate.stats.detectable import design_mde
 from gate.stats.inputs import MetricInput
 from gate.stats.sequential import HORIZON_SHARE, stopping_point
@@ -165,3 +166,44 @@ def test_at_an_early_fail_stop_undecided_metrics_keep_a_fixed_n_fail_and_are_oth
         "significantly (worse)",
     )
     assert "refusal" not in statuses  # out-of-domain cases run in full: the fixed-N analysis decides it
+
+
+def test_a_ratio_metric_rules_out_its_mde_at_n_on_the_looks_clipped_log_ratio_scale():
+    """latency_ms gated with a 2 % margin, head and base equally fast up to a symmetric ±20 % jitter: the look's
+    rule_out is the MDE at N (a log-ratio, from the power model's sign-flip variance) over B = log 4, and the
+    reason prints it back as a relative slow-down."""
+    policy = GatePolicy(metrics=("latency_ms",), gated=("latency_ms",), margins={"latency_ms": 0.02}, seed=3)
+    golden = cases(400)
+    rng = np.random.default_rng(5)
+    ids = [c.id for c in golden if not c.out_of_domain]
+    base = dict(zip(ids, rng.uniform(100, 1000, len(ids)), strict=True))
+    head = {i: v * math.exp(rng.choice([-0.2, 0.2])) for i, v in base.items()}
+
+    def timed(label: str, values: dict[str, float]) -> Side:
+        table = PredictionTable.from_mapping(golden, 1, {(c.id, 0): Prediction(c.id, 0, answer="a") for c in golden})
+        scores = [Score(c.id, 0, "latency_ms", values.get(c.id, math.nan)) for c in golden]
+        return Side(label, golden, table, 1, scores, {})  # type: ignore[arg-type]
+
+    order = adaptive_order(golden, policy, seed=3)
+    looks = Looks(policy, order)
+    for end in order.ends:
+        looks.update(timed("base", base), timed("head", head), end)
+        if looks.stop() is not None:
+            break
+    first = order.sequence[: order.ends[0]]
+    log_ratios = np.array([[-math.log(head[i] / base[i])] for i in first])  # oriented: slower is worse
+    # the sign-flip model's variance n·SE² is the sample variance of the log-ratios (ddof = 1), ±0.2 each
+    var0 = float(np.var(log_ratios, ddof=1))
+    assert var0 == pytest.approx(0.04, rel=0.05)
+    from gate.stats.power import detectable_drop
+
+    expected = detectable_drop(400, level=0.04, margin=math.log1p(0.02), var0=var0, power=0.8, largest=math.log(10))
+    assert looks.rule_outs["latency_ms"][0] == pytest.approx(expected / math.log(4.0), rel=1e-9)
+    assert expected > math.log1p(0.02) + 0.005  # the MDE, not the margin, is what the look rules out
+    assert looks.metrics()[0].decision == "non_inferior"
+    mde = looks.ruled_out["latency_ms"]
+    status, reason = looks.decided()["latency_ms"]
+    shown = numbers.percent(math.expm1(mde))
+    assert status == "pass" and reason.endswith(
+        f"a rise of latency_ms beyond {shown} (the fixed design's MDE at N = 400) is ruled out"
+    )

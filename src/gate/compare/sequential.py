@@ -258,7 +258,7 @@ class Looks:
         return f"{self._worsening(name)} (the fixed design's MDE at N = {len(self.order.sequence)})"
 
     def _worsening(self, name: str) -> str:
-        """ "a rise of error_rate beyond 0.041": the MDE that decided ``name``, in metric units (ratio: in %)."""
+        """The MDE that decided ``name`` as a worsening, e.g. "a rise of error_rate beyond 0.041" (ratio: in %)."""
         spec = resolve(name).spec
         worse = "drop" if spec.direction == "higher" else "rise"
         mde = self.ruled_out[name]

@@ -1,22 +1,22 @@
 """Anytime-valid early stopping on the paired per-case differences of each gated metric (issue 33, phase 1).
 
 After each batch of cases, :func:`look` says per gated metric ``fail`` (a significant drop whose point estimate is
-beyond the margin: the fixed-N rule of STATISTICS.md §3), ``non_inferior`` (a drop beyond the margin is ruled out)
-or ``continue``. Each decision rests on a nonnegative (super)martingale that starts at 1 under its null; by Ville's
-inequality it ever reaches 1/α with probability ≤ α, however often it is looked at, so stopping at a
-data-dependent batch costs no error rate.
+beyond the margin: the fixed-N rule of STATISTICS.md §3), ``non_inferior`` (a drop beyond m_eff = max(margin, the
+fixed design's MDE at N) is ruled out: point 5 below) or ``continue``. Each decision rests on a nonnegative
+(super)martingale that starts at 1 under its null; by Ville's inequality it ever reaches 1/α with probability
+≤ α, however often it is looked at, so stopping at a data-dependent batch costs no error rate.
 
 * ``fail`` needs evidence against "no change": the sign-symmetric e-process of :func:`symmetric_log_evidence`,
   valid when head and base are exchangeable on every case — the null of the gate's own McNemar and sign-flip
   tests, and what an A/A comparison is. Its boundary scales with the observed Σ d_i², so a graded metric whose
   cases move little is decided as early as its spread allows (a bound from the range [−1, 1] alone could not).
-* ``non_inferior`` needs evidence against "a drop of exactly the margin" (Δ = −m), where nothing is symmetric:
+* ``non_inferior`` needs evidence against "a drop of exactly m_eff" (Δ = −m_eff), where nothing is symmetric:
   the betting capital of Waudby-Smith & Ramdas (2024) on the differences rescaled to [0, 1], with predictable
   plug-in bets truncated as in their hedged capital process (:func:`log_mixed_capital`), valid for any
-  distribution on [−1, 1]. Its capital is monotone in the null value, so crossing 1/α at Δ = −m is the same as
-  the running lower confidence bound L_t > −m (:func:`confidence_bounds` gives the bounds for the report). Without
-  a distributional assumption no procedure can rule out a drop of m before about log(1/α)/m cases (a drop can
-  hide in rare cases that fall by 1): e.g. ≈ 150 cases for m = 0.03 at α = 0.01.
+  distribution on [−1, 1]. Its capital is monotone in the null value, so crossing 1/α at Δ = −m_eff is the same
+  as the running lower confidence bound L_t > −m_eff (:func:`confidence_bounds` gives the bounds for the
+  report). Without a distributional assumption no procedure can rule out a drop of m before about log(1/α)/m
+  cases (a drop can hide in rare cases that fall by 1): e.g. ≈ 150 cases for m = 0.03 at α = 0.01.
 
 Choices (and why):
 
@@ -58,8 +58,29 @@ Design note for phase 2 (the orchestrator):
    golden set is exhausted first, run ``analyze_metrics`` on everything that ran at ``alpha=split.final`` and
    take the fixed-N status of the metrics still undecided; the decided ones keep theirs (``fail`` → fail,
    ``non_inferior`` → pass). Then ``gate_decision`` as today.
-5. A gated metric with margin 0 can only stop early with ``fail`` or when head is significantly better; an
-   unchanged one therefore runs to the end (as ``error_rate`` with no new errors would).
+5. The non-inferiority look rules out m_eff = max(m, MDE_N) (``rule_out`` of :func:`look`); the fail look keeps
+   m. MDE_N is the fixed design's minimum detectable worsening at the sequence's **full** length N
+   (:func:`gate.stats.detectable.design_mde`): the power model the report's MDE uses (exact McNemar for a binary
+   metric with one run per side — the "broken cases" model while nothing is discordant — else the sign-flip
+   test's normal model), fed with the differences seen so far, at α_final and Holm's first-step level over the
+   gated metrics that moved so far (α_k/M, α_k = 0.01 for a margin of 0: the level of the printed MDE). Ratio
+   metrics: MDE_N (a log-ratio) over B, the look's scale. Without it a margin of 0 (``error_rate``, gated by
+   default) or one smaller than the set resolves could never be ruled out, and an unchanged PR would run every
+   case.
+
+   Why a data-dependent m_eff keeps the guarantee: the bets (:func:`predictable_bets`) do not depend on the null
+   value, and the capital is monotone in it, every factor, truncated or not (:func:`log_capital`), and so their
+   average. A look computes max_{s≤t} K_s((1 − m_eff)/2) over the whole path at its own null; for a true drop δ
+   and a look with m_eff ≤ δ, K_s((1 − m_eff)/2) ≤ K_s((1 − δ)/2) at every s, the capital at the true null,
+   which crosses 1/α at any time with probability ≤ α (Ville). So P(``non_inferior`` at some look whose
+   m_eff ≤ δ) ≤ α_seq, however m_eff was chosen: at a true drop of the MDE an early pass costs at most α_seq of
+   power, as long as the look's m_eff is not above the true drop — estimated on a regressed prefix, MDE_N is a
+   little larger than the A/A one (the drop's own discordance enters the model), where the bound does not apply;
+   ``benchmarks/adaptive_calibration.py`` part 5 measures the power. Drops smaller than MDE_N are those the fixed
+   design itself misses more than 20 % of the time. With nothing discordant the capital grows by about
+   log(1 + c·m_eff/(1 − m_eff)) per case, so an unchanged margin-0 metric is decided after about
+   (log(1/α_seq) + log 2)/(0.9·MDE_N) cases; in the broken-cases model MDE_N·N is nearly constant (≈ 9 at
+   α_k = 0.01), so that is a fixed share of N: ≈ 0.7 with one gated metric, ≈ 0.9 with the default gate's seven.
 
 Source: Waudby-Smith & Ramdas (2024), "Estimating means of bounded random variables by betting", JRSS-B 86(1):1-27,
 doi:10.1093/jrsssb/qkad009, arXiv:2010.09686 (Eq. 26-27 predictable plug-in bets, §5 hedged capital, Thm 3);
