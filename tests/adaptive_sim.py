@@ -15,7 +15,10 @@ higher-is-better metric per simulated PR (M = 1). Rates are printed with 95 % Wi
 Targets (issue 33): (1) A/A false-fail ≤ 5 % at N = 50, 200, 1,000, binary and graded, R = 1 and 3; (2) power at
 the fixed design's printed MDE not lower than the fixed design's by more than 5 points; (3) median share of cases
 run ≤ 50 % of the fixed design on a clear regression and on a no-change PR at N ≥ 200; (4) adaptive verdict =
-fixed-N verdict in ≥ 95 % of PRs away from the margin. Run ``python benchmarks/adaptive_calibration.py``
+fixed-N verdict in ≥ 95 % of PRs away from the margin. Part 5: a metric with margin 0 (the look rules out the
+fixed design's MDE at N, from :func:`gate.stats.detectable.design_mde` on the cases run, as
+:class:`gate.compare.sequential.Looks` does); part 6 (``tests/adaptive_repeats_sim.py``): the A/A false-fail with
+adaptive repeats. Run ``python benchmarks/adaptive_calibration.py``
 (``--quick`` for fewer PRs), or ``python benchmarks/calibration.py``, which prints these rows after its own
 (``--adaptive-only``: these alone).
 """
