@@ -6,7 +6,7 @@ shared 2-core machine; ``--quick``: about 3. Then the adaptive evaluation's rows
 ``tests/adaptive_sim.py`` (``benchmarks/adaptive_calibration.py`` runs it alone, with its own options).
 
 usage: python benchmarks/calibration.py [--quick] [--must-pass] [--skip-adaptive | --adaptive-only]
-       [--adaptive-parts 1234]
+       [--adaptive-parts 123456]
 """
 
 import sys

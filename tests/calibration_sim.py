@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--must-pass", action="store_true", help="only the must-pass A/A rows (6)")
     parser.add_argument("--skip-adaptive", action="store_true", help="leave out the adaptive evaluation's rows (7)")
     parser.add_argument("--adaptive-only", action="store_true", help="only the adaptive evaluation's rows (7)")
-    parser.add_argument("--adaptive-parts", default="1234", help="which of the adaptive rows (7) to run, e.g. 23")
+    parser.add_argument("--adaptive-parts", default="123456", help="which of the adaptive rows (7) to run, e.g. 23")
     args = parser.parse_args(argv)
     prs, b = (200, 500) if args.quick else (1000, 2000)
     start = time.perf_counter()
@@ -333,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def adaptive_rows(quick: bool, parts: str) -> None:
-    """(7) The adaptive evaluation's calibration (``tests/adaptive_sim.py``, issue 33): its ``parts`` (of 1-4)."""
+    """(7) The adaptive evaluation's calibration (``tests/adaptive_sim.py``, issue 33): its ``parts`` (of 1-6)."""
     from adaptive_sim import main as adaptive_main
 
     print("(7) adaptive evaluation (stopping early; tests/adaptive_sim.py, also benchmarks/adaptive_calibration.py)")

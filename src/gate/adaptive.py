@@ -52,7 +52,8 @@ class SequentialMetric:
     name: str
     """Metric name."""
     decision: str
-    """``fail``, ``non_inferior`` or ``continue`` (undecided: the fixed-N analysis at ``alpha_final`` decided it)."""
+    """``fail``, ``non_inferior`` (a drop of the margin, or of the fixed design's MDE at N when larger, ruled out)
+    or ``continue`` (undecided: the fixed-N analysis at ``alpha_final`` decided it)."""
     decided_at: int | None
     """Sequence cases seen at the look that decided it (None: undecided)."""
     estimate: float

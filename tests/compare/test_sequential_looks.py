@@ -17,6 +17,9 @@ from gate.config import GatePolicy
 from gate.models import GoldenCase, Prediction, Score
 from gate.predictions import PredictionTable
 from gate.runs import Side
+from gate.stats import numbers
+from gate.stats.detectable import design_mde
+from gate.stats.inputs import MetricInput
 from gate.stats.sequential import HORIZON_SHARE, stopping_point
 
 POLICY = GatePolicy(metrics=("hit_rate@5",), gated=("hit_rate@5",), margins={"hit_rate@5": 0.05}, seed=3)
@@ -65,9 +68,16 @@ def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
         if (stopped := looks.stop()) is not None:
             break
     d = np.array([head[i] - base[i] for i in order.sequence])
+    seen = looks.rule_outs["hit_rate@5"]  # the MDE at N of each look (the replay's rule_out), the last one kept after
+    rule_out = np.array(seen + seen[-1:] * (len(order.ends) - len(seen)))
+    batch = order.sequence[: order.ends[0]]
+    b, no = (np.array([[v[i]] for i in batch]) for v in (base, head)), np.zeros((len(batch), 1), bool)
+    first = MetricInput("hit_rate@5", "binary", "higher", 0.05, True, *b, no, no)
+    assert seen[0] == design_mde(first, level=0.8 * 0.05, n=n) > 0.05  # M = 1 at α_final: beyond the margin
     oracle = stopping_point(
-        [d], [0.05], looks.split.sequential, np.array(order.ends), target_n=math.ceil(HORIZON_SHARE * n)
-    )
+        [d], [0.05], looks.split.sequential, np.array(order.ends), target_n=math.ceil(HORIZON_SHARE * n),
+        rule_out=[rule_out],
+    )  # fmt: skip
     assert stopped == expected and not oracle.exhausted
     assert order.ends[looks.looks - 1] == oracle.n < n  # stopped early, at the replay's batch
     assert looks.metrics()[0].decision == oracle.decisions[0] == ("fail" if expected == "fail" else "non_inferior")
@@ -76,6 +86,11 @@ def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
     assert status == ("fail" if expected == "fail" else "pass") and reason.startswith(
         f"sequential test at look {looks.looks} (after {oracle.n} cases of the order): "
     )
+    if expected == "decided":  # ruled out the MDE at N (beyond the margin of 0.05), and the reason says so
+        mde = looks.ruled_out["hit_rate@5"]
+        assert mde == rule_out[looks.looks - 1] > 0.05
+        ruled = f"a drop of hit_rate@5 beyond {mde:.3f} (the fixed design's MDE at N = {n}) is ruled out"
+        assert reason.endswith(ruled)
     assert looks.split.sequential == pytest.approx(0.2 * 0.05) and looks.split.final == pytest.approx(0.8 * 0.05)
 
 
@@ -151,3 +166,44 @@ def test_at_an_early_fail_stop_undecided_metrics_keep_a_fixed_n_fail_and_are_oth
         "significantly (worse)",
     )
     assert "refusal" not in statuses  # out-of-domain cases run in full: the fixed-N analysis decides it
+
+
+def test_a_ratio_metric_rules_out_its_mde_at_n_on_the_looks_clipped_log_ratio_scale():
+    """latency_ms gated with a 2 % margin, head and base equally fast up to a symmetric ±20 % jitter: the look's
+    rule_out is the MDE at N (a log-ratio, from the power model's sign-flip variance) over B = log 4, and the
+    reason prints it back as a relative slow-down."""
+    policy = GatePolicy(metrics=("latency_ms",), gated=("latency_ms",), margins={"latency_ms": 0.02}, seed=3)
+    golden = cases(400)
+    rng = np.random.default_rng(5)
+    ids = [c.id for c in golden if not c.out_of_domain]
+    base = dict(zip(ids, rng.uniform(100, 1000, len(ids)), strict=True))
+    head = {i: v * math.exp(rng.choice([-0.2, 0.2])) for i, v in base.items()}
+
+    def timed(label: str, values: dict[str, float]) -> Side:
+        table = PredictionTable.from_mapping(golden, 1, {(c.id, 0): Prediction(c.id, 0, answer="a") for c in golden})
+        scores = [Score(c.id, 0, "latency_ms", values.get(c.id, math.nan)) for c in golden]
+        return Side(label, golden, table, 1, scores, {})  # type: ignore[arg-type]
+
+    order = adaptive_order(golden, policy, seed=3)
+    looks = Looks(policy, order)
+    for end in order.ends:
+        looks.update(timed("base", base), timed("head", head), end)
+        if looks.stop() is not None:
+            break
+    first = order.sequence[: order.ends[0]]
+    log_ratios = np.array([[-math.log(head[i] / base[i])] for i in first])  # oriented: slower is worse
+    # the sign-flip model's variance n·SE² is the sample variance of the log-ratios (ddof = 1), ±0.2 each
+    var0 = float(np.var(log_ratios, ddof=1))
+    assert var0 == pytest.approx(0.04, rel=0.05)
+    from gate.stats.power import detectable_drop
+
+    expected = detectable_drop(400, level=0.04, margin=math.log1p(0.02), var0=var0, power=0.8, largest=math.log(10))
+    assert looks.rule_outs["latency_ms"][0] == pytest.approx(expected / math.log(4.0), rel=1e-9)
+    assert expected > math.log1p(0.02) + 0.005  # the MDE, not the margin, is what the look rules out
+    assert looks.metrics()[0].decision == "non_inferior"
+    mde = looks.ruled_out["latency_ms"]
+    status, reason = looks.decided()["latency_ms"]
+    shown = numbers.percent(math.expm1(mde))
+    assert status == "pass" and reason.endswith(
+        f"a rise of latency_ms beyond {shown} (the fixed design's MDE at N = 400) is ruled out"
+    )

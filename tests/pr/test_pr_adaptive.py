@@ -276,3 +276,40 @@ def test_a_pr_that_changes_nothing_stops_early_with_pass_on_a_large_enough_set(t
     gated = [m for m in report["metrics"] if m["gated"]]
     assert [(m["name"], m["status"]) for m in gated] == [("hit_rate@5", "pass")]
     assert gated[0]["reason"].startswith(f"sequential test at look {adaptive['looks']} (after ")
+
+
+def test_an_unchanged_pr_with_the_default_gate_stops_before_the_set_is_exhausted(tmp_path):
+    """The default gate (``error_rate`` gated with margin 0 among the others): an unchanged deterministic PR is
+    decided non-inferior to the fixed design's MDE at N for every metric, before the last case; the report and
+    the comment say which drop was ruled out and that it is the MDE at N."""
+    make_repo(tmp_path / "repo", 500, 0, tmp_path / "calls", "adaptive: true\n")
+    result = run_pr(tmp_path / "repo", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    adaptive = report["adaptive"]
+    assert report["verdict"] == "pass" and adaptive["stopped"] == "decided"
+    assert adaptive["cases_run"] < 502 and adaptive["not_run"]
+    assert {m["decision"] for m in adaptive["metrics"]} == {"non_inferior"}
+    rows = {m["name"]: m for m in report["metrics"]}
+    assert rows["error_rate"]["gated"] and rows["error_rate"]["margin"] == 0
+    look = f"sequential test at look {adaptive['looks']} (after {adaptive['cases_run'] - 2} cases of the order): "
+    reason = rows["error_rate"]["reason"]
+    assert rows["error_rate"]["status"] == "pass" and reason.startswith(look)
+    assert reason.endswith(" (the fixed design's MDE at N = 500) is ruled out")
+    ruled = float(reason.split("a rise of error_rate beyond ")[1].split(" ")[0])
+    # the exact-McNemar "broken cases" MDE at N = 500 and α_k = 0.01: P(Bin(500, δ) ≥ 7) = 0.8 (scipy)
+    from scipy import optimize, stats
+
+    expected = optimize.brentq(lambda p: stats.binom.sf(6, 500, p) - 0.8, 1e-6, 0.5)
+    assert ruled == pytest.approx(expected, abs=1e-3)
+    # graded scores that never move: the model's MDE is the margin itself, and the reason says "the margin"
+    assert rows["grounded_answer_rate"]["reason"].endswith(": a drop beyond the margin is ruled out")
+    comment = (tmp_path / "out" / "comment.md").read_text()
+    assert f"{adaptive['cases_run']} of 502 cases on each side" in comment
+    ruled_out = (
+        "every gated metric was decided (sequential test); ruled out at the fixed design's MDE at N = 500 (not the "
+        f"margin): a drop of hit_rate@5 beyond {rows['hit_rate@5']['reason'].split(' beyond ')[1].split(' ')[0]}, "
+    )
+    rise = f"a rise of error_rate beyond {ruled:.3f}"
+    assert ruled_out in adaptive["reason"] and rise in adaptive["reason"]
+    assert ruled_out.replace("_", "\\_") in comment and rise.replace("_", "\\_") in comment  # escaped markdown

@@ -23,7 +23,9 @@ from gate.metrics import resolve
 from gate.models import GoldenCase
 from gate.results import Status
 from gate.runs import Side
-from gate.stats.inputs import case_effects, ratio_scale
+from gate.stats import numbers
+from gate.stats.detectable import design_mde, first_step_levels
+from gate.stats.inputs import MetricInput, case_effects, ratio_scale
 from gate.stats.sequential import (
     HORIZON_SHARE,
     AlphaSplit,
@@ -114,6 +116,12 @@ class Looks:
     """The evaluation's order."""
     decisions: dict[str, tuple[SequentialDecision, int | None, float]] = field(default_factory=dict)
     """Metric → (decision, sequence cases at the look that decided it, estimate at that look or the last)."""
+    rule_outs: dict[str, list[float]] = field(default_factory=dict)
+    """Metric → the fixed design's MDE at N on the look's scale, per look it was looked at (NaN: none; the
+    ``rule_out`` of :func:`gate.stats.sequential.look`)."""
+    ruled_out: dict[str, float] = field(default_factory=dict)
+    """Metric → the MDE at N (oriented metric units; log-ratio for ratio metrics) that decided it non-inferior,
+    for the metrics whose non-inferiority look ruled out that drop instead of the (smaller) margin."""
     looks: int = 0
     """Batches looked at."""
     must_pass_failed: bool = False
@@ -135,7 +143,11 @@ class Looks:
         Per sequential metric still undecided: the per-case differences head − base (oriented, negative = worse;
         per-case means over repeats; cases valid on both sides; ratio metrics as clipped log-ratios over B) in the
         run order, and :func:`gate.stats.sequential.look` at ``split.sequential`` with the bets tuned for
-        ``ceil(HORIZON_SHARE · len(sequence))`` cases. A decision is final.
+        ``ceil(HORIZON_SHARE · len(sequence))`` cases. The non-inferiority look rules out m_eff = max(m, MDE_N):
+        MDE_N is the fixed design's minimum detectable worsening at the sequence's full length N
+        (:func:`gate.stats.detectable.design_mde` on the cases run so far, at α_final and the Holm first-step level
+        the printed MDE uses: :func:`gate.stats.detectable.first_step_levels` over the gated metrics with a
+        difference other than 0 so far); the fail look keeps m. A decision is final.
         """
         self.looks += 1
         self.must_pass_failed = self.must_pass_failed or must_pass_failed
@@ -144,19 +156,31 @@ class Looks:
         names = set(self.names)
         inputs, _ = metric_inputs(base, head, cases, self.policy)
         target = max(1, math.ceil(HORIZON_SHARE * len(self.order.sequence)))
-        for inp in inputs:
+        levels = self._mde_levels(inputs)
+        for inp, level in zip(inputs, levels, strict=True):
             if inp.name not in names or self.decisions.get(inp.name, ("continue",))[0] != "continue":
                 continue
             effect = case_effects(inp)[2]
             d = effect[np.isfinite(effect)]
+            mde = design_mde(inp, level=float(level), n=len(self.order.sequence))
             if inp.kind == "ratio":
                 d, _ = log_ratio_differences(d, RATIO_BOUND)
-                margin = ratio_scale(inp.margin, inp.direction) / RATIO_BOUND
+                margin, scale = ratio_scale(inp.margin, inp.direction) / RATIO_BOUND, RATIO_BOUND
             else:
-                d, margin = np.clip(d, -1.0, 1.0), inp.margin  # binary and graded scores lie in [0, 1]
-            seen = look(d, min(margin, 0.999), self.split.sequential, target_n=target)
+                d, margin, scale = np.clip(d, -1.0, 1.0), inp.margin, 1.0  # binary and graded scores lie in [0, 1]
+            self.rule_outs.setdefault(inp.name, []).append(mde / scale)
+            seen = look(d, min(margin, 0.999), self.split.sequential, target_n=target, rule_out=mde / scale)
             decided_at = n_run if seen.decision != "continue" else None
             self.decisions[inp.name] = (seen.decision, decided_at, seen.estimate)
+            if seen.decision == "non_inferior" and seen.ruled_out > min(margin, 0.999):
+                self.ruled_out[inp.name] = seen.ruled_out * scale
+
+    def _mde_levels(self, inputs: Sequence[MetricInput]) -> np.ndarray:
+        """Each metric's MDE level: Holm's first step at α_final over the gated metrics that moved so far."""
+        alphas = np.array([inp.metric_policy(self.split.final).alpha for inp in inputs], dtype=float)
+        gated = np.array([inp.gated for inp in inputs], dtype=bool)
+        moved = np.array([bool(np.any(np.nan_to_num(case_effects(inp)[2]) != 0)) for inp in inputs], dtype=bool)
+        return first_step_levels(alphas, gated, moved)
 
     def stop(self) -> StopReason | None:
         """Whether the run may stop: ``fail``, ``must_pass``, ``decided`` or None (run the next batch).
@@ -180,6 +204,8 @@ class Looks:
             when = f"{SEQUENTIAL_LOOK}{self._look_of(at)} (after {at} cases of the order)"
             if decision == "fail":
                 out[name] = ("fail", f"{when}: a drop beyond the margin (mean {estimate:+.3f})")
+            elif decision == "non_inferior" and name in self.ruled_out:
+                out[name] = ("pass", f"{when}: {self.beyond_mde(name)} is ruled out")
             elif decision == "non_inferior":
                 out[name] = ("pass", f"{when}: a drop beyond the margin is ruled out")
         return out
@@ -216,6 +242,31 @@ class Looks:
             elif status != "not_applicable":
                 out[name] = ("inconclusive", f"{NOT_DECIDED}: {stop} before the sequential test decided it")
         return out
+
+    def beyond_mdes(self) -> str:
+        """The drops ruled out at the MDE at N instead of the margin, for the run's reason (empty when none).
+
+        E.g. "at the fixed design's MDE at N = 500 (not the margin): a rise of error_rate beyond 0.018".
+        """
+        drops = [self._worsening(name) for name in self.names if name in self.ruled_out]
+        if not drops:
+            return ""
+        return f"at the fixed design's MDE at N = {len(self.order.sequence)} (not the margin): {', '.join(drops)}"
+
+    def beyond_mde(self, name: str) -> str:
+        """The drop the look ruled out, e.g. "a rise of error_rate beyond 0.041 (the fixed design's MDE at N = 200)"."""
+        return f"{self._worsening(name)} (the fixed design's MDE at N = {len(self.order.sequence)})"
+
+    def _worsening(self, name: str) -> str:
+        """The MDE that decided ``name`` as a worsening, e.g. "a rise of error_rate beyond 0.041" (ratio: in %)."""
+        spec = resolve(name).spec
+        worse = "drop" if spec.direction == "higher" else "rise"
+        mde = self.ruled_out[name]
+        if spec.kind == "ratio":  # the oriented log-ratio back to a relative worsening (inverse of ratio_scale)
+            shown = numbers.percent(math.expm1(mde) if spec.direction == "lower" else -math.expm1(-mde))
+        else:
+            shown = numbers.number(mde)
+        return f"a {worse} of {name} beyond {shown}"
 
     def _look_of(self, n_run: int | None) -> int:
         """The 1-based look after which ``n_run`` sequence cases had run (the last look when not a batch end)."""

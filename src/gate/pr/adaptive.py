@@ -231,7 +231,7 @@ def _batches(
         cases_run=len(ids),
         looks=looks.looks,
         stopped=stopped,
-        reason=f"{side_text}: {REASONS[stopped]}",
+        reason=f"{side_text}: {REASONS[stopped]}" + _ruled_out(looks),
         alpha_sequential=looks.split.sequential,
         alpha_final=looks.split.final,
         metrics=looks.metrics(),
@@ -244,6 +244,16 @@ def _batches(
         repeats_varied=plan.varied,
     )
     return compared, adaptive
+
+
+def _ruled_out(looks: Looks) -> str:
+    """What the looks ruled out beyond the margins, appended to the run's reason.
+
+    E.g. "; ruled out at the fixed design's MDE at N = 500 (not the margin): a rise of error_rate beyond 0.018";
+    "" when no metric was decided against its MDE at N instead of its margin.
+    """
+    beyond = looks.beyond_mdes()
+    return f"; ruled out {beyond}" if beyond else ""
 
 
 def _same_run(run_dir: Path, config: Config, sha: str, golden: Path) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 from gate.results import OOD_ANSWERED, Decision, ErrorBudgetUse, MetricResult, MustPassFailure, Status, raw_difference
 from gate.results import Verdict as Verdict  # re-exported: the types' home is gate.results
 from gate.stats import numbers
+from gate.stats.detectable import POWER, first_step_levels, fixed_mde, power_model
 from gate.stats.inputs import (
     MetricInput,
     MetricPolicy,
@@ -33,16 +34,12 @@ from gate.stats.intervals import (
 )
 from gate.stats.power import (
     RECOMMENDATION_TARGET,
-    detectable_drop,
     recommendation,
     settling_design,
     variance_decomposition,
 )
 from gate.stats.selection import MetricTest, select
 from gate.stats.significance import EXACT_MAX_UNITS, holm, mcnemar_exact, sign_flip_draws
-
-POWER = 0.8
-"""Power at which the minimum detectable effect is reported."""
 
 
 @dataclass(frozen=True)
@@ -386,8 +383,7 @@ def analyze_metrics(
     p_adj, levels = _holm_levels(p, alphas, gated, testable)
     intervals = _intervals(tested, levels)
     # The MDE's level: a worsening of one metric alone is tested at α_k/M by Holm's first step (M: the family)
-    family = int(np.sum(gated & testable & ~np.isnan(p)))
-    first_step = np.where(gated, alphas / max(family, 1), alphas)
+    first_step = first_step_levels(alphas, gated, testable & ~np.isnan(p))
     return [
         _result(
             inp, policies[k], pairs[k], intervals[k], p[k], p_adj[k], tested[k][1], levels[k], strict, first_step[k]
@@ -493,21 +489,14 @@ def _result(
     )
 
 
-def _power_model(inp: MetricInput, pair: _Paired, se: float) -> dict[str, float | bool]:  # noqa: D103
-    """The arguments of :func:`gate.stats.power.detection_power` that describe this metric's data and test."""
-    n = pair.d.size
-    mcnemar = select(inp.kind, pair.base_rep.shape[1], pair.head_rep.shape[1], inp.clusters is not None).metric
-    if mcnemar is MetricTest.MCNEMAR_EXACT:
-        passed = float(np.mean(pair.base_means)) if inp.direction == "higher" else 1 - float(np.mean(pair.base_means))
-        return {"var0": float(np.mean(pair.d**2)), "mcnemar": True, "base_rate": passed}
-    return {"var0": n * se * se, "kappa": 1.0 if inp.kind == "binary" else 0.0, "mcnemar": False}
+def _power_model(inp: MetricInput, pair: _Paired, se: float) -> dict[str, float | bool]:
+    """:func:`gate.stats.detectable.power_model` of the paired cases."""
+    return power_model(inp, pair.d, pair.base_means, se)
 
 
 def _mde(inp: MetricInput, pair: _Paired, se: float, margin: float, level: float) -> float:
-    """The worsening the gate's own rule catches with 80 % power (:func:`gate.stats.power.detectable_drop`)."""
-    largest = 1.0 if inp.kind != "ratio" else math.log(10.0)  # a tenfold slow-down at most
-    model = _power_model(inp, pair, se)
-    return detectable_drop(pair.d.size, level=level, margin=margin, power=POWER, largest=largest, **model)  # type: ignore[arg-type]
+    """The worsening the gate's own rule catches with 80 % power (:func:`gate.stats.detectable.fixed_mde`)."""
+    return fixed_mde(inp, pair.d, pair.base_means, se, margin=margin, level=level)
 
 
 def _settle(

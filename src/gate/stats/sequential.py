@@ -1,22 +1,22 @@
 """Anytime-valid early stopping on the paired per-case differences of each gated metric (issue 33, phase 1).
 
 After each batch of cases, :func:`look` says per gated metric ``fail`` (a significant drop whose point estimate is
-beyond the margin: the fixed-N rule of STATISTICS.md §3), ``non_inferior`` (a drop beyond the margin is ruled out)
-or ``continue``. Each decision rests on a nonnegative (super)martingale that starts at 1 under its null; by Ville's
-inequality it ever reaches 1/α with probability ≤ α, however often it is looked at, so stopping at a
-data-dependent batch costs no error rate.
+beyond the margin: the fixed-N rule of STATISTICS.md §3), ``non_inferior`` (a drop beyond m_eff = max(margin, the
+fixed design's MDE at N) is ruled out: point 5 below) or ``continue``. Each decision rests on a nonnegative
+(super)martingale that starts at 1 under its null; by Ville's inequality it ever reaches 1/α with probability
+≤ α, however often it is looked at, so stopping at a data-dependent batch costs no error rate.
 
 * ``fail`` needs evidence against "no change": the sign-symmetric e-process of :func:`symmetric_log_evidence`,
   valid when head and base are exchangeable on every case — the null of the gate's own McNemar and sign-flip
   tests, and what an A/A comparison is. Its boundary scales with the observed Σ d_i², so a graded metric whose
   cases move little is decided as early as its spread allows (a bound from the range [−1, 1] alone could not).
-* ``non_inferior`` needs evidence against "a drop of exactly the margin" (Δ = −m), where nothing is symmetric:
+* ``non_inferior`` needs evidence against "a drop of exactly m_eff" (Δ = −m_eff), where nothing is symmetric:
   the betting capital of Waudby-Smith & Ramdas (2024) on the differences rescaled to [0, 1], with predictable
   plug-in bets truncated as in their hedged capital process (:func:`log_mixed_capital`), valid for any
-  distribution on [−1, 1]. Its capital is monotone in the null value, so crossing 1/α at Δ = −m is the same as
-  the running lower confidence bound L_t > −m (:func:`confidence_bounds` gives the bounds for the report). Without
-  a distributional assumption no procedure can rule out a drop of m before about log(1/α)/m cases (a drop can
-  hide in rare cases that fall by 1): e.g. ≈ 150 cases for m = 0.03 at α = 0.01.
+  distribution on [−1, 1]. Its capital is monotone in the null value, so crossing 1/α at Δ = −m_eff is the same
+  as the running lower confidence bound L_t > −m_eff (:func:`confidence_bounds` gives the bounds for the
+  report). Without a distributional assumption no procedure can rule out a drop of m before about log(1/α)/m
+  cases (a drop can hide in rare cases that fall by 1): e.g. ≈ 150 cases for m = 0.03 at α = 0.01.
 
 Choices (and why):
 
@@ -58,8 +58,29 @@ Design note for phase 2 (the orchestrator):
    golden set is exhausted first, run ``analyze_metrics`` on everything that ran at ``alpha=split.final`` and
    take the fixed-N status of the metrics still undecided; the decided ones keep theirs (``fail`` → fail,
    ``non_inferior`` → pass). Then ``gate_decision`` as today.
-5. A gated metric with margin 0 can only stop early with ``fail`` or when head is significantly better; an
-   unchanged one therefore runs to the end (as ``error_rate`` with no new errors would).
+5. The non-inferiority look rules out m_eff = max(m, MDE_N) (``rule_out`` of :func:`look`); the fail look keeps
+   m. MDE_N is the fixed design's minimum detectable worsening at the sequence's **full** length N
+   (:func:`gate.stats.detectable.design_mde`): the power model the report's MDE uses (exact McNemar for a binary
+   metric with one run per side — the "broken cases" model while nothing is discordant — else the sign-flip
+   test's normal model), fed with the differences seen so far, at α_final and Holm's first-step level over the
+   gated metrics that moved so far (α_k/M, α_k = 0.01 for a margin of 0: the level of the printed MDE). Ratio
+   metrics: MDE_N (a log-ratio) over B, the look's scale. Without it a margin of 0 (``error_rate``, gated by
+   default) or one smaller than the set resolves could never be ruled out, and an unchanged PR would run every
+   case.
+
+   Why a data-dependent m_eff keeps the guarantee: the bets (:func:`predictable_bets`) do not depend on the null
+   value, and the capital is monotone in it, every factor, truncated or not (:func:`log_capital`), and so their
+   average. A look computes max_{s≤t} K_s((1 − m_eff)/2) over the whole path at its own null; for a true drop δ
+   and a look with m_eff ≤ δ, K_s((1 − m_eff)/2) ≤ K_s((1 − δ)/2) at every s, the capital at the true null,
+   which crosses 1/α at any time with probability ≤ α (Ville). So P(``non_inferior`` at some look whose
+   m_eff ≤ δ) ≤ α_seq, however m_eff was chosen: at a true drop of the MDE an early pass costs at most α_seq of
+   power, as long as the look's m_eff is not above the true drop — estimated on a regressed prefix, MDE_N is a
+   little larger than the A/A one (the drop's own discordance enters the model), where the bound does not apply;
+   ``benchmarks/adaptive_calibration.py`` part 5 measures the power. Drops smaller than MDE_N are those the fixed
+   design itself misses more than 20 % of the time. With nothing discordant the capital grows by about
+   log(1 + c·m_eff/(1 − m_eff)) per case, so an unchanged margin-0 metric is decided after about
+   (log(1/α_seq) + log 2)/(0.9·MDE_N) cases; in the broken-cases model MDE_N·N is nearly constant (≈ 9 at
+   α_k = 0.01), so that is a fixed share of N: ≈ 0.7 with one gated metric, ≈ 0.9 with the default gate's seven.
 
 Source: Waudby-Smith & Ramdas (2024), "Estimating means of bounded random variables by betting", JRSS-B 86(1):1-27,
 doi:10.1093/jrsssb/qkad009, arXiv:2010.09686 (Eq. 26-27 predictable plug-in bets, §5 hedged capital, Thm 3);
@@ -94,6 +115,10 @@ TRUNCATIONS = (0.5, 0.9)
 the capital used is the average of one process per c (a mixture of martingales is a martingale; their
 "diversified" betting), so a cautious 1/2 guards against rare large losses and a bold 0.9 lets a metric whose
 differences vary little bet enough to decide (measured in ``benchmarks/adaptive_calibration.py``)."""
+MDE_RESOLUTION = 5e-4
+"""A ``rule_out`` (the MDE at N) less than this above the margin is the margin: the MDE is found by bisection to
+1e-4 and is never below a positive margin (:func:`gate.stats.power.detectable_drop`), so a metric whose data say
+no more than its margin (graded scores that never move) is decided against the margin itself."""
 PRIOR_MEAN, PRIOR_VARIANCE, PRIOR_WEIGHT = 0.5, 0.25, 1.0
 """The regularised plug-in estimates start from one pseudo-observation of mean 1/2 and variance 1/4."""
 
@@ -357,26 +382,33 @@ class SequentialLook:
     """max_{s≤t} log E_s of the sign-symmetric e-process (:func:`symmetric_log_evidence`): evidence against "no
     change" (≥ ``threshold``: a significant drop)."""
     log_capital_non_inferior: float
-    """max_{s≤t} log K⁺_s at Δ = −m: evidence against a drop of the margin (≥ ``threshold``: L_t > −m)."""
+    """max_{s≤t} log K⁺_s at Δ = −m_eff: evidence against a drop of m_eff (≥ ``threshold``: L_t > −m_eff)."""
     threshold: float
     """log(1/α)."""
+    ruled_out: float = math.nan
+    """m_eff, the drop the non-inferiority look tests against: max(margin, ``rule_out``)."""
 
 
-def look(d: np.ndarray, margin: float, alpha: float, *, target_n: int | None = None) -> SequentialLook:
+def look(
+    d: np.ndarray, margin: float, alpha: float, *, target_n: int | None = None, rule_out: float | None = None
+) -> SequentialLook:
     """The sequential decision for one metric after the cases seen so far.
 
     ``fail`` iff max_s E_s ≥ 1/α (the sign-symmetric e-process: a significant drop) and Δ̂_t ≤ −m (material), the
-    fixed-N rule of STATISTICS.md §3; else ``non_inferior`` iff L_t > −m (max_s K_s((1 − m)/2) ≥ 1/α for the mixed
-    betting capital above); else ``continue``. Valid at every t and any stopping rule: an A/A metric (head and
-    base exchangeable) ends ``fail`` with probability ≤ α, a metric whose true drop is at least m ends
-    ``non_inferior`` with probability ≤ α.
+    fixed-N rule of STATISTICS.md §3; else ``non_inferior`` iff L_t > −m_eff (max_s K_s((1 − m_eff)/2) ≥ 1/α for
+    the mixed betting capital above) with m_eff = max(m, ``rule_out``); else ``continue``. Valid at every t and any
+    stopping rule: an A/A metric (head and base exchangeable) ends ``fail`` with probability ≤ α, and for any true
+    drop δ, the probability of ``non_inferior`` at some look whose m_eff ≤ δ is ≤ α — even when ``rule_out`` is
+    chosen from the data (point 5 of the module's design note).
 
     Args:
         d: shape (t,), per-case differences head − base in [−1, 1] (negative = worse), in the seeded run order,
             cases valid on both sides only.
-        margin: m ≥ 0 on the same scale (for ratio metrics: ``ratio_scale(margin)/B``).
+        margin: m ≥ 0 on the same scale (for ratio metrics: ``ratio_scale(margin)/B``): the fail rule's margin.
         alpha: one-sided level of each direction, in (0, 1) (``split_alpha(...).sequential``).
         target_n: horizon the bets are tuned for (the golden set's size), or None.
+        rule_out: the smallest drop the non-inferiority look rules out, on the same scale (the fixed design's MDE
+            at the full sequence length), or None/NaN (the margin alone); m_eff is capped at 0.999.
 
     Returns:
         The :class:`SequentialLook`.
@@ -388,20 +420,31 @@ def look(d: np.ndarray, margin: float, alpha: float, *, target_n: int | None = N
     """
     if not 0 <= margin < 1 or not 0 < alpha < 1:
         raise ValueError(f"need 0 ≤ margin < 1 and 0 < alpha < 1, got {margin}, {alpha}")
+    m_eff = effective_margin(margin, rule_out)
     x = to_unit(d)
     threshold = math.log(1.0 / alpha)
     if x.size == 0:
-        return SequentialLook("continue", 0, float("nan"), 0.0, 0.0, threshold)
+        return SequentialLook("continue", 0, float("nan"), 0.0, 0.0, threshold, m_eff)
     bets = predictable_bets(x, alpha, target_n)
     worse = float(max(0.0, np.max(symmetric_log_evidence(d, alpha, target_n))))
-    non_inferior = float(max(0.0, np.max(log_mixed_capital(x, (1.0 - margin) / 2.0, bets, "above"))))
+    non_inferior = float(max(0.0, np.max(log_mixed_capital(x, (1.0 - m_eff) / 2.0, bets, "above"))))
     estimate = float(np.mean(d))
     decision: SequentialDecision = "continue"
     if worse >= threshold and estimate <= -margin:
         decision = "fail"
     elif non_inferior >= threshold:
         decision = "non_inferior"
-    return SequentialLook(decision, int(x.size), estimate, worse, non_inferior, threshold)
+    return SequentialLook(decision, int(x.size), estimate, worse, non_inferior, threshold, m_eff)
+
+
+def effective_margin(margin: float, rule_out: float | None) -> float:
+    """m_eff = max(m, ``rule_out``), capped at 0.999.
+
+    The margin alone when ``rule_out`` is None, NaN or less than :data:`MDE_RESOLUTION` above it.
+    """
+    if rule_out is None or not math.isfinite(rule_out) or rule_out <= margin + MDE_RESOLUTION:
+        return min(margin, 0.999)
+    return min(rule_out, 0.999)
 
 
 def batch_ends(n_total: int, first: int, size: int) -> np.ndarray:
@@ -438,7 +481,12 @@ class StoppingPoint:
 
 
 def stopping_point(
-    differences: list[np.ndarray], margins: list[float], alpha: float, ends: np.ndarray, target_n: int | None = None
+    differences: list[np.ndarray],
+    margins: list[float],
+    alpha: float,
+    ends: np.ndarray,
+    target_n: int | None = None,
+    rule_out: list[np.ndarray] | None = None,
 ) -> StoppingPoint:
     """Replay the batched looks over complete per-metric sequences and return where the run stops.
 
@@ -454,6 +502,8 @@ def stopping_point(
         alpha: per-metric, per-direction level (``split_alpha(...).sequential``).
         ends: from :func:`batch_ends`, the last equal to n_total.
         target_n: horizon of the bets.
+        rule_out: per metric, shape (len(ends),), the ``rule_out`` of :func:`look` at each look (NaN: the margin
+            alone), or None (the margins alone).
 
     Returns:
         The :class:`StoppingPoint`.
@@ -468,12 +518,14 @@ def stopping_point(
         raise ValueError(f"the last look must be at {n_total}, got {ends[-1:] if ends.size else 'none'}")
     threshold = math.log(1.0 / alpha)
     states = []
-    for d, margin in zip(differences, margins, strict=True):
+    nans = np.full(ends.size, np.nan)
+    for k, (d, margin) in enumerate(zip(differences, margins, strict=True)):
         x = to_unit(d)
         bets = predictable_bets(x, alpha, target_n)
         worse = np.maximum.accumulate(symmetric_log_evidence(d, alpha, target_n))[ends - 1] >= threshold
-        safe = np.maximum.accumulate(log_mixed_capital(x, (1.0 - margin) / 2.0, bets, "above"))[ends - 1]
-        safe = safe >= threshold
+        m_eff = [effective_margin(margin, float(r)) for r in (nans if rule_out is None else rule_out[k])]
+        capital = {m: np.maximum.accumulate(log_mixed_capital(x, (1.0 - m) / 2.0, bets, "above")) for m in set(m_eff)}
+        safe = np.array([capital[m][end - 1] for m, end in zip(m_eff, ends, strict=True)]) >= threshold
         material = (np.cumsum(d)[ends - 1] / ends) <= -margin
         states.append(np.where(worse & material, 2, np.where(safe, 1, 0)))  # 2 fail, 1 non-inferior, 0 continue
     names: dict[int, SequentialDecision] = {0: "continue", 1: "non_inferior", 2: "fail"}
