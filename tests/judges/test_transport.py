@@ -18,9 +18,10 @@ openai = pytest.importorskip("openai")
 from fake_openai import FakeOpenAI, Reply  # noqa: E402
 from openai.types.chat import ChatCompletion  # noqa: E402
 
+from gate.judges.llm.completion import Completion, Usage, read_completion  # noqa: E402
 from gate.judges.llm.config import EndpointConfig  # noqa: E402
 from gate.judges.llm.endpoint import Endpoint  # noqa: E402
-from gate.judges.llm.retry import describe_error, is_retryable  # noqa: E402
+from gate.judges.llm.retry import JudgeCallError, describe_error, is_retryable  # noqa: E402
 
 BODY = {"model": "judge-m", "messages": [{"role": "user", "content": "Grade «this» answer."}], "temperature": 0.0,
         "max_tokens": 64}  # fmt: skip
@@ -48,13 +49,16 @@ def via_openai(fake: FakeOpenAI, timeout_s: float = 2.0):
     return asyncio.run(post())
 
 
-def via_transport(fake: FakeOpenAI, **options):
-    """POST ``BODY`` through an endpoint's HTTP path (no retries, no breaker); return the response or exception."""
+def via_transport(fake: FakeOpenAI, read: str = "_post", **options):
+    """POST ``BODY`` through an endpoint's HTTP path (no retries, no breaker); return the response or exception.
+
+    ``read``: ``"_post"`` (openai's ``ChatCompletion``) or ``"_post_completion"`` (the body read by read_completion).
+    """
     ep = endpoint(fake, **options)
 
     async def post():
         try:
-            return await ep._post(BODY)
+            return await getattr(ep, read)(BODY)
         except Exception as exc:  # noqa: BLE001 - the exception is the result compared
             return exc
 
@@ -114,6 +118,101 @@ def test_a_cut_body_is_the_json_error_openai_raises(fake):
     ours, theirs = via_transport(fake), via_openai(fake)
     assert isinstance(theirs, json.JSONDecodeError)
     assert type(ours) is type(theirs) and str(ours) == str(theirs)
+
+
+def as_read(completion: ChatCompletion) -> Completion:
+    """What a judge reads of openai's ``ChatCompletion`` (the oracle of read_completion), as a Completion."""
+    choices = getattr(completion, "choices", None)
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    content = getattr(getattr(choice, "message", None), "content", None)
+    usage = getattr(completion, "usage", None)
+    return Completion(
+        has_choice=choice is not None,
+        content=content if isinstance(content, str) else None,
+        finish_reason=getattr(choice, "finish_reason", None),
+        usage=None if usage is None else Usage(getattr(usage, "prompt_tokens", None),
+                                               getattr(usage, "completion_tokens", None)),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply.json({"ok": 1}),
+        Reply.truncated('{"faithfulness": 3, "relev'),
+        Reply.text("", usage=None),
+        Reply.text("«é» <think>draft</think> {\"a\": 1}", usage={"prompt_tokens": 7}),
+        Reply(body=b'{"choices": []}'),
+        Reply(body=b'{"choices": [{"message": {"content": null}, "finish_reason": "stop"}], "usage": {}}'),
+        Reply(body=b'{"choices": [{"message": {"content": [1]}}], "usage": {"prompt_tokens": "7"}}'),
+        Reply(body=b"[1, 2]"),
+    ],
+    ids=["answer", "length", "empty-no-usage", "unicode-partial-usage", "no-choices", "null-content",
+         "odd-types", "not-an-object"],
+)  # fmt: skip
+def test_the_completion_read_is_what_openai_s_chat_completion_holds(fake, reply):
+    fake.script(reply, reply)
+    ours, theirs = via_transport(fake, read="_post_completion"), via_transport(fake)
+    assert isinstance(ours, Completion) and isinstance(theirs, ChatCompletion | list)
+    assert ours == as_read(theirs)
+    mine, reference = fake.requests
+    assert mine.body == reference.body == BODY and mine.headers == reference.headers
+
+
+def test_a_cut_body_read_raw_is_the_json_error_openai_raises(fake):
+    fake.script(Reply.cut(), Reply.cut())
+    ours, theirs = via_transport(fake, read="_post_completion"), via_openai(fake)
+    assert isinstance(theirs, json.JSONDecodeError)
+    assert type(ours) is type(theirs) and str(ours) == str(theirs)
+    assert describe_error(ours).startswith("unreadable response body (not the JSON announced, cut short?): ")
+
+
+def test_read_completion_reads_what_openai_would_of_other_bodies():
+    answer = {"choices": [{"message": {"content": "é"}, "finish_reason": "stop"}]}
+    # JSON in UTF-16 (which msgspec does not read) decodes as json.loads reads it
+    assert read_completion(json.dumps(answer).encode("utf-16")) == Completion(True, "é", "stop", None)
+    # a body that is not JSON: openai returns its text for another content type (no choices), raises for JSON
+    assert read_completion(b"<html>busy</html>", "text/html; charset=utf-8") == Completion(False, None, None, None)
+    with pytest.raises(json.JSONDecodeError, match="Expecting value: line 1 column 1"):
+        read_completion(b"<html>busy</html>", "application/json; charset=utf-8")
+
+
+@pytest.mark.parametrize("read", ["create", "complete"])
+def test_a_first_attempt_rate_limited_is_retried_after_retry_after_and_counted(fake, read):
+    fake.script(Reply.error(429, retry_after=0.3), Reply.json({"ok": 1}))
+    ep = endpoint(fake, max_retries=2, backoff_s=0.01)
+
+    async def ask():
+        return await (ep.create(**BODY) if read == "create" else ep.complete(dict(BODY)))
+
+    try:
+        answer = ep.run(ask())
+    finally:
+        ep.close()
+    content = answer.choices[0].message.content if read == "create" else answer.content
+    assert content == '{"ok": 1}'
+    first, second = fake.requests
+    assert 0.3 <= second.at - first.at < 2.0  # the 0.3 s asked (the backoff alone is 0.01 s)
+    usage = ep.usage()
+    assert (usage.requests, usage.retries, usage.failures, usage.input_tokens, usage.output_tokens) == (2, 1, 0, 10, 5)
+
+
+@pytest.mark.parametrize("read", ["create", "complete"])
+def test_retries_stop_after_max_retries_with_the_last_error(fake, read):
+    fake.script(Reply.cut(), Reply.error(503), Reply.json({"ok": 1}))  # the third would succeed: never asked
+    ep = endpoint(fake, max_retries=1, backoff_s=0.01)
+
+    async def ask():
+        return await (ep.create(**BODY) if read == "create" else ep.complete(dict(BODY)))
+
+    try:
+        with pytest.raises(JudgeCallError, match="^HTTP 503: fake error 503$"):
+            ep.run(ask())
+    finally:
+        ep.close()
+    assert len(fake.requests) == 2
+    usage = ep.usage()
+    assert (usage.requests, usage.retries, usage.input_tokens, usage.responses_without_usage) == (2, 1, 0, 0)
 
 
 def test_a_silent_server_is_openai_s_timeout_error(fake):

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from gate.judges.llm.cache import DiskCache, make_cache
 from gate.judges.llm.config import EndpointConfig
 from gate.judges.llm.endpoint import Endpoint
+from gate.judges.llm.parse import final_answer
 from gate.judges.llm.retry import JudgeCallError
 from gate.manifest import JudgeUsage
 
@@ -91,7 +92,7 @@ class ChatClient:
                 self.stats.add(cache_hits=1)
                 return value
         try:
-            text = self.endpoint.run(self._ask(body))
+            text = final_answer(self.endpoint.run(self._ask(body)))  # here, not on the endpoint's busy loop
             try:
                 value = parse(text)
             except ValueError as exc:
@@ -107,17 +108,14 @@ class ChatClient:
         return value
 
     async def _ask(self, body: dict[str, Any]) -> str:
-        """The message content of one completion, reduced to its final answer by :meth:`Endpoint.create`."""
-        response = await self.endpoint.create(**body)
-        choices = getattr(response, "choices", None)
-        choice = choices[0] if isinstance(choices, list) and choices else None
-        content = getattr(getattr(choice, "message", None), "content", None)
-        if choice is None:
+        """The message content of one completion (:meth:`Endpoint.complete`); a missing or cut answer fails."""
+        completion = await self.endpoint.complete(body)
+        if not completion.has_choice:
             reason = "the endpoint returned no choices"
-        elif getattr(choice, "finish_reason", None) == "length":
+        elif completion.finish_reason == "length":
             reason = f"truncated answer (finish_reason=length at max_tokens={self.config.max_tokens})"
-        elif isinstance(content, str) and content.strip():
-            return content
+        elif completion.content is not None and completion.content.strip():
+            return completion.content
         else:
             reason = "empty answer from the judge model"
         self.endpoint.breaker.failure(reason)

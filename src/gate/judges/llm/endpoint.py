@@ -13,7 +13,9 @@ goes through :meth:`Endpoint.create`, which
   deadline);
 - counts requests, retries, failures, cache hits and the tokens of the API's ``usage``
   (:class:`~gate.judges.llm.usage.CallStats`), priced per 1,000 tokens when prices are configured;
-- reduces the answer to its final JSON object (:func:`~gate.judges.llm.parse.keep_final_answer`).
+- returns openai's ``ChatCompletion`` with its answer reduced to its final JSON object
+  (:func:`~gate.judges.llm.parse.keep_final_answer`; instructor and ragas read it), or, for the rubric and pairwise
+  judges (:meth:`Endpoint.complete`), only what they read of it (:class:`~gate.judges.llm.completion.Completion`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying
 
 from gate.errors import InputError
+from gate.judges.llm.completion import Completion, read_completion
 from gate.judges.llm.config import EndpointConfig
 from gate.judges.llm.parse import keep_final_answer
 from gate.judges.llm.retry import (
@@ -90,6 +93,7 @@ class Endpoint:
 
     def __init__(self, config: EndpointConfig, environ: Mapping[str, str] | None = None) -> None:
         try:
+            import httpx
             import openai
             from openai.types.chat import ChatCompletion
 
@@ -108,6 +112,7 @@ class Endpoint:
             http_client=http_client,  # its pool (1,000 connections) never queues below the concurrency bound (≤ 256)
         )
         self._completion = ChatCompletion
+        self._raw_response = httpx.Response  # openai returns the response as it is, its errors raised as usual
         self.client.chat.completions.create = self.create  # instructor wraps this
         self._retry_policy = retry_policy(config, lambda: self.stats.add(retries=1), self._seconds_left)
         self._slots = asyncio.Semaphore(config.concurrency)
@@ -159,17 +164,62 @@ class Endpoint:
                 or the deadline has passed.
 
         """
+        response = await self._send(body, self._post)
+        self.stats.add_usage(getattr(response, "usage", None))
+        keep_final_answer(response)
+        return response
+
+    async def complete(self, body: dict[str, Any]) -> Completion:
+        """Send one chat completion like :meth:`create`; return what a judge reads of it (:class:`Completion`).
+
+        The same request, rules and accounting as :meth:`create`, but the body is read by
+        :func:`~gate.judges.llm.completion.read_completion` instead of openai's ``ChatCompletion`` (whose construction
+        was about 15 % of this loop's CPU per request, which at 32 requests in flight delays the others:
+        ``benchmarks/perf.py``, section ``judges-cli``), and the content is returned as the model wrote it (the caller
+        takes its final answer, off this loop).
+
+        Raises:
+            JudgeConfigError: as :meth:`create`.
+            JudgeCallError: as :meth:`create`; also for a JSON body cut short, once the retries are spent.
+
+        """
+        completion = await self._send(body, self._post_completion)
+        self.stats.add_usage(completion.usage)
+        return completion
+
+    async def _send(self, body: dict[str, Any], post: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
+        """``post(body)`` under the retry rules; the first attempt is made without tenacity (see :meth:`_retry`)."""
         try:
-            async for attempt in AsyncRetrying(**self._retry_policy):
-                with attempt:
-                    response = await self._attempt(body)
+            try:
+                return await self._attempt(body, post)
+            except (JudgeCallError, JudgeConfigError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - classified in _attempt; tenacity would retry exactly these
+                if self.config.max_retries == 0 or not is_retryable(exc):
+                    raise
+                first = exc
+            return await self._retry(body, post, first)
         except (JudgeCallError, JudgeConfigError):
             raise
         except Exception as exc:  # noqa: BLE001 - the reasons were classified per attempt in _attempt
             raise JudgeCallError(describe_error(exc)) from exc
-        self.stats.add_usage(getattr(response, "usage", None))
-        keep_final_answer(response)
-        return response
+
+    async def _retry(
+        self, body: dict[str, Any], post: Callable[[dict[str, Any]], Awaitable[T]], first: BaseException
+    ) -> T:
+        """The attempts after a retryable failure ``first`` of the first one, by tenacity's rules.
+
+        tenacity's first attempt re-raises ``first`` (no request): its wait (``Retry-After``, backoff), its retry
+        count and its stop after ``1 + max_retries`` attempts are those of a loop that had made the first request
+        itself. Building tenacity's state for every call cost this loop about 5 % of its CPU per request.
+        """
+        pending = [first]
+        async for attempt in AsyncRetrying(**self._retry_policy):
+            with attempt:
+                if pending:
+                    raise pending.pop()
+                result = await self._attempt(body, post)
+        return result
 
     def _seconds_left(self) -> float:
         try:
@@ -188,13 +238,22 @@ class Endpoint:
         """
         return await self.client.post("/chat/completions", cast_to=self._completion, body=body)
 
-    async def _attempt(self, body: dict[str, Any]) -> Any:
+    async def _post_completion(self, body: dict[str, Any]) -> Completion:
+        """POST one chat completion like :meth:`_post`; read its body with :func:`read_completion`.
+
+        With ``cast_to=httpx.Response`` openai returns the response without building a model; its errors are raised
+        as for :meth:`_post`, and a JSON body cut short raises the same :class:`json.JSONDecodeError`.
+        """
+        response = await self.client.post("/chat/completions", cast_to=self._raw_response, body=body)
+        return read_completion(response.content, response.headers.get("content-type", "*"))
+
+    async def _attempt(self, body: dict[str, Any], post: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
         left = self.breaker.check()
         async with self._slots:
             left = self.breaker.check()  # the wait for a slot may have outlived the deadline
             self.stats.add(requests=1)
             try:
-                return await asyncio.wait_for(self._post(body), min(self.config.timeout_s, left))
+                return await asyncio.wait_for(post(body), min(self.config.timeout_s, left))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -95,16 +95,26 @@ def extract_json(text: str) -> dict[str, Any]:
     return found[-1][1]
 
 
+def final_answer(content: str) -> str:
+    """``content`` reduced to its final JSON object (compact JSON text), when it has one; else ``content`` as is.
+
+    The object is :func:`extract_json`'s (after any reasoning). Content whose reasoning is never closed, or without
+    a JSON object, is returned unchanged: the caller's parser reports it.
+    """
+    try:
+        found = json_objects(strip_reasoning(content))
+    except ValueError:
+        return content
+    return json.dumps(found[-1][1], ensure_ascii=False) if found else content
+
+
 def keep_final_answer(response: Any) -> None:
-    """Reduce the first choice's message content to its final JSON object, when it has one (in place)."""
+    """Reduce the first choice's message content to its final JSON object (:func:`final_answer`), in place."""
     choices = getattr(response, "choices", None) or []
     message = getattr(choices[0], "message", None) if choices else None
     content = getattr(message, "content", None)
     if message is None or not isinstance(content, str):
         return
-    try:
-        found = json_objects(strip_reasoning(content))
-    except ValueError:
-        return  # left as is: the caller's parser reports it
-    if found:
-        message.content = json.dumps(found[-1][1], ensure_ascii=False)
+    reduced = final_answer(content)
+    if reduced is not content:
+        message.content = reduced
