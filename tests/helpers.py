@@ -183,3 +183,36 @@ def write_pair(tmp: Path, cases: list[dict], base: list[dict], head: list[dict])
     write_jsonl(tmp / "golden.jsonl", cases)
     write_jsonl(tmp / "base.jsonl", base)
     write_jsonl(tmp / "head.jsonl", head)
+
+
+CODE_WORD_OOD = ["What is the weather on Mars today?", "Who will win the next election?"]
+"""The out-of-domain questions of :func:`code_word_repo`."""
+
+
+def code_word_repo(repo: Path, n: int, config: str, base_code: str, head_code: str) -> None:
+    """A repository of ``n`` code-word facts and :data:`CODE_WORD_OOD`, for adaptive PR runs.
+
+    ``docs.jsonl`` holds one document per fact, ``golden.jsonl`` the questions (fact i expects ``d{i}``);
+    ``main`` commits ``rag-gate.yml`` (``config``) and ``rag.py`` (``base_code``), the ``feature`` branch changes
+    ``rag.py`` to ``head_code``.
+    """
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    words = [f"zq{i:03d}{'abcdefghij'[i % 10]}" for i in range(n)]
+    docs = [{"id": f"d{i}", "text": f"The code word for item {i} is {words[i]}."} for i in range(n)]
+    golden = [
+        {"id": f"q{i}", "question": f"What is the code word for item {i}?", "expected_doc_ids": [f"d{i}"],
+         "reference_answers": [words[i]]}
+        for i in range(n)
+    ]  # fmt: skip
+    golden += [{"id": f"ood{k}", "question": q, "out_of_domain": True} for k, q in enumerate(CODE_WORD_OOD)]
+    (repo / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (repo / "golden.jsonl").write_text("".join(json.dumps(g) + "\n" for g in golden))
+    (repo / "rag-gate.yml").write_text(config)
+    (repo / ".gitignore").write_text("rag-gate-out/\n__pycache__/\n")
+    (repo / "rag.py").write_text(base_code)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "rag.py").write_text(head_code)
+    git(repo, "commit", "-q", "-am", "the PR")

@@ -3,7 +3,7 @@
 A contract module (standard library only): :class:`AdaptivePolicy` is the config's ``adaptive:`` key (base-side
 policy, like the margins), :class:`AdaptiveRun` the ``adaptive`` block of ``report.json``. The procedure is
 :mod:`gate.stats.sequential` (the looks) and :mod:`gate.compare.sequential` (the order and the per-batch looks);
-the PR flow runs it (:mod:`gate.pr.adaptive`).
+the PR flow runs it (:mod:`gate.pr.adaptive`), and so do the stages of a CI matrix (:mod:`gate.stages`).
 """
 
 from __future__ import annotations

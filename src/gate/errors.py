@@ -1,7 +1,8 @@
 """Errors that carry the process exit code (DESIGN §6).
 
 Exit codes: 0 pass · 1 regression (the gate failed) · 2 bad input or usage · 3 the evaluation itself could
-not run. Core modules raise these; only ``gate.cli`` turns them into a message and an exit code.
+not run · 4 ``compare --adaptive`` not settled, run the next batch (no error: ``gate.cli.common.NOT_SETTLED``). Core
+modules raise these; only ``gate.cli`` turns them into a message and an exit code.
 """
 
 from __future__ import annotations

@@ -197,7 +197,7 @@ evaluation ran only a prefix of its order, ``n_cases`` of the golden set's cases
 
 _OMITTED_WHEN_NONE = frozenset(
     {"config", "pipeline", "scoring", "evaluation", "gate_version", "code", "finished", "counts", "judge_usage",
-     "prediction_errors", "merged_from", "case_repeats"}
+     "prediction_errors", "merged_from", "case_repeats", "upto_batch"}
 )  # fmt: skip
 """Keys written only when set (``shard``, ``git_sha`` and ``git_ref`` are written as null)."""
 
@@ -259,6 +259,9 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     case_repeats: dict[str, int] | None = None
     """Case id → repeats run (the first ones), for the cases an adaptive evaluation ran fewer than ``repeats`` times
     (:mod:`gate.pr.adaptive`); their other repeats were skipped by plan, not lost. None: every case, every repeat."""
+    upto_batch: int | None = None
+    """K of ``rag-gate run --upto-batch K``: a stage of the staged adaptive evaluation, which ran the first cases and
+    the first K batches of the adaptive order (``partial`` until they are every case). None: not a stage."""
 
     @property
     def identity(self) -> RunIdentity:

@@ -133,6 +133,7 @@ def run_side(
     jobs: int | None = None,
     cases: Collection[str] | None = None,
     case_repeats: Mapping[str, int] | None = None,
+    upto_batch: int | None = None,
 ) -> Path:
     """Run the golden set through one side's pipeline, score it, and write a run directory.
 
@@ -160,6 +161,8 @@ def run_side(
             fewer times (:mod:`gate.pr.adaptive`); other cases run every repeat. The rest are skipped by plan: not
             run, not scored, not counted as errors; the manifest records them (``case_repeats``) and says
             ``partial``, and a later call with more repeats (or none given) runs them.
+        upto_batch: K of ``rag-gate run --upto-batch K`` (``cases`` are then the stage's), recorded in the manifest
+            (``upto_batch``) for ``rag-gate merge``.
 
     Returns:
         ``out_dir`` (its run is complete or partial, also when every prediction failed).
@@ -196,6 +199,7 @@ def run_side(
             jobs,
             cases,
             case_repeats,
+            upto_batch,
         )
 
 
@@ -212,6 +216,7 @@ def _run_side_locked(
     scoring_jobs: int | None = None,
     cases: Collection[str] | None = None,
     case_repeats: Mapping[str, int] | None = None,
+    upto_batch: int | None = None,
 ) -> Path:
     """:func:`run_side` once ``out_dir`` is locked by this process."""
     golden = load_golden(config.golden)
@@ -244,6 +249,7 @@ def _run_side_locked(
                 "status": "running",
                 "started": _now(),
                 **({"case_repeats": planned} if planned else {}),
+                **({"upto_batch": upto_batch} if upto_batch is not None else {}),
             }
         )
         kept, rewrite = _resume_or_archive(out_dir, identity, code, quiet=cases is not None)

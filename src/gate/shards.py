@@ -1,7 +1,9 @@
 """Merging shards (``rag-gate merge``): the run directories of ``run --shard i/n`` joined into one run.
 
 Each shard is a run of one side (:func:`gate.produce.run_side`); the merged run is what an unsharded run would
-have written, refused when the shards do not belong together (:func:`merge_runs`).
+have written, refused when the shards do not belong together (:func:`merge_runs`). Shards of one stage of the
+staged adaptive evaluation (``run --shard i/n --upto-batch K``, ``partial``) merge into a ``partial`` run of that
+stage.
 """
 
 from __future__ import annotations
@@ -24,17 +26,29 @@ from gate.runs import MANIFEST, PREDICTIONS, RUN_FILES, SCORES, RunIdentity, rea
 def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
     """Merge the run directories of ``rag-gate run --shard i/n`` (i = 1..n) into one run directory.
 
+    Shards that are stages of the staged adaptive evaluation (``--upto-batch K``, manifest ``upto_batch``) merge
+    when they are all of the same K, ``partial`` or ``complete`` (a stage that reached every case); the merged run
+    is ``partial`` when one of them is, and records K.
+
     Raises:
         InputError: when the shards disagree on golden set, config, repeats or shard count, or do not cover 1..n
-            exactly once, or one of them is incomplete, or they come from different commits or pipeline code, or
-            a shard holds rows of cases that are not its own (relabelled); or another process holds ``out_dir``.
+            exactly once, or one of them is incomplete (``running``: interrupted; ``partial`` and not a stage), or
+            they are stages of different K (or stages and a full run), or they come from different commits or
+            pipeline code, or a shard holds rows of cases that are not its own (relabelled); or another process
+            holds ``out_dir``.
     """
     manifests = [read_manifest(Path(d)) for d in shard_dirs]
     first = manifests[0]
     same = tuple(f for f in RunIdentity.PREDICTION_FIELDS + RunIdentity.SCORE_FIELDS if f != "shard")
     for directory, manifest in zip(shard_dirs, manifests, strict=True):
-        if manifest.status != "complete":
+        stage = manifest.status == "partial" and manifest.upto_batch is not None
+        if manifest.status != "complete" and not stage:
             raise InputError(f"{directory}: the run is not complete (status {manifest.status!r}); re-run it")
+        if manifest.upto_batch != first.upto_batch:
+            raise InputError(
+                f"{directory}: {_stage(manifest)}, {shard_dirs[0]}: {_stage(first)}; merge the shards of one stage "
+                "(the same --upto-batch)"
+            )
         changed = manifest.identity.differences(first.identity, same)
         if changed:
             raise InputError(
@@ -53,6 +67,11 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
     make_dirs(out_dir)
     with locked_directory(out_dir, f"--out {out_dir}"):
         return _write_merged(shard_dirs, manifests, out_dir)
+
+
+def _stage(manifest: Manifest) -> str:
+    """How a shard's stage reads in a message: ``--upto-batch 2``, or ``not a stage (no --upto-batch)``."""
+    return "not a stage (no --upto-batch)" if manifest.upto_batch is None else f"--upto-batch {manifest.upto_batch}"
 
 
 def _check_shard_origin(shard_dirs: list[Path], manifests: list[Manifest]) -> None:
@@ -79,8 +98,9 @@ def _check_shard_rows(shard_dirs: list[Path], manifests: list[Manifest]) -> None
 
     A relabelled shard: its manifest's ``shard`` edited, or a directory copied. With the golden set the shards
     record (same sha256), shard i/n must hold every case of
-    :func:`gate.golden.shard` i/n at every repeat and nothing else; without it, the shards' cases must not
-    overlap and each must hold ``n_cases`` × ``repeats`` rows. Score rows must belong to the shard's cases.
+    :func:`gate.golden.shard` i/n at every repeat and nothing else (a stage: only cases of its shard, each at
+    every repeat, ``n_cases`` of them); without it, the shards' cases must not overlap and each must hold
+    ``n_cases`` × ``repeats`` rows. Score rows must belong to the shard's cases.
 
     Raises:
         InputError: naming the shard and a case that should not be there (or is missing).
@@ -102,6 +122,9 @@ def _check_shard_rows(shard_dirs: list[Path], manifests: list[Manifest]) -> None
         label = f"{directory} (shard {index}/{count})"
         if cases is not None:
             expected = {(c.id, r) for c in shard(cases, index, count) for r in range(repeats)}
+            if manifest.upto_batch is not None:  # a stage: the cases of its shard it ran (checked below: n_cases)
+                ran = {case_id for case_id, _ in keys}
+                expected = {(case_id, r) for case_id, r in expected if case_id in ran}
             wrong = sorted(keys - expected) or sorted(expected - keys)
             if wrong:
                 what = "holds case" if wrong[0] in keys else "lacks case"
@@ -110,10 +133,8 @@ def _check_shard_rows(shard_dirs: list[Path], manifests: list[Manifest]) -> None
                     f"{golden_path} {'does not have' if what == 'holds case' else 'has'}; was the shard relabelled "
                     "or edited? re-run it"
                 )
-        elif len(keys) != manifest.n_cases * repeats:
-            raise InputError(
-                f"{label}: {len(keys)} prediction rows, not n_cases × repeats = {manifest.n_cases} × {repeats}"
-            )
+        if cases is None or manifest.upto_batch is not None:
+            _check_row_count(label, keys, manifest.n_cases, repeats)
         ids = {case_id for case_id, _ in keys}
         for case_id in sorted(ids):
             if case_id in seen:
@@ -124,6 +145,16 @@ def _check_shard_rows(shard_dirs: list[Path], manifests: list[Manifest]) -> None
         for line, _, row in scan_rows(Path(directory) / SCORES, ScoreRow, "score"):
             if row.id not in ids:
                 raise InputError(f"{Path(directory) / SCORES}:{line}: id: case {row.id!r} is not in this shard")
+
+
+def _check_row_count(label: str, keys: set[tuple[str, int]], n_cases: int, repeats: int) -> None:
+    """A shard holds ``n_cases`` × ``repeats`` prediction rows.
+
+    Raises:
+        InputError: naming the shard and both counts.
+    """
+    if len(keys) != n_cases * repeats:
+        raise InputError(f"{label}: {len(keys)} prediction rows, not n_cases × repeats = {n_cases} × {repeats}")
 
 
 def _write_merged(shard_dirs: list[Path], manifests: list[Manifest], out_dir: Path) -> Path:
@@ -140,6 +171,7 @@ def _write_merged(shard_dirs: list[Path], manifests: list[Manifest], out_dir: Pa
     merged = msgspec.structs.replace(
         first,
         shard=None,
+        status="partial" if any(m.status == "partial" for m in manifests) else "complete",
         n_cases=sum(m.n_cases for m in manifests),
         counts=sum(counts[1:], start=counts[0]) if len(counts) == len(manifests) else None,
         # None when a shard recorded no accounting (a run made before rag-gate kept it)

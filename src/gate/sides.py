@@ -313,6 +313,7 @@ def compare_sides(
     jobs: int | None = None,
     cases: Collection[str] | None = None,
     decided: Decided | None = None,
+    check_head_config: bool = True,
 ) -> Compared:
     """Load (and, where needed, score) two sides and compare them; the sides are kept for per-case reports.
 
@@ -339,6 +340,9 @@ def compare_sides(
             ``partial`` run directories are taken); None: every case.
         decided: metric → (status, reason) decided by an adaptive evaluation's sequential test, which replace the
             fixed-N statuses, or a function of the fixed-N results that gives them (:func:`gate.compare.compare`).
+        check_head_config: also refuse a head run whose own config file is ``config``'s path, edited since
+            (:func:`refuse_stale_run`). False when the head ran its own config at the base's path (a CI job per
+            side, each checking out its commit in one place: ``compare --adaptive``).
 
     Raises:
         InputError: bad inputs (missing golden, malformed files, unknown ids, no case in common), or a run
@@ -346,9 +350,9 @@ def compare_sides(
 
     """
     out_dir = Path(out_dir)
-    for source in (Path(base), Path(head)):
+    for source, checked in ((Path(base), config), (Path(head), config if check_head_config else None)):
         if source.is_dir():
-            refuse_stale_run(source, read_manifest(source), golden, config)
+            refuse_stale_run(source, read_manifest(source), golden, checked)
     if golden is None and diff is None and Path(base).is_dir() and Path(head).is_dir():
         golden, diff = _golden_contract(Path(base), Path(head))
     base_side, head_side, policy = load_sides(base, head, out_dir, config=config, golden=golden, jobs=jobs,

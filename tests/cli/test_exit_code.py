@@ -120,3 +120,23 @@ def test_the_docstring_table_agrees_with_readme_when_no_trend_blocks():
         fail_on, strict = COLUMNS[column][0]
         doc_column = next(c for c, settings in DOC_COLUMNS.items() if (fail_on, strict) in settings)
         assert doc[verdict, "no", doc_column] == code, (verdict, column)
+
+
+def test_every_exit_code_is_documented_where_the_codes_are_listed():
+    """README's exit-code table and the CLI's lists name 0–4; 4 is compare --adaptive's "not settled"."""
+    import importlib
+
+    from click.testing import CliRunner
+
+    from gate.cli import main
+    from gate.cli.common import NOT_SETTLED
+
+    text = README.read_text(encoding="utf-8")
+    start = text.index("| code | meaning |")
+    rows = text[start:].split("\n\n", 1)[0].splitlines()[2:]
+    codes = {int(row.split("|")[1]): row.split("|")[2] for row in rows}
+    assert sorted(codes) == [0, 1, 2, 3, 4]
+    assert NOT_SETTLED == 4 and "`rag-gate compare --adaptive`" in codes[NOT_SETTLED]
+    for name in ("gate.cli.common", "gate.cli.main", "gate.errors"):
+        assert "· 4 " in " ".join((importlib.import_module(name).__doc__ or "").split()), name
+    assert "4 compare --adaptive not settled" in " ".join(CliRunner().invoke(main, ["--help"]).output.split())

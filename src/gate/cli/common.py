@@ -1,7 +1,8 @@
 """What every ``rag-gate`` command shares: click settings and the one place where errors become exit codes.
 
 Exit codes (DESIGN §6): 0 pass · 1 regression (the gate failed) · 2 bad input or usage · 3 the evaluation
-itself could not run.
+itself could not run · 4 not settled: ``compare --adaptive`` reached no verdict yet, run the next batch
+(:data:`NOT_SETTLED`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ import click
 from gate.errors import NUL_INPUT, GateError, InputError, is_nul_error
 from gate.redact import Redactor
 from gate.sanitize import one_line, print_line
+
+NOT_SETTLED = 4
+"""Exit code of ``rag-gate compare --adaptive`` when the looks over the stages run so far settle nothing: no verdict,
+run the next batch (``--upto-batch k+1``) on both sides and compare again. Never 0: a workflow that stops there
+fails closed."""
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 

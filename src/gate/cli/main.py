@@ -2,7 +2,8 @@
 
 Thin: each command parses options and calls the engine (``gate.produce``, ``gate.sides``);
 ``gate.cli.common.handle_errors`` maps errors to exit codes. Exit codes (DESIGN §6): 0 pass · 1 regression (the
-gate failed) · 2 bad input or usage · 3 the evaluation itself could not run.
+gate failed) · 2 bad input or usage · 3 the evaluation itself could not run · 4 ``compare --adaptive`` not settled:
+run the next batch (:data:`gate.cli.common.NOT_SETTLED`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import click
 from gate import __version__
 from gate.cli.common import (
     CONTEXT,
+    NOT_SETTLED,
     EchoHandler,
     OneLineUsage,
     aggregate_lines,
@@ -36,9 +38,10 @@ from gate.errors import InputError
 from gate.sanitize import guard_std_streams, inert_json, one_line, shown
 
 if TYPE_CHECKING:
-    from gate.config import GatePolicy
+    from gate.config import Config, GatePolicy
     from gate.manifest import Counts
     from gate.models import GoldenCase
+    from gate.sides import Compared
 
 
 @click.group(cls=OneLineUsage, context_settings=CONTEXT)
@@ -50,7 +53,8 @@ def main(debug: bool) -> None:
     \b
     Evaluate the base and the head of a change on a golden set, compare them with
     paired statistics, and fail when answers got worse.
-    Exit codes: 0 pass · 1 regression · 2 bad input · 3 evaluation could not run.
+    Exit codes: 0 pass · 1 regression · 2 bad input · 3 evaluation could not run ·
+    4 compare --adaptive not settled (run the next batch).
     """
     guard_std_streams()  # no untrusted text printed by any command can act as a workflow command or be unencodable
     logger = logging.getLogger("rag-gate")
@@ -284,6 +288,13 @@ def _direct_url() -> str | None:
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run directory.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Runs per case (overrides the config).")
 @click.option("--shard", "shard_text", metavar="I/N", help="Run only the I-th of N shards of the golden set.")
+@click.option(
+    "--upto-batch",
+    type=click.IntRange(min=1),
+    metavar="K",
+    help="A stage of the staged adaptive evaluation (needs `adaptive: true`): the must-pass and out-of-domain "
+    "cases and the first K batches of the adaptive order (of the shard, with --shard), every repeat; extends OUT.",
+)
 @click.option("--git-sha", help="Commit of this side, recorded in the manifest.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
 @click.option(
@@ -305,6 +316,7 @@ def run(
     out: Path,
     repeats: int | None,
     shard_text: str | None,
+    upto_batch: int | None,
     git_sha: str | None,
     progress: bool | None,
     jobs: int | None,
@@ -316,22 +328,32 @@ def run(
     re-running the same command resumes an interrupted run. Prints the side's aggregates
     (per metric: mean, cases with a value, failed scores) on stdout, as a table or JSON.
 
+    With --upto-batch K (a stage of the staged adaptive evaluation, for a CI matrix):
+    only the must-pass and out-of-domain cases and the first K batches of the adaptive
+    order run (the order `rag-gate pr --adaptive on` uses), restricted to the shard's
+    cases with --shard; OUT is extended (earlier batches are neither run nor scored
+    again) and stays `partial` until every case ran (K past the last batch: every
+    case). Every repeat runs. Then `merge` the shards and `compare --adaptive`.
+
     \b
     Example:
       rag-gate run --config examples/squad/base.yml --out out/base
       rag-gate run --config rag-gate.yml --out runs/first --format json
+      rag-gate run --config rag-gate.yml --shard 1/2 --upto-batch 1 --out runs/s1
     """
     from gate.config import load_config
     from gate.sandbox import protect_process
 
     protect_process(os.environ)  # the pipeline cannot read this process's secrets from /proc
     config = load_config(config_path, repeats=repeats)  # before importing the engine: bad input fails fast
+    stage, cases = _stage_cases(config, upto_batch) if upto_batch is not None else (None, None)
     from gate.produce import run_side
 
     show = sys.stderr.isatty() if progress is None else progress
     run_side(
-        config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=shard_option(shard_text), jobs=jobs
-    )
+        config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=shard_option(shard_text), jobs=jobs,
+        cases=cases, upto_batch=stage,
+    )  # fmt: skip
     from gate.manifest import Counts
     from gate.runs import read_manifest
 
@@ -353,10 +375,29 @@ def run(
     from gate.history.entries import run_aggregates
     from gate.produce import unmatched_retrieval
 
-    metrics = run_aggregates(out)
+    metrics = run_aggregates(out, partial=upto_batch is not None)
     if (unmatched := unmatched_retrieval(config, out, metrics)) is not None:
         click.echo(f"rag-gate: warning: {unmatched}", err=True)
     _print_aggregates(out, fmt, counts, metrics)
+
+
+def _stage_cases(config: Config, upto_batch: int) -> tuple[int, list[str]]:
+    """``run --upto-batch K``'s stage: (K, or the order's last batch when K is past it; the ids of its cases).
+
+    The order is the PR flow's (:func:`gate.compare.sequential.policy_order`); ``--shard`` then keeps the shard's
+    cases among them (:func:`gate.produce.run_side` shards the golden set, then keeps ``cases``).
+
+    Raises:
+        InputError: ``adaptive`` is off in the config.
+    """
+    if not config.policy.adaptive.enabled:
+        raise InputError(f"--upto-batch {upto_batch}: {config.path} does not turn on `adaptive: true`")
+    from gate.compare.sequential import policy_order
+    from gate.golden import load_golden
+
+    order = policy_order(load_golden(config.golden), config.policy)
+    stage = min(upto_batch, max(1, len(order.ends)))
+    return stage, order.prefix(stage - 1)
 
 
 def _print_aggregates(out: Path, fmt: str, counts: Counts, metrics: dict[str, dict[str, float | int | None]]) -> None:
@@ -407,6 +448,12 @@ def _print_aggregates(out: Path, fmt: str, counts: Counts, metrics: dict[str, di
 )
 @click.option("--strict", is_flag=True, help="Treat an inconclusive verdict as fail.")
 @click.option(
+    "--adaptive",
+    is_flag=True,
+    help="The staged adaptive evaluation (needs `adaptive: true` in the base's config): the looks over the batches "
+    "both run directories hold (run --upto-batch K); not settled: no verdict, exit 4 (run the next batch).",
+)
+@click.option(
     "--jobs",
     type=click.IntRange(min=1, max=256),
     help="Worker processes that score answers (1: none); default: the config's scoring.jobs, else every core.",
@@ -429,6 +476,7 @@ def compare(
     fmt: str | None,
     junit: Path | None,
     strict: bool,
+    adaptive: bool,
     jobs: int | None,
     labels_paths: tuple[Path, Path] | None,
 ) -> None:
@@ -438,11 +486,19 @@ def compare(
     the JSON report), writes OUT/report.json, OUT/comment.md and OUT/report.html (every
     case side by side, opens offline), and exits 0 on pass or inconclusive, 1 on fail.
 
+    With --adaptive (the staged adaptive evaluation: both sides run with --upto-batch K,
+    shards merged), the looks of `rag-gate pr --adaptive on` are taken over the batches
+    both sides hold. Stopped (a fail, a must-pass case, every metric decided) or every
+    case run: the comparison as `pr` makes it. Otherwise no verdict and no report: one
+    line naming the next batch, `next_batch=K` and `settled=false` in $GITHUB_OUTPUT
+    (`settled=true` once settled), exit 4.
+
     \b
     Example:
       rag-gate compare out/base out/head --out out/report
       rag-gate compare --golden golden.jsonl base.jsonl head.jsonl --out out/report
       rag-gate compare out/base out/head --labels base-labels.jsonl head-labels.jsonl
+      rag-gate compare runs/base runs/head --adaptive --out out/report
     """
     from gate import outputs
     from gate.comparison import exit_code_for
@@ -460,7 +516,10 @@ def compare(
         from gate.files import prepare_output_file
 
         prepare_output_file(junit, f"--junit {junit}")  # a missing folder is made now, not a failure after the work
-    compared = compare_sides(base, head, out, config=config, golden=golden, strict=strict, jobs=jobs)
+    if adaptive:
+        compared = _compare_stages(base, head, out, config, golden, strict=strict, jobs=jobs)
+    else:
+        compared = compare_sides(base, head, out, config=config, golden=golden, strict=strict, jobs=jobs)
     comparison = compared.comparison
     options = outputs.RenderOptions(golden_file=golden_file_of(base, golden) if junit is not None else None)
     texts = outputs.write(comparison, out, options=options, cases=compared.cases(), junit=junit)
@@ -477,6 +536,47 @@ def compare(
             click.echo(one_line(f"labels: {found.line()}"), err=True)
     click.echo(f"verdict: {comparison.verdict} (report: {shown(outputs.path(out, outputs.Output.JSON))})", err=True)
     sys.exit(exit_code_for(comparison.verdict, "fail", strict=comparison.strict))
+
+
+def _compare_stages(
+    base: Path, head: Path, out: Path, config: Config | None, golden: Path | None, *, strict: bool, jobs: int | None
+) -> Compared:
+    """``compare --adaptive``: the settled comparison (``settled=true`` to ``$GITHUB_OUTPUT``), or exit 4.
+
+    Not settled: one line on stdout, ``next_batch`` and ``settled=false`` to ``$GITHUB_OUTPUT`` when set, no
+    report, exit :data:`NOT_SETTLED` (:func:`gate.stages.compare_stages`).
+
+    Raises:
+        InputError: ``--golden`` given, no config (``--config`` or the base run's), or as ``compare_stages``.
+    """
+    from gate.config import load_config
+    from gate.pr.github import write_outputs
+    from gate.runs import read_manifest
+    from gate.stages import compare_stages
+
+    if golden is not None:
+        raise InputError("--adaptive takes the golden set from the base's config; leave out --golden")
+    for side in (base, head):
+        if not side.is_dir():
+            raise InputError(f"{side}: --adaptive compares run directories (rag-gate run --upto-batch K), not a file")
+    if config is None:
+        recorded = read_manifest(base).config
+        if not recorded or not Path(recorded).is_file():
+            raise InputError(f"{base}: --adaptive needs the base's config: its run's config is gone; pass --config")
+        config = load_config(Path(recorded))
+    staged = compare_stages(base, head, out, config=config, strict=strict, jobs=jobs)
+    outputs_file = os.environ.get("GITHUB_OUTPUT")
+    if staged.compared is None:
+        click.echo(
+            f"adaptive: not settled after look {staged.looks} of {staged.looks_max} ({staged.cases_run} of "
+            f"{staged.n_cases} cases): run `--upto-batch {staged.next_batch}` on both sides, then compare again"
+        )
+        if outputs_file:
+            write_outputs(Path(outputs_file), {"settled": "false", "next_batch": staged.next_batch})
+        sys.exit(NOT_SETTLED)
+    if outputs_file:
+        write_outputs(Path(outputs_file), {"settled": "true"})
+    return staged.compared
 
 
 def _refuse_compare_clashes(
@@ -518,6 +618,10 @@ def _echo_in_pieces(text: str, *, nl: bool, size: int = 1 << 20) -> None:
 @handle_errors
 def merge(shards: tuple[Path, ...], out: Path) -> None:
     """Merge the run directories of sharded runs (run --shard i/n) into one.
+
+    Shards of one stage of the staged adaptive evaluation (the same run --upto-batch K)
+    merge into a partial run of that stage; an interrupted shard, or shards of different
+    K, are refused.
 
     \b
     Example:

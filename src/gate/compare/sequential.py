@@ -10,19 +10,22 @@ the fixed-N ones in the comparison (:func:`gate.compare.compare`, ``decided``).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gate.adaptive import NOT_DECIDED, SEQUENTIAL_LOOK, SequentialMetric, StopReason
+from gate.adaptive import NOT_DECIDED, SEQUENTIAL_LOOK, AdaptiveRun, SequentialMetric, StopReason
 from gate.compare.inputs import metric_inputs
 from gate.compare.mustpass import must_pass_cases, must_pass_failures
 from gate.config import GatePolicy
 from gate.metrics import resolve
 from gate.models import GoldenCase
 from gate.results import Status
-from gate.runs import Side
+from gate.runs import PREDICTIONS, Side, read_partial_predictions
 from gate.stats import numbers
 from gate.stats.detectable import design_mde, first_step_levels
 from gate.stats.inputs import MetricInput, case_effects, ratio_scale
@@ -35,6 +38,9 @@ from gate.stats.sequential import (
     look,
     split_alpha,
 )
+
+if TYPE_CHECKING:
+    from gate.compare.core import Decided
 
 RATIO_BOUND = math.log(4.0)
 """B of :func:`gate.stats.sequential.log_ratio_differences`: a ratio metric's per-case log-ratio is clipped to
@@ -84,6 +90,115 @@ def adaptive_order(cases: Sequence[GoldenCase], policy: GatePolicy, seed: int, b
     permuted = tuple(rest[i] for i in np.random.default_rng(seed).permutation(len(rest)))
     ends = tuple(int(e) for e in batch_ends(len(rest), size, size))
     return Order(tuple(c.id for c in cases if c.id in first), permuted, ends, seed, size)
+
+
+def policy_order(cases: Sequence[GoldenCase], policy: GatePolicy) -> Order:
+    """The adaptive order the policy's ``adaptive:`` setting gives over ``cases`` (the PR flow's and the stages').
+
+    Its seed is ``adaptive: {seed}``, else the gate's ``seed``; its batch ``adaptive: {batch}``, else a tenth of
+    the sequence (:func:`adaptive_order`).
+    """
+    settings = policy.adaptive
+    seed = settings.seed if settings.seed is not None else policy.seed
+    return adaptive_order(cases, policy, seed, settings.batch)
+
+
+def held_cases(run_dir: Path, repeats: int) -> set[str]:
+    """The ids of the cases whose every one of ``repeats`` repeats ``run_dir`` holds answered (failed rows are not).
+
+    Reads ``predictions.jsonl`` as an interrupted run's (:func:`gate.runs.read_partial_predictions`).
+    """
+    kept, _ = read_partial_predictions(run_dir / PREDICTIONS)
+    answered = Counter(p.id for p in {(p.id, p.repeat): p for p in kept}.values())
+    return {case for case, n in answered.items() if n >= repeats}
+
+
+def last_look_held(order: Order, held: set[str]) -> int:
+    """The last look (0-based) whose cases (:meth:`Order.prefix`) are all in ``held``; −1: none."""
+    looks = range(len(order.ends)) if order.ends else range(1)
+    return max((k for k in looks if set(order.prefix(k)) <= held), default=-1)
+
+
+def take_look(looks: Looks, base: Side, head: Side, n_run: int, policy: GatePolicy) -> StopReason | None:
+    """One look after a batch: the certain must-pass failures under ``policy`` (α_final), the looks, the stop rule.
+
+    Returns:
+        :meth:`Looks.stop` after :meth:`Looks.update` on the two sides (``n_run`` sequence cases run).
+    """
+    certain = certain_must_pass(base, head, policy)
+    looks.update(base, head, n_run, must_pass_failed=certain)
+    return looks.stop()
+
+
+def final_statuses(looks: Looks, stopped: StopReason, n_run: int) -> Decided:
+    """The ``decided`` of the final comparison (:func:`gate.compare.compare`) after the run stopped for ``stopped``.
+
+    A fail or must-pass stop: :meth:`Looks.at_stop` of the fixed-N results (the metrics still undecided are not
+    decided by a prefix's fixed-N analysis); otherwise :meth:`Looks.decided`.
+    """
+    if stopped in ("fail", "must_pass"):
+        return lambda fixed: looks.at_stop({r.name: (r.status, r.reason) for r in fixed}, n_run)
+    return looks.decided()
+
+
+REASONS = {
+    "fail": "a gated metric fell beyond its margin at a look (sequential test)",
+    "must_pass": "a must-pass case failed certainly (it blocks the merge whatever the metrics say)",
+    "decided": "every gated metric was decided (sequential test)",
+    "exhausted": "the golden set ran out before every gated metric was decided (fixed-N analysis for the rest)",
+}
+"""Why an adaptive run stopped, the ``reason`` of :class:`gate.adaptive.AdaptiveRun` after its cases."""
+
+
+@dataclass(frozen=True)
+class RepeatsRun:
+    """What the repeats of an adaptive run were (:class:`gate.adaptive.AdaptiveRun`'s ``repeats_*``)."""
+
+    repeats: int = 1
+    """R."""
+    audited: int = 0
+    """Cases audited (:func:`gate.compare.repeats.audit_sample`)."""
+    varied: str | None = None
+    """The first case found varying, or None."""
+
+
+def adaptive_run(
+    looks: Looks, ids: Sequence[str], stopped: StopReason, sides: tuple[Side, Side], repeats: RepeatsRun
+) -> AdaptiveRun:
+    """``report.json``'s ``adaptive`` block of a run that stopped for ``stopped`` after the cases ``ids``.
+
+    Args:
+        looks: the looks taken (their order, count and decisions).
+        ids: the case ids both sides ran (the order's prefix at the last look).
+        stopped: why it stopped.
+        sides: the compared base and head sides (their (case, repeat) pairs are counted; skipped ones are not).
+        repeats: R and the repeat plan's audit.
+    """
+    order = looks.order
+    ran = set(ids)
+    side_text = f"{len(ids)} of {len(order.first) + len(order.sequence)} cases on each side"
+    beyond = looks.beyond_mdes()  # metrics decided against the MDE at N, not their margin
+    pairs = [len(ids) * side.repeats - int(side.table.skipped_mask(list(ids)).sum()) for side in sides]
+    return AdaptiveRun(
+        seed=order.seed,
+        batch=order.batch,
+        n_first=len(order.first),
+        n_sequence=len(order.sequence),
+        cases_run=len(ids),
+        looks=looks.looks,
+        stopped=stopped,
+        reason=f"{side_text}: {REASONS[stopped]}" + (f"; ruled out {beyond}" if beyond else ""),
+        alpha_sequential=looks.split.sequential,
+        alpha_final=looks.split.final,
+        metrics=looks.metrics(),
+        not_run=tuple(i for i in order.sequence if i not in ran),
+        repeats=repeats.repeats,
+        repeats_run_base=pairs[0],
+        repeats_run_head=pairs[1],
+        repeats_fixed=len(ids) * repeats.repeats,
+        repeats_audited=repeats.audited,
+        repeats_varied=repeats.varied,
+    )
 
 
 def sequential_metrics(policy: GatePolicy) -> tuple[str, ...]:

@@ -304,14 +304,15 @@ def append_entry(path: Path | str, record: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
-def _read_run(run_dir: Path) -> tuple[Manifest, list[Score]]:
-    """A finished run directory's manifest and score rows.
+def _read_run(run_dir: Path, partial: bool = False) -> tuple[Manifest, list[Score]]:
+    """A finished run directory's manifest and score rows (``partial``: a ``partial`` run is taken too).
 
     Raises:
-        InputError: not a run directory, the run is not complete, or its scores are unreadable.
+        InputError: not a run directory, the run is not complete (nor ``partial`` when taken), or its scores are
+            unreadable.
     """
     manifest = read_manifest(run_dir)
-    if manifest.status != "complete":
+    if manifest.status != "complete" and not (partial and manifest.status == "partial"):
         raise InputError(f"{run_dir}: the run is not complete (status {manifest.status!r}); finish it first")
     return manifest, load_scores(run_dir / SCORES)
 
@@ -334,11 +335,12 @@ def load_run(run_dir: Path | str) -> tuple[Manifest, dict[str, np.ndarray]]:
     return manifest, _in_order(manifest, metric_matrices(scores, manifest.repeats or 1))
 
 
-def run_aggregates(run_dir: Path | str) -> dict[str, dict[str, float | int | None]]:
+def run_aggregates(run_dir: Path | str, partial: bool = False) -> dict[str, dict[str, float | int | None]]:
     """The aggregates of a finished run, per metric: a history entry's numbers plus the failed scores.
 
     Args:
         run_dir: a complete run directory (``rag-gate run``).
+        partial: take a ``partial`` run too (a stage, ``run --upto-batch K``: the aggregates of the cases it ran).
 
     Returns:
         metric name → the :func:`summarize` fields (``mean``, ``sd``, ``p10``, ``share_below_0_5``, ``n``: cases
@@ -350,7 +352,7 @@ def run_aggregates(run_dir: Path | str) -> dict[str, dict[str, float | int | Non
     Raises:
         InputError: not a run directory, the run is not complete, or its scores are unreadable.
     """
-    manifest, scores = _read_run(Path(run_dir))
+    manifest, scores = _read_run(Path(run_dir), partial)
     repeats = manifest.repeats or 1
     failed = Counter(
         s.metric

@@ -26,13 +26,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gate.adaptive import AdaptiveRun, StopReason
 from gate.compare.repeats import RepeatPlan, audit_sample, candidates, compared_metrics, varying
-from gate.compare.sequential import Looks, Order, adaptive_order, certain_must_pass
+from gate.compare.sequential import (
+    Looks,
+    Order,
+    RepeatsRun,
+    adaptive_run,
+    final_statuses,
+    held_cases,
+    last_look_held,
+    policy_order,
+    take_look,
+)
 from gate.comparison import ChangedFile
 from gate.config import Config
 from gate.errors import InputError
@@ -41,7 +50,7 @@ from gate.golden import GoldenDiff, file_sha256, load_golden
 from gate.pr import cache, envs, sides
 from gate.pr.run import PrRun
 from gate.produce import run_side
-from gate.runs import PREDICTIONS, Side, read_manifest, read_partial_predictions
+from gate.runs import Side, read_manifest
 from gate.sandbox import Sandbox
 from gate.sides import Compared, compare_sides, load_sides
 
@@ -49,13 +58,6 @@ if TYPE_CHECKING:  # the comparison (and scipy) is imported when a comparison is
     from gate.compare.core import Decided
 
 log = logging.getLogger("rag-gate")
-
-REASONS = {
-    "fail": "a gated metric fell beyond its margin at a look (sequential test)",
-    "must_pass": "a must-pass case failed certainly (it blocks the merge whatever the metrics say)",
-    "decided": "every gated metric was decided (sequential test)",
-    "exhausted": "the golden set ran out before every gated metric was decided (fixed-N analysis for the rest)",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,9 +134,7 @@ def _batches(
 ) -> tuple[Compared, AdaptiveRun]:
     """Run the batches until the looks stop, and compare on the cases run."""
     policy = both.base.policy
-    settings = policy.adaptive
-    seed = settings.seed if settings.seed is not None else policy.seed
-    order = adaptive_order(load_golden(golden), policy, seed, settings.batch)
+    order = policy_order(load_golden(golden), policy)
     looks = Looks(policy, order)
     final = dataclasses.replace(both.base, policy=dataclasses.replace(policy, alpha=looks.split.final))
     out = run.out
@@ -206,54 +206,16 @@ def _batches(
                 run_both(ids)
                 base_side, head_side = sides_of(ids)
         n_run = order.ends[k] if order.ends else 0
-        certain = certain_must_pass(base_side, head_side, final.policy)
-        looks.update(base_side, head_side, n_run, must_pass_failed=certain)
-        reason = looks.stop()
+        reason = take_look(looks, base_side, head_side, n_run, final.policy)
         log.info("adaptive: look %d after %d of %d cases: %s", k + 1, len(ids), len(order.first) + len(order.sequence),
                  reason or "continue")  # fmt: skip
         if reason is not None:
             stopped = reason
             break
-    if stopped in ("fail", "must_pass"):  # the metrics still undecided are not decided by a prefix's fixed-N analysis
-        compared = compare(ids, lambda fixed: looks.at_stop({r.name: (r.status, r.reason) for r in fixed}, n_run))
-    else:
-        compared = compare(ids, looks.decided())
-    ran = set(ids)
-    not_run = tuple(i for i in order.sequence if i not in ran)
-    side_text = f"{len(ids)} of {len(order.first) + len(order.sequence)} cases on each side"
-    pairs = {side.label: len(ids) * side.repeats - int(side.table.skipped_mask(ids).sum())
-             for side in (compared.base, compared.head)}  # fmt: skip
-    adaptive = AdaptiveRun(
-        seed=order.seed,
-        batch=order.batch,
-        n_first=len(order.first),
-        n_sequence=len(order.sequence),
-        cases_run=len(ids),
-        looks=looks.looks,
-        stopped=stopped,
-        reason=f"{side_text}: {REASONS[stopped]}" + _ruled_out(looks),
-        alpha_sequential=looks.split.sequential,
-        alpha_final=looks.split.final,
-        metrics=looks.metrics(),
-        not_run=not_run,
-        repeats=plan.repeats,
-        repeats_run_base=pairs["base"],
-        repeats_run_head=pairs["head"],
-        repeats_fixed=len(ids) * plan.repeats,
-        repeats_audited=plan.audited,
-        repeats_varied=plan.varied,
-    )
+    compared = compare(ids, final_statuses(looks, stopped, n_run))
+    adaptive = adaptive_run(looks, ids, stopped, (compared.base, compared.head),
+                            RepeatsRun(plan.repeats, plan.audited, plan.varied))  # fmt: skip
     return compared, adaptive
-
-
-def _ruled_out(looks: Looks) -> str:
-    """What the looks ruled out beyond the margins, appended to the run's reason.
-
-    E.g. "; ruled out at the fixed design's MDE at N = 500 (not the margin): a rise of error_rate beyond 0.018";
-    "" when no metric was decided against its MDE at N instead of its margin.
-    """
-    beyond = looks.beyond_mdes()
-    return f"; ruled out {beyond}" if beyond else ""
 
 
 def _same_run(run_dir: Path, config: Config, sha: str, golden: Path) -> bool:
@@ -279,15 +241,8 @@ def _looks_held(order: Order, out: Path, base_cached: bool, repeats: int) -> int
     Those predictions were written by an earlier, interrupted or finished, run of the same evaluation; failed
     ones are not counted (they are retried). A base restored from the cache holds every case.
     """
-
-    def held(run_dir: Path) -> set[str]:
-        kept, _ = read_partial_predictions(run_dir / PREDICTIONS)
-        answered = Counter(p.id for p in {(p.id, p.repeat): p for p in kept}.values())
-        return {case for case, n in answered.items() if n >= repeats}
-
-    both = held(out / "head") if base_cached else held(out / "head") & held(out / "base")
-    looks = range(len(order.ends)) if order.ends else range(1)
-    return max((k for k in looks if set(order.prefix(k)) <= both), default=-1)
+    held = held_cases(out / "head", repeats)
+    return last_look_held(order, held if base_cached else held & held_cases(out / "base", repeats))
 
 
 def policy_repeats(both: Sides) -> int:
