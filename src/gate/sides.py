@@ -153,9 +153,9 @@ def require_complete(run_dir: Path, manifest: Manifest) -> None:
     status = manifest.status
     if status == "partial":
         raise InputError(
-            f"{run_dir}: the run is partial, by plan, not interrupted: an adaptive evaluation (`rag-gate pr "
-            "--adaptive on`) ran only some of its cases or repeats and compared them itself (its report.json is in "
-            "the folder above); compare complete runs"
+            f"{run_dir}: the run is partial, by plan, not interrupted: an adaptive evaluation ran only some of its "
+            "cases or repeats (`rag-gate pr --adaptive on` compared them itself: its report.json is in the folder "
+            "above; a stage of `rag-gate run --upto-batch K` is compared with `rag-gate compare --adaptive`)"
         )
     if status != "complete":
         raise InputError(

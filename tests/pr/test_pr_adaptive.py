@@ -134,8 +134,8 @@ def test_compare_names_a_partial_adaptive_run_as_planned_not_interrupted(regress
     assert result.exit_code == 2
     assert result.stderr.splitlines()[0] == (
         f"rag-gate: error: {out / 'base'}: the run is partial, by plan, not interrupted: an adaptive evaluation "
-        "(`rag-gate pr --adaptive on`) ran only some of its cases or repeats and compared them itself (its "
-        "report.json is in the folder above); compare complete runs"
+        "ran only some of its cases or repeats (`rag-gate pr --adaptive on` compared them itself: its report.json is "
+        "in the folder above; a stage of `rag-gate run --upto-batch K` is compared with `rag-gate compare --adaptive`)"
     )
 
 

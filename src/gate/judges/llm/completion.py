@@ -25,22 +25,23 @@ class Usage:
     """
 
     prompt_tokens: Any = None
+    """Tokens of the prompt, as the server wrote them (an integer, or anything: then not counted)."""
     completion_tokens: Any = None
+    """Tokens of the answer, as the server wrote them."""
 
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """What a judge reads of one chat completion.
-
-    ``has_choice`` is False when the response holds no choice; ``content`` is the first choice's message content
-    when it is text (else None); ``finish_reason`` its finish reason (``"length"``: cut at ``max_tokens``); ``usage``
-    the token counts, or None when the response has no ``usage``.
-    """
+    """What a judge reads of one chat completion."""
 
     has_choice: bool
+    """False when the response holds no choice."""
     content: str | None
+    """The first choice's message content when it is text, else None."""
     finish_reason: str | None
+    """The first choice's finish reason (``"length"``: cut at ``max_tokens``)."""
     usage: Usage | None
+    """The token counts, or None when the response has no ``usage``."""
 
 
 def read_completion(content: bytes, content_type: str = "application/json") -> Completion:
