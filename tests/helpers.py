@@ -3,6 +3,7 @@ the conftest.py of the folder whose tests share them."""
 
 import base64
 import codecs
+import hashlib
 import json
 import os
 import subprocess
@@ -70,6 +71,16 @@ def git(repo: Path | str, *args: str) -> str:
         ["git", "-C", str(repo), *GIT_IDENTITY, *args], capture_output=True, text=True, check=True, timeout=120
     )
     return done.stdout.strip()
+
+
+def pr_order(repo: Path, n: int, seed: int = 7) -> list[str]:
+    """The order `rag-gate pr --adaptive on` runs the cases q0…q{n-1} of ``repo``'s checked-out head in.
+
+    numpy's permutation seeded by the config's seed and the head commit: the first 63 bits of SHA-256("seed:sha").
+    """
+    head = git(repo, "rev-parse", "HEAD").strip()
+    key = int.from_bytes(hashlib.sha256(f"{seed}:{head}".encode()).digest()[:8], "big") >> 1
+    return [f"q{i}" for i in np.random.default_rng(key).permutation(n)]
 
 
 def metric_input(

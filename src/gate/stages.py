@@ -55,7 +55,14 @@ class Staged:
 
 
 def compare_stages(
-    base: Path, head: Path, out_dir: Path, *, config: Config, strict: bool = False, jobs: int | None = None
+    base: Path,
+    head: Path,
+    out_dir: Path,
+    *,
+    config: Config,
+    strict: bool = False,
+    jobs: int | None = None,
+    head_sha: str | None = None,
 ) -> Staged:
     """Take the looks over the batches both run directories hold in full and compare when they settle.
 
@@ -73,6 +80,7 @@ def compare_stages(
         config: the base's config, ``adaptive`` on.
         strict: turn an inconclusive verdict into fail.
         jobs: scoring worker processes (``--jobs``).
+        head_sha: the head commit the stages' order was seeded with (``--head-sha``), or None (the seed alone).
 
     Returns:
         The :class:`Staged` outcome: a comparison when stopped or exhausted, else the looks taken.
@@ -98,7 +106,7 @@ def compare_stages(
         )
     # the head ran its own config, which in CI sits at the base's config path (each side checked out in one place)
     refuse_stale_run(Path(head), manifests[1], config.golden, None)
-    order = policy_order(load_golden(golden), policy)
+    order = policy_order(load_golden(golden), policy, head_sha)
     looks = Looks(policy, order)
     final = dataclasses.replace(config, policy=dataclasses.replace(policy, alpha=looks.split.final))
     held = held_cases(Path(base), max(1, manifests[0].repeats)) & held_cases(Path(head), max(1, manifests[1].repeats))

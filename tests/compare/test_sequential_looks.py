@@ -7,12 +7,13 @@ batch by batch as the PR flow does, stops, with the same decisions.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
 import pytest
 
-from gate.compare.sequential import Looks, adaptive_order
+from gate.compare.sequential import Looks, adaptive_order, policy_order
 from gate.config import GatePolicy
 from gate.models import GoldenCase, Prediction, Score
 from gate.predictions import PredictionTable
@@ -48,6 +49,20 @@ def test_the_order_is_seeded_and_puts_must_pass_and_out_of_domain_cases_first():
     assert order.ends == tuple(range(5, 51, 5))
     assert order.prefix(0) == ["ood", "vip", *order.sequence[:5]]
     assert adaptive_order(golden, POLICY, seed=3, batch=20).ends == (20, 40, 50)
+
+
+def test_a_prs_order_is_seeded_by_its_head_commit_too_so_it_cannot_be_known_before_committing():
+    """A fixed seed tells a PR's author which cases an adaptive run leaves out; with the head commit in the seed
+    every commit gets another order (the same commit the same one)."""
+    golden, sha = cases(50), "8f" * 20
+    seeded = policy_order(golden, POLICY, sha)
+    key = int.from_bytes(hashlib.sha256(f"{POLICY.seed}:{sha}".encode()).digest()[:8], "big") >> 1
+    assert seeded.seed == key and seeded == adaptive_order(golden, POLICY, seed=key)
+    assert policy_order(golden, POLICY, sha) == seeded and policy_order(golden, POLICY) == adaptive_order(
+        golden, POLICY, seed=POLICY.seed
+    )
+    others = {policy_order(golden, POLICY, f"{i:040x}").sequence[:10] for i in range(20)}
+    assert len(others) == 20  # 20 commits, 20 different first batches
 
 
 @pytest.mark.parametrize(

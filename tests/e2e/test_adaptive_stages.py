@@ -13,10 +13,9 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers import code_word_repo, git
+from helpers import code_word_repo, git, pr_order
 
 from gate.cli import main
 from gate.golden import file_sha256
@@ -81,14 +80,16 @@ def make_sides(root: Path, n: int, broken_every: int, config: str) -> dict[str, 
 
 
 def stage(root: Path, k: int, shards: int = 2) -> None:
-    """Stage ``k`` on both sides: ``run --shard i/n --upto-batch k`` per shard, then ``merge`` into runs/{side}."""
+    """Stage ``k`` on both sides: ``run --shard i/n --upto-batch k`` per shard (the order seeded with the head
+    commit), then ``merge`` into runs/{side}."""
+    head = git(root / "head", "rev-parse", "HEAD")
     for side in ("base", "head"):
         sha = git(root / side, "rev-parse", "HEAD")
         dirs = []
         for i in range(1, shards + 1):
             out = root / "runs" / f"{side}-s{i}"
             result = invoke("run", "--config", root / side / "rag-gate.yml", "--out", out, "--shard", f"{i}/{shards}",
-                            "--upto-batch", k, "--git-sha", sha, "--jobs", 1)  # fmt: skip
+                            "--upto-batch", k, "--head-sha", head, "--git-sha", sha, "--jobs", 1)  # fmt: skip
             assert result.exit_code == 0, result.output
             dirs.append(out)
         result = invoke("merge", *dirs, "--out", root / "runs" / side)
@@ -98,8 +99,9 @@ def stage(root: Path, k: int, shards: int = 2) -> None:
 def compare_adaptive(root: Path, name: str):
     """``compare runs/base runs/head --adaptive`` with ``$GITHUB_OUTPUT`` at root/{name}.output: (result, outputs)."""
     output = root / f"{name}.output"
+    seeded = ["--head-sha", git(root / "head", "rev-parse", "HEAD")] if (root / "head").exists() else []
     result = invoke("compare", root / "runs" / "base", root / "runs" / "head", "--adaptive", "--out", root / name,
-                    "--format", "json", env={"GITHUB_OUTPUT": str(output)})  # fmt: skip
+                    *seeded, "--format", "json", env={"GITHUB_OUTPUT": str(output)})  # fmt: skip
     lines = output.read_text().splitlines() if output.exists() else []
     return result, dict(line.split("=", 1) for line in lines)
 
@@ -116,7 +118,7 @@ def test_a_clear_regression_stops_at_stage_one_as_the_pr_flow_does(regression):
     root = regression
     stage(root, 1)
     # each side ran the two out-of-domain cases and the first batch (40 of the order), each case once, in 2 shards
-    order = [f"q{i}" for i in np.random.default_rng(7).permutation(200)]
+    order = pr_order(root / "head", 200)  # seeded with the config's seed and the head commit, as in the PR flow
     first = {"ood0", "ood1"} | set(order[:40])
     for side in ("base", "head"):
         ran = calls(root / f"calls.{side}")
@@ -188,7 +190,7 @@ def test_an_unsettled_stage_exits_4_without_a_verdict_and_the_next_runs_only_new
     assert not (root / "look1" / "report.json").exists() and not (root / "look1" / "comment.md").exists()
 
     stage(root, 2)
-    order = [f"q{i}" for i in np.random.default_rng(7).permutation(20)]
+    order = pr_order(root / "head", 20)
     for side in ("base", "head"):
         ran = calls(root / f"calls.{side}")
         assert len(ran) == 22 and ran[12:] and sorted(ran[12:]) == sorted(order[10:])  # only the new batch ran

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import pr_order
 from scratch_repo import CONFIG, GITHUB_VARS, calls, code_word_repo, run_pr
 
 from gate.cli import main
@@ -82,11 +83,8 @@ def test_a_clear_regression_stops_early_with_fewer_calls(regression):
     assert adaptive["cases_run"] == 2 + 20 * adaptive["looks"]
     assert {"ood0", "ood1"} <= set(head_calls)  # out-of-domain (must-pass) cases first and in full
     assert not set(adaptive["not_run"]) & set(head_calls)
-    # the run order is the seeded permutation of the in-domain cases (seed: the config's)
-    import numpy as np
-
-    ids = [f"q{i}" for i in range(200)]
-    order = [ids[i] for i in np.random.default_rng(7).permutation(200)]
+    # the run order is the permutation of the in-domain cases seeded by the config's seed and the head commit
+    order = pr_order(regression / "repo", 200)
     assert set(head_calls) - {"ood0", "ood1"} == set(order[: adaptive["cases_run"] - 2])
     assert adaptive["not_run"] == order[adaptive["cases_run"] - 2 :]
     # the failing metric was decided by the sequential test, and the case lists cover the cases run only
@@ -115,7 +113,8 @@ def test_a_clear_regression_stops_early_with_fewer_calls(regression):
     manifest = json.loads((regression / "out" / "head" / "manifest.json").read_text())
     assert manifest["status"] == "partial" and manifest["n_cases"] == adaptive["cases_run"]
     comment = (regression / "out" / "comment.md").read_text()
-    assert "| Hit rate@5 | 1.000 | 0.500 | -0.500 |" in comment
+    hit = sum(int(c[1:]) % 2 for c in order[: adaptive["cases_run"] - 2]) / (adaptive["cases_run"] - 2)
+    assert f"| Hit rate@5 | 1.000 | {hit:.3f} | {hit - 1:.3f} |" in comment  # even items are broken
     hit_row = next(line for line in comment.splitlines() if line.startswith("| Hit rate@5 |"))
     grounded_row = next(line for line in comment.splitlines() if line.startswith("| Grounded answers |"))
     assert hit_row.endswith(f"| ❌ fail at look {adaptive['looks']} (sequential test) |")
@@ -123,9 +122,8 @@ def test_a_clear_regression_stops_early_with_fewer_calls(regression):
     assert f"{adaptive['cases_run']} of {total} cases on each side" in comment
     assert f"the other {len(adaptive['not_run'])} case(s) were not run" in comment
     page = (regression / "out" / "report.html").read_text()
-    assert (
-        f"Adaptive evaluation (order seed 7, batches of 20, {adaptive['looks']} look(s)): {adaptive['reason']}" in page
-    )
+    looks = f"order seed {adaptive['seed']}, batches of 20, {adaptive['looks']} look(s)"
+    assert f"Adaptive evaluation ({looks}): {adaptive['reason']}" in page
 
 
 def test_compare_names_a_partial_adaptive_run_as_planned_not_interrupted(regression):
@@ -206,7 +204,7 @@ def test_a_killed_run_resumes_at_its_batch(tmp_path):
     assert len(calls(base)) == n_base  # the base's batches were all there
     rerun = calls(head)[n_head:]
     assert len(rerun) == len(set(rerun)) == 42 - len(answered) and not set(rerun) & answered
-    order = [f"q{i}" for i in __import__("numpy").random.default_rng(7).permutation(200)]
+    order = pr_order(repo, 200)
     assert set(rerun) | answered == {"ood0", "ood1", *order[:40]}
     manifest = json.loads((out / "head" / "manifest.json").read_text())
     assert manifest["status"] == "partial" and manifest["n_cases"] == 42

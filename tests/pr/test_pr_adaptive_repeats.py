@@ -13,8 +13,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
+from helpers import pr_order
 from scratch_repo import CONFIG, calls, code_word_repo, run_pr
 
 TEMPLATE = '''"""Code-word RAG pipeline that counts its calls per case; wrong at random (seeded) with WRONG_RATE > 0."""
@@ -55,12 +55,6 @@ def make_repo(repo: Path, wrong: float, calls: Path, n: int = N) -> None:
     code_word_repo(repo, n, CONFIG.replace("repeats: 1\n", "") + SETTINGS, code["base"], code["head"])
 
 
-def order() -> list[str]:
-    """The sequence's order: numpy's permutation of the in-domain cases with the config's seed (7)."""
-    ids = [f"q{i}" for i in range(N)]
-    return [ids[i] for i in np.random.default_rng(7).permutation(N)]
-
-
 @pytest.fixture(scope="module")
 def unchanged(tmp_path_factory):
     """A PR that changes nothing the pipeline answers (deterministic), run adaptively twice and fixed once."""
@@ -82,7 +76,7 @@ def test_a_deterministic_pipeline_runs_repeat_0_only_but_for_the_audit(unchanged
     assert report["verdict"] == "pass" and adaptive["stopped"] == "decided" and adaptive["repeats"] == 3
     assert adaptive["repeats_varied"] is None
     ran = adaptive["cases_run"]
-    seq = order()[: ran - 2]
+    seq = pr_order(root / "repo", N)[: ran - 2]  # the order of the config's seed and the head commit
     for side in (".base", ".head"):
         per_case = first[side]
         assert set(per_case) == {"ood0", "ood1", *seq}

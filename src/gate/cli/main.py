@@ -295,6 +295,12 @@ def _direct_url() -> str | None:
     help="A stage of the staged adaptive evaluation (needs `adaptive: true`): the must-pass and out-of-domain "
     "cases and the first K batches of the adaptive order (of the shard, with --shard), every repeat; extends OUT.",
 )
+@click.option(
+    "--head-sha",
+    metavar="SHA",
+    help="With --upto-batch: the PR's head commit, which seeds the adaptive order with the config's seed (as "
+    "`rag-gate pr` does), so that a PR cannot know which cases are left out; the same on both sides.",
+)
 @click.option("--git-sha", help="Commit of this side, recorded in the manifest.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
 @click.option(
@@ -317,6 +323,7 @@ def run(
     repeats: int | None,
     shard_text: str | None,
     upto_batch: int | None,
+    head_sha: str | None,
     git_sha: str | None,
     progress: bool | None,
     jobs: int | None,
@@ -346,7 +353,9 @@ def run(
 
     protect_process(os.environ)  # the pipeline cannot read this process's secrets from /proc
     config = load_config(config_path, repeats=repeats)  # before importing the engine: bad input fails fast
-    stage, cases = _stage_cases(config, upto_batch) if upto_batch is not None else (None, None)
+    if head_sha is not None and upto_batch is None:
+        raise InputError("--head-sha seeds the order of a stage: it needs --upto-batch")
+    stage, cases = _stage_cases(config, upto_batch, head_sha) if upto_batch is not None else (None, None)
     from gate.produce import run_side
 
     show = sys.stderr.isatty() if progress is None else progress
@@ -381,10 +390,11 @@ def run(
     _print_aggregates(out, fmt, counts, metrics)
 
 
-def _stage_cases(config: Config, upto_batch: int) -> tuple[int, list[str]]:
+def _stage_cases(config: Config, upto_batch: int, head_sha: str | None) -> tuple[int, list[str]]:
     """``run --upto-batch K``'s stage: (K, or the order's last batch when K is past it; the ids of its cases).
 
-    The order is the PR flow's (:func:`gate.compare.sequential.policy_order`); ``--shard`` then keeps the shard's
+    The order is the PR flow's (:func:`gate.compare.sequential.policy_order`, seeded with ``head_sha`` when given:
+    without it the config's seed alone tells a PR which cases are left out); ``--shard`` then keeps the shard's
     cases among them (:func:`gate.produce.run_side` shards the golden set, then keeps ``cases``).
 
     Raises:
@@ -395,7 +405,7 @@ def _stage_cases(config: Config, upto_batch: int) -> tuple[int, list[str]]:
     from gate.compare.sequential import policy_order
     from gate.golden import load_golden
 
-    order = policy_order(load_golden(config.golden), config.policy)
+    order = policy_order(load_golden(config.golden), config.policy, head_sha)
     stage = min(upto_batch, max(1, len(order.ends)))
     return stage, order.prefix(stage - 1)
 
@@ -453,6 +463,7 @@ def _print_aggregates(out: Path, fmt: str, counts: Counts, metrics: dict[str, di
     help="The staged adaptive evaluation (needs `adaptive: true` in the base's config): the looks over the batches "
     "both run directories hold (run --upto-batch K); not settled: no verdict, exit 4 (run the next batch).",
 )
+@click.option("--head-sha", metavar="SHA", help="With --adaptive: the head commit the stages' order was seeded with.")
 @click.option(
     "--jobs",
     type=click.IntRange(min=1, max=256),
@@ -477,6 +488,7 @@ def compare(
     junit: Path | None,
     strict: bool,
     adaptive: bool,
+    head_sha: str | None,
     jobs: int | None,
     labels_paths: tuple[Path, Path] | None,
 ) -> None:
@@ -516,8 +528,10 @@ def compare(
         from gate.files import prepare_output_file
 
         prepare_output_file(junit, f"--junit {junit}")  # a missing folder is made now, not a failure after the work
+    if head_sha is not None and not adaptive:
+        raise InputError("--head-sha seeds the order of the staged adaptive evaluation: it needs --adaptive")
     if adaptive:
-        compared = _compare_stages(base, head, out, config, golden, strict=strict, jobs=jobs)
+        compared = _compare_stages(base, head, out, config, golden, strict=strict, jobs=jobs, head_sha=head_sha)
     else:
         compared = compare_sides(base, head, out, config=config, golden=golden, strict=strict, jobs=jobs)
     comparison = compared.comparison
@@ -539,7 +553,15 @@ def compare(
 
 
 def _compare_stages(
-    base: Path, head: Path, out: Path, config: Config | None, golden: Path | None, *, strict: bool, jobs: int | None
+    base: Path,
+    head: Path,
+    out: Path,
+    config: Config | None,
+    golden: Path | None,
+    *,
+    strict: bool,
+    jobs: int | None,
+    head_sha: str | None,
 ) -> Compared:
     """``compare --adaptive``: the settled comparison (``settled=true`` to ``$GITHUB_OUTPUT``), or exit 4.
 
@@ -564,7 +586,7 @@ def _compare_stages(
         if not recorded or not Path(recorded).is_file():
             raise InputError(f"{base}: --adaptive needs the base's config: its run's config is gone; pass --config")
         config = load_config(Path(recorded))
-    staged = compare_stages(base, head, out, config=config, strict=strict, jobs=jobs)
+    staged = compare_stages(base, head, out, config=config, strict=strict, jobs=jobs, head_sha=head_sha)
     outputs_file = os.environ.get("GITHUB_OUTPUT")
     if staged.compared is None:
         click.echo(

@@ -9,6 +9,7 @@ the fixed-N ones in the comparison (:func:`gate.compare.compare`, ``decided``).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -92,15 +93,26 @@ def adaptive_order(cases: Sequence[GoldenCase], policy: GatePolicy, seed: int, b
     return Order(tuple(c.id for c in cases if c.id in first), permuted, ends, seed, size)
 
 
-def policy_order(cases: Sequence[GoldenCase], policy: GatePolicy) -> Order:
+def commit_seed(seed: int, commit: str) -> int:
+    """The seed of a PR's order: ``seed`` and the head commit together (the first 63 bits of their SHA-256).
+
+    A fixed seed would tell a PR's author, before committing, which cases an adaptive run leaves out, and a PR
+    that breaks exactly those would pass; a commit's id is known only once its content is final.
+    """
+    digest = hashlib.sha256(f"{seed}:{commit}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def policy_order(cases: Sequence[GoldenCase], policy: GatePolicy, commit: str | None = None) -> Order:
     """The adaptive order the policy's ``adaptive:`` setting gives over ``cases`` (the PR flow's and the stages').
 
-    Its seed is ``adaptive: {seed}``, else the gate's ``seed``; its batch ``adaptive: {batch}``, else a tenth of
-    the sequence (:func:`adaptive_order`).
+    Its seed is ``adaptive: {seed}``, else the gate's ``seed``, combined with the head ``commit`` when given
+    (:func:`commit_seed`: the PR flow); its batch ``adaptive: {batch}``, else a tenth of the sequence
+    (:func:`adaptive_order`).
     """
     settings = policy.adaptive
     seed = settings.seed if settings.seed is not None else policy.seed
-    return adaptive_order(cases, policy, seed, settings.batch)
+    return adaptive_order(cases, policy, commit_seed(seed, commit) if commit else seed, settings.batch)
 
 
 def held_cases(run_dir: Path, repeats: int) -> set[str]:

@@ -134,7 +134,7 @@ def _batches(
 ) -> tuple[Compared, AdaptiveRun]:
     """Run the batches until the looks stop, and compare on the cases run."""
     policy = both.base.policy
-    order = policy_order(load_golden(golden), policy)
+    order = policy_order(load_golden(golden), policy, both.head_sha)
     looks = Looks(policy, order)
     final = dataclasses.replace(both.base, policy=dataclasses.replace(policy, alpha=looks.split.final))
     out = run.out
