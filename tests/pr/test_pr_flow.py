@@ -338,3 +338,22 @@ def test_an_out_dir_another_pr_run_holds_is_refused_and_its_verdict_kept(tmp_pat
     assert first.startswith(f"rag-gate: error: --out-dir {out}: {out} is in use by another rag-gate run (pid ")
     assert (out / "comment.md").read_text() == "the other run's verdict"  # nothing of it cleared
     assert not (out / "head").exists()
+
+
+@pytest.mark.parametrize("out_dir", ["eval", "."])
+def test_an_out_dir_holding_the_config_or_golden_set_is_refused_before_anything_runs(tmp_path, out_dir):
+    repo = tmp_path / "repo"
+    make_scratch_repo(repo)
+    (repo / "eval").mkdir()
+    git.git(repo, "mv", "golden.jsonl", "eval/golden.jsonl")
+    config = (repo / "rag-gate.yml").read_text().replace("golden: golden.jsonl", "golden: eval/golden.jsonl")
+    (repo / "rag-gate.yml").write_text(config)
+    before = (repo / "eval" / "golden.jsonl").read_bytes()
+    result = run_pr(tmp_path, (repo, None, tmp_path / "cache"), dict.fromkeys(GITHUB_VARS), "--base-ref", "main",
+                    out_dir=str(repo / out_dir))  # fmt: skip
+    assert result.exit_code == 2, result.output
+    label = "golden: " if out_dir == "eval" else "config: "
+    assert result.stderr.splitlines()[0].startswith(
+        f"rag-gate: error: --out-dir {repo / out_dir}: the directory holds the run's own input ({label}"
+    )
+    assert (repo / "eval" / "golden.jsonl").read_bytes() == before and not (repo / "eval" / "base").exists()

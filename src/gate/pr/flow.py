@@ -28,7 +28,14 @@ from gate.compare.notes import policy_changes
 from gate.comparison import exit_code_for, relocate
 from gate.config import Config, load_config
 from gate.errors import NUL_INPUT, EvaluationError, GateError, InputError, is_nul_error
-from gate.files import contained_dir, locked_directory, prepare_output_file, refuse_output_clashes, remove_tree
+from gate.files import (
+    contained_dir,
+    locked_directory,
+    prepare_output_file,
+    refuse_inputs_inside,
+    refuse_output_clashes,
+    remove_tree,
+)
 from gate.golden import GoldenDiff
 from gate.outputs import Output
 from gate.outputs.markdown import sticky_marker
@@ -136,6 +143,8 @@ def _prepare(
         raise InputError(f"{config_path}: the config must be inside the repository {repo}") from None
     caching = trust.cache_policy(cache_dir, context, environ, credentials)
     out = contained_dir(workdir / options.out_dir, repo, f"--out-dir {options.out_dir}")
+    inputs = {"config": config_path, "golden": head.golden, "pipeline.predictions": head.pipeline.predictions}
+    refuse_inputs_inside(out, inputs, f"--out-dir {options.out_dir}")  # its golden.jsonl would replace the set
     junit = None
     if options.junit is not None:
         junit = contained_dir((workdir / options.junit).parent, repo, f"--junit {options.junit}") / options.junit.name

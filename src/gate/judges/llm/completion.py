@@ -44,25 +44,20 @@ class Completion:
     """The token counts, or None when the response has no ``usage``."""
 
 
-def read_completion(content: bytes, content_type: str = "application/json") -> Completion:
-    """Read a ``/chat/completions`` response body (JSON bytes) into a :class:`Completion`.
+def read_completion(text: str) -> Completion:
+    """Read a ``/chat/completions`` response body (JSON text, decoded by openai's client) into a :class:`Completion`.
 
-    As openai's client does: a body that is not JSON raises the :class:`json.JSONDecodeError` of ``json.loads``
-    when the ``Content-Type`` says JSON (a body cut short), and is a response without choices otherwise.
+    A body that is not JSON (cut short, an HTML error page) raises the :class:`json.JSONDecodeError` of
+    ``json.loads``, as openai's ``response.json()`` does for a JSON response.
 
     Raises:
-        json.JSONDecodeError: a JSON ``Content-Type`` over a body that does not decode.
+        json.JSONDecodeError: the body does not decode.
 
     """
     try:
-        data = _DECODER.decode(content)
+        data = _DECODER.decode(text)
     except msgspec.DecodeError:
-        try:
-            data = json.loads(content)  # UTF-16/32 bodies, which msgspec does not read; else json's own error
-        except ValueError:
-            if content_type.split(";")[0].strip().endswith("json"):
-                raise
-            data = None
+        data = json.loads(text)  # json's own error (msgspec's wording differs); also what msgspec refuses
     body = data if isinstance(data, dict) else {}
     choices = body.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None

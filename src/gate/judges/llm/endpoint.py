@@ -93,7 +93,6 @@ class Endpoint:
 
     def __init__(self, config: EndpointConfig, environ: Mapping[str, str] | None = None) -> None:
         try:
-            import httpx
             import openai
             from openai.types.chat import ChatCompletion
 
@@ -112,7 +111,6 @@ class Endpoint:
             http_client=http_client,  # its pool (1,000 connections) never queues below the concurrency bound (≤ 256)
         )
         self._completion = ChatCompletion
-        self._raw_response = httpx.Response  # openai returns the response as it is, its errors raised as usual
         self.client.chat.completions.create = self.create  # instructor wraps this
         self._retry_policy = retry_policy(config, lambda: self.stats.add(retries=1), self._seconds_left)
         self._slots = asyncio.Semaphore(config.concurrency)
@@ -241,11 +239,11 @@ class Endpoint:
     async def _post_completion(self, body: dict[str, Any]) -> Completion:
         """POST one chat completion like :meth:`_post`; read its body with :func:`read_completion`.
 
-        With ``cast_to=httpx.Response`` openai returns the response without building a model; its errors are raised
-        as for :meth:`_post`, and a JSON body cut short raises the same :class:`json.JSONDecodeError`.
+        With ``cast_to=str`` openai returns the body's text without building a model (``str`` is a ``cast_to`` of
+        every openai release from 1.89 on, whatever HTTP library it ships on: 3.x moved to httpx2); its errors are
+        raised as for :meth:`_post`, and a JSON body cut short raises the same :class:`json.JSONDecodeError`.
         """
-        response = await self.client.post("/chat/completions", cast_to=self._raw_response, body=body)
-        return read_completion(response.content, response.headers.get("content-type", "*"))
+        return read_completion(await self.client.post("/chat/completions", cast_to=str, body=body))
 
     async def _attempt(self, body: dict[str, Any], post: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
         left = self.breaker.check()
