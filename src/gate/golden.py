@@ -184,6 +184,7 @@ def ood_unchecked_warning(cases: Sequence[GoldenCase], metrics: Sequence[str]) -
     if not n or "refusal" in metrics:
         return []
     return [
-        f"{n} out-of-domain case(s) are not checked for refusals: `refusal` is not in metrics (add it to list the "
-        "ones answered on head and let fail_on_new_ood fail the gate)"
+        f"{n} out-of-domain case(s) are not scored for refusals: `refusal` is not in metrics (add it to list the "
+        "ones answered on head as out-of-domain failures and let fail_on_new_ood fail the gate; must-pass cases are "
+        "checked either way)"
     ]

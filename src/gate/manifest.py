@@ -31,7 +31,7 @@ class JudgeUsage:
     requests: int = 0
     """HTTP requests sent (first attempts, retries and re-asks); 0 for an offline judge."""
     retries: int = 0
-    """Waits before a retry (429, 5xx, timeouts)."""
+    """Retries sent (after a 429, a 5xx or a timeout); one the circuit or the deadline stopped is not counted."""
     failures: int = 0
     """Calls that ended as a judge failure (including calls refused by an open circuit or the deadline)."""
     cache_hits: int = 0

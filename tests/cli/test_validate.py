@@ -200,11 +200,11 @@ def test_validate_warns_that_out_of_domain_cases_go_unchecked_without_refusal(tm
     path.write_text("golden: golden.jsonl\npipeline: {predictions: preds.jsonl}\nmetrics: [mrr]\n")
     result = invoke("validate", path)
     assert result.exit_code == 0, result.output
-    assert f"{path}: warning: 1 out-of-domain case(s) are not checked for refusals: `refusal` is not in metrics" in (
+    assert f"{path}: warning: 1 out-of-domain case(s) are not scored for refusals: `refusal` is not in metrics" in (
         result.stderr
     )
     path.write_text("golden: golden.jsonl\npipeline: {predictions: preds.jsonl}\nmetrics: [mrr, refusal]\n")
-    assert "not checked for refusals" not in invoke("validate", path).stderr
+    assert "not scored for refusals" not in invoke("validate", path).stderr
 
 
 @pytest.mark.parametrize("text, escapes", [("\u200b\u200b", r"\u200b"), (" \u2060\ufeff ", r"\u2060, \ufeff")])

@@ -65,7 +65,7 @@ def test_no_out_of_domain_failures_are_listed_when_refusal_is_not_scored_and_a_w
     unscored = GatePolicy(metrics=("error_rate",), gated=("error_rate",))
     assert ood_failures(base, head, GOLDEN, unscored) == []
     (warning,) = ood_unchecked_warning(GOLDEN, unscored.metrics)
-    assert warning.startswith("4 out-of-domain case(s) are not checked for refusals: `refusal` is not in metrics")
+    assert warning.startswith("4 out-of-domain case(s) are not scored for refusals: `refusal` is not in metrics")
     assert ood_unchecked_warning(GOLDEN, POLICY.metrics) == []
     assert ood_unchecked_warning(GOLDEN[:1], unscored.metrics) == []
 
@@ -73,7 +73,7 @@ def test_no_out_of_domain_failures_are_listed_when_refusal_is_not_scored_and_a_w
 def test_the_summary_lines_say_not_checked_instead_of_zero_new(make_side):
     base, head = _sides(make_side)
     for policy, said in ((GatePolicy(metrics=("error_rate",), gated=("error_rate",)),
-                          "out-of-domain failures: not checked (refusal is not in metrics)"),
+                          "out-of-domain failures: not scored (refusal is not in metrics)"),
                          (POLICY, "out-of-domain failures: 1 new, 1 not new")):  # fmt: skip
         comparison = compare(base, head, policy)
         assert said in render_comment(comparison) and said in render_text(comparison)

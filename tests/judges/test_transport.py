@@ -261,3 +261,21 @@ def test_the_connection_pool_holds_concurrency_connections(fake):
     assert len(responses) == n and all(r.choices[0].message.content == '{"ok": 1}' for r in responses)
     assert fake.max_in_flight == n
     assert ep.usage().requests == n and ep.usage().retries == 0
+
+
+def test_a_retry_the_open_circuit_stops_is_neither_sent_nor_counted(fake):
+    """Two calls fail at once with a 500; the circuit opens at the second failure (limit 2) while both wait to
+    retry: neither retry is sent, and the accounting counts only what the endpoint was sent."""
+    fake.script(Reply.error(500), Reply.error(500), Reply.json({"ok": 1}), Reply.json({"ok": 1}))
+    ep = endpoint(fake, max_retries=2, backoff_s=0.2, max_consecutive_failures=2)
+
+    async def ask():
+        return await asyncio.gather(*(ep.complete(dict(BODY)) for _ in range(2)), return_exceptions=True)
+
+    try:
+        results = ep.run(ask())
+    finally:
+        ep.close()
+    assert [type(r) for r in results] == [JudgeCallError, JudgeCallError]
+    usage = ep.usage()
+    assert len(fake.requests) == usage.requests == 2 and usage.retries == 0

@@ -265,13 +265,14 @@ def collapsed_repeats(comparison: Comparison) -> str:
 
 
 def ood_counts(comparison: Comparison) -> str:
-    """The out-of-domain failures in a few words: "N new, M not new", or "not checked" without ``refusal`` scores.
+    """The out-of-domain failures in a few words: "N new, M not new", or "not scored" without ``refusal`` scores.
 
     Out-of-domain failures are read from the ``refusal`` scores; a config whose ``metrics:`` leave it out checks
-    none, and "0 new" would claim a check that never ran.
+    none (must-pass out-of-domain cases are checked by their own rule), and "0 new" would claim a check that never
+    ran.
     """
     if comparison.n_out_of_domain and not any(m.name == "refusal" for m in comparison.metrics):
-        return "not checked (refusal is not in metrics)"
+        return "not scored (refusal is not in metrics)"
     return f"{comparison.new_ood_failures} new, {len(comparison.ood_failures) - comparison.new_ood_failures} not new"
 
 

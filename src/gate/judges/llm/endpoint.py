@@ -112,7 +112,7 @@ class Endpoint:
         )
         self._completion = ChatCompletion
         self.client.chat.completions.create = self.create  # instructor wraps this
-        self._retry_policy = retry_policy(config, lambda: self.stats.add(retries=1), self._seconds_left)
+        self._retry_policy = retry_policy(config, left=self._seconds_left)
         self._slots = asyncio.Semaphore(config.concurrency)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._close: weakref.finalize | None = None
@@ -216,7 +216,7 @@ class Endpoint:
             with attempt:
                 if pending:
                     raise pending.pop()
-                result = await self._attempt(body, post)
+                result = await self._attempt(body, post, retry=True)
         return result
 
     def _seconds_left(self) -> float:
@@ -245,11 +245,13 @@ class Endpoint:
         """
         return read_completion(await self.client.post("/chat/completions", cast_to=str, body=body))
 
-    async def _attempt(self, body: dict[str, Any], post: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
+    async def _attempt(
+        self, body: dict[str, Any], post: Callable[[dict[str, Any]], Awaitable[T]], retry: bool = False
+    ) -> T:
         left = self.breaker.check()
         async with self._slots:
-            left = self.breaker.check()  # the wait for a slot may have outlived the deadline
-            self.stats.add(requests=1)
+            left = self.breaker.check()  # the wait for a slot may have outlived the deadline (or the circuit opened)
+            self.stats.add(requests=1, retries=int(retry))  # a retry is counted when it is sent, not when awaited
             try:
                 return await asyncio.wait_for(post(body), min(self.config.timeout_s, left))
             except asyncio.CancelledError:

@@ -149,9 +149,7 @@ def retry_after_s(exc: BaseException | None) -> float | None:
     return None
 
 
-def retry_policy(
-    config: EndpointConfig, on_retry: Callable[[], None] | None = None, left: Callable[[], float] | None = None
-) -> dict[str, Any]:
+def retry_policy(config: EndpointConfig, left: Callable[[], float] | None = None) -> dict[str, Any]:
     """Build the keyword arguments of ``tenacity.AsyncRetrying`` for the retry rules.
 
     Stops after ``1 + max_retries`` attempts and re-raises the last error. Waits ``Retry-After`` when the
@@ -167,15 +165,10 @@ def retry_policy(
         seconds = min(config.max_wait_s, asked if asked is not None else backoff(state))
         return max(0.0, min(seconds, left())) if left is not None else seconds
 
-    def before_sleep(state: RetryCallState) -> None:
-        if on_retry is not None:
-            on_retry()
-
     return {
         "stop": stop_after_attempt(1 + config.max_retries),
         "wait": wait,
         "retry": retry_if_exception(is_retryable),
-        "before_sleep": before_sleep,
         "reraise": True,
     }
 

@@ -22,7 +22,7 @@ class CallStats:
         self._counted = JudgeUsage()
 
     def add(self, *, requests: int = 0, retries: int = 0, failures: int = 0, cache_hits: int = 0) -> None:
-        """Add to the counters of requests sent, waits before a retry, failed calls and cache hits."""
+        """Add to the counters of requests sent, retries sent, failed calls and cache hits."""
         step = JudgeUsage(requests=requests, retries=retries, failures=failures, cache_hits=cache_hits)
         with self._lock:
             self._counted += step
