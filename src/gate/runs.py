@@ -30,6 +30,24 @@ RUN_FILES = (PREDICTIONS, SCORES, MANIFEST)
 """The files of a run directory; a previous run's are moved aside, numbered, never overwritten."""
 
 
+def not_complete(run_dir: Path | str, status: str) -> str:
+    """Why a run directory whose manifest status is ``status`` (not ``complete``) cannot be taken, and what to do.
+
+    ``partial``: an adaptive evaluation ran part of its cases or repeats by plan (nothing to resume); any other
+    status: the run was interrupted or is still running (the same ``rag-gate run`` resumes it).
+    """
+    if status == "partial":
+        return (
+            f"{run_dir}: the run is partial, by plan, not interrupted: an adaptive evaluation ran only some of its "
+            "cases or repeats (`rag-gate pr --adaptive on` compared them itself: its report.json is in the folder "
+            "above; a stage of `rag-gate run --upto-batch K` is compared with `rag-gate compare --adaptive`)"
+        )
+    return (
+        f"{run_dir}: the run is not complete (manifest status {status!r}): it was interrupted or is still running; "
+        "re-run the same `rag-gate run` command to resume it"
+    )
+
+
 def read_manifest(run_dir: Path) -> Manifest:
     """The run's manifest, validated against ``gate/schemas/manifest.schema.json``, as a :class:`Manifest`.
 

@@ -20,7 +20,7 @@ from gate.jsonl import write_json
 from gate.manifest import Manifest
 from gate.models import GoldenCase
 from gate.predictions import scan_predictions
-from gate.runs import MANIFEST, PREDICTIONS, RUN_FILES, SCORES, RunIdentity, read_manifest
+from gate.runs import MANIFEST, PREDICTIONS, RUN_FILES, SCORES, RunIdentity, not_complete, read_manifest
 
 
 def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
@@ -43,7 +43,7 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
     for directory, manifest in zip(shard_dirs, manifests, strict=True):
         stage = manifest.status == "partial" and manifest.upto_batch is not None
         if manifest.status != "complete" and not stage:
-            raise InputError(f"{directory}: the run is not complete (status {manifest.status!r}); re-run it")
+            raise InputError(not_complete(directory, manifest.status))
         if manifest.upto_batch != first.upto_batch:
             raise InputError(
                 f"{directory}: {_stage(manifest)}, {shard_dirs[0]}: {_stage(first)}; merge the shards of one stage "

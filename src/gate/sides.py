@@ -28,7 +28,7 @@ from gate.judges.base import judge_usage
 from gate.manifest import JudgeRecord, Manifest
 from gate.predictions import scan_predictions
 from gate.produce import make_judge, require_some_predictions, run_identity, score_to
-from gate.runs import PREDICTIONS, SCORES, RunIdentity, Side, read_manifest, read_scores
+from gate.runs import PREDICTIONS, SCORES, RunIdentity, Side, not_complete, read_manifest, read_scores
 from gate.scoring import PairwiseRun, judge_pairs, pair_scores
 
 if TYPE_CHECKING:  # the comparison (and scipy, which it needs) is imported by compare_sides: loading needs neither
@@ -150,18 +150,8 @@ def require_complete(run_dir: Path, manifest: Manifest) -> None:
         InputError: the manifest's status is not ``complete`` (a ``partial`` adaptive run is named so), or its
             scores.jsonl is missing (exit 2).
     """
-    status = manifest.status
-    if status == "partial":
-        raise InputError(
-            f"{run_dir}: the run is partial, by plan, not interrupted: an adaptive evaluation ran only some of its "
-            "cases or repeats (`rag-gate pr --adaptive on` compared them itself: its report.json is in the folder "
-            "above; a stage of `rag-gate run --upto-batch K` is compared with `rag-gate compare --adaptive`)"
-        )
-    if status != "complete":
-        raise InputError(
-            f"{run_dir}: the run is not complete (manifest status {status!r}): it was interrupted or is still "
-            "running; re-run the same `rag-gate run` command to resume it, then compare"
-        )
+    if manifest.status != "complete":
+        raise InputError(not_complete(run_dir, manifest.status))
     if not (run_dir / SCORES).exists():
         raise InputError(f"{run_dir}: {SCORES} is missing; re-run `rag-gate run` to rescore the run")
 

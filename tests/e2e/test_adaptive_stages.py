@@ -228,7 +228,7 @@ def test_merge_refuses_stages_of_different_k_and_an_interrupted_shard(unsettled,
     (running / "manifest.json").write_text(json.dumps(manifest | {"status": "running"}))
     result = invoke("merge", root / "runs" / "head-s1", running, "--out", tmp_path / "merged")
     assert result.exit_code == 2
-    assert f"{running}: the run is not complete (status 'running'); re-run it" in result.stderr
+    assert f"{running}: the run is not complete (manifest status 'running'): it was interrupted" in result.stderr
 
 
 def test_upto_batch_and_compare_adaptive_need_adaptive_in_the_config(unsettled, tmp_path):

@@ -33,7 +33,7 @@ from gate.jsonl import dumps, read_jsonl, validate
 from gate.manifest import Manifest
 from gate.metrics import resolve
 from gate.models import PREDICTION_FAILED, Score
-from gate.runs import SCORES, load_scores, read_manifest
+from gate.runs import SCORES, load_scores, not_complete, read_manifest
 from gate.stats.summary import aggregate, run_se
 
 SCHEMA_VERSION = 1
@@ -313,7 +313,7 @@ def _read_run(run_dir: Path, partial: bool = False) -> tuple[Manifest, list[Scor
     """
     manifest = read_manifest(run_dir)
     if manifest.status != "complete" and not (partial and manifest.status == "partial"):
-        raise InputError(f"{run_dir}: the run is not complete (status {manifest.status!r}); finish it first")
+        raise InputError(not_complete(run_dir, manifest.status))
     return manifest, load_scores(run_dir / SCORES)
 
 
