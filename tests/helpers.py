@@ -200,6 +200,48 @@ CODE_WORD_OOD = ["What is the weather on Mars today?", "Who will win the next el
 """The out-of-domain questions of :func:`code_word_repo`."""
 
 
+SCRATCH_CONFIG = """golden: golden.jsonl
+pipeline:
+  python: rag:answer
+  concurrency: 2
+  timeout_s: 30
+repeats: 1
+seed: 7
+"""
+"""The scratch repositories' rag-gate.yml: the ``rag:answer`` pipeline, seed 7."""
+
+COUNTING_TEMPLATE = '''"""Deterministic code-word RAG pipeline that counts its calls (adaptive tests)."""
+import json
+import re
+import time
+from pathlib import Path
+
+DOCS = {{d["id"]: d["text"] for d in map(json.loads, (Path(__file__).parent / "docs.jsonl").read_text().splitlines())}}
+BROKEN_EVERY = {broken}
+CALLS = {calls!r}
+HANG = Path(CALLS + ".hang")
+
+
+def answer(case, **options):
+    with open(CALLS, "a", encoding="utf-8") as sink:
+        sink.write(case["id"] + "\\n")
+    while HANG.exists() and len(Path(CALLS).read_text().split()) > int(HANG.read_text()):
+        time.sleep(0.05)  # the test kills rag-gate meanwhile: an interrupted run
+    match = re.search(r"item (\\d+)", case["question"])
+    if not match:
+        if BROKEN_EVERY == 2:
+            return {{"answer": "It is sunny and warm, with light wind.", "retrieved": []}}
+        return {{"answer": "I don't have that information.", "retrieved": [], "refused": True}}
+    i = int(match.group(1))
+    j = (i + 1) % {n} if BROKEN_EVERY and i % BROKEN_EVERY == 0 else i
+    doc = f"d{{j}}"
+    return {{"answer": DOCS[doc], "retrieved": [{{"id": doc, "text": DOCS[doc], "score": 1.0}}]}}
+'''
+"""A pipeline to format with ``broken`` (every broken-th item retrieves the wrong document; 2: out-of-domain
+questions answered too), ``n`` (items) and ``calls`` (the file each call appends its case id to; ``calls + ".hang"``
+holding a count makes the calls after it wait while it exists)."""
+
+
 def code_word_repo(repo: Path, n: int, config: str, base_code: str, head_code: str) -> None:
     """A repository of ``n`` code-word facts and :data:`CODE_WORD_OOD`, for adaptive PR runs.
 

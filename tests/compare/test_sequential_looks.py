@@ -33,10 +33,26 @@ def cases(n: int) -> list[GoldenCase]:
     ]
 
 
-def side(label: str, golden: list[GoldenCase], values: dict[str, float]) -> Side:
+def scored(label: str, golden: list[GoldenCase], by_metric: dict[str, dict[str, float]]) -> Side:
+    """A side with one repeat: metric → (case id → value; NaN for the cases it does not hold)."""
     table = PredictionTable.from_mapping(golden, 1, {(c.id, 0): Prediction(c.id, 0, answer="a") for c in golden})
-    scores = [Score(c.id, 0, "hit_rate@5", values.get(c.id, math.nan)) for c in golden]
+    scores = [Score(c.id, 0, m, values.get(c.id, math.nan)) for c in golden for m, values in by_metric.items()]
     return Side(label, golden, table, 1, scores, {})  # type: ignore[arg-type]
+
+
+def side(label: str, golden: list[GoldenCase], values: dict[str, float]) -> Side:
+    """A side scoring hit_rate@5 only."""
+    return scored(label, golden, {"hit_rate@5": values})
+
+
+def looks_until_stop(policy: GatePolicy, order, base: Side, head: Side) -> Looks:
+    """The looks after each batch of ``order``, up to the first that stops."""
+    looks = Looks(policy, order)
+    for end in order.ends:
+        looks.update(base, head, end)
+        if looks.stop() is not None:
+            break
+    return looks
 
 
 def test_the_order_is_seeded_and_puts_must_pass_and_out_of_domain_cases_first():
@@ -76,12 +92,8 @@ def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
     head = {i: (0.0 if rng.random() < broken else v) for i, v in base.items()}
     sides = side("base", golden, base), side("head", golden, head)
     order = adaptive_order(golden, POLICY, seed=3)
-    looks = Looks(POLICY, order)
-    stopped = None
-    for end in order.ends:
-        looks.update(*sides, end)
-        if (stopped := looks.stop()) is not None:
-            break
+    looks = looks_until_stop(POLICY, order, *sides)
+    stopped = looks.stop()
     d = np.array([head[i] - base[i] for i in order.sequence])
     seen = looks.rule_outs["hit_rate@5"]  # the MDE at N of each look (the replay's rule_out), the last one kept after
     rule_out = np.array(seen + seen[-1:] * (len(order.ends) - len(seen)))
@@ -149,17 +161,10 @@ def test_at_an_early_fail_stop_undecided_metrics_keep_a_fixed_n_fail_and_are_oth
     head = {i: (0.0 if rng.random() < 0.3 else v) for i, v in base.items()}
 
     def two(label, hits):
-        table = PredictionTable.from_mapping(golden, 1, {(c.id, 0): Prediction(c.id, 0, answer="a") for c in golden})
-        scores = [Score(c.id, 0, m, v.get(c.id, math.nan)) for c in golden for m, v in
-                  (("hit_rate@5", hits), ("exact_match", base), ("mrr", base))]  # fmt: skip
-        return Side(label, golden, table, 1, scores, {})  # type: ignore[arg-type]
+        return scored(label, golden, {"hit_rate@5": hits, "exact_match": base, "mrr": base})
 
     order = adaptive_order(golden, policy, seed=3)
-    looks = Looks(policy, order)
-    for end in order.ends:
-        looks.update(two("base", base), two("head", head), end)
-        if looks.stop() is not None:
-            break
+    looks = looks_until_stop(policy, order, two("base", base), two("head", head))
     assert looks.stop() == "fail" and looks.names == ("hit_rate@5", "exact_match", "mrr")  # refusal: fixed-N
     n = order.ends[looks.looks - 1]
     assert [m.decision for m in looks.metrics()] == ["fail", "continue", "continue"] and n < 200
@@ -194,17 +199,10 @@ def test_a_ratio_metric_rules_out_its_mde_at_n_on_the_looks_clipped_log_ratio_sc
     base = dict(zip(ids, rng.uniform(100, 1000, len(ids)), strict=True))
     head = {i: v * math.exp(rng.choice([-0.2, 0.2])) for i, v in base.items()}
 
-    def timed(label: str, values: dict[str, float]) -> Side:
-        table = PredictionTable.from_mapping(golden, 1, {(c.id, 0): Prediction(c.id, 0, answer="a") for c in golden})
-        scores = [Score(c.id, 0, "latency_ms", values.get(c.id, math.nan)) for c in golden]
-        return Side(label, golden, table, 1, scores, {})  # type: ignore[arg-type]
-
     order = adaptive_order(golden, policy, seed=3)
-    looks = Looks(policy, order)
-    for end in order.ends:
-        looks.update(timed("base", base), timed("head", head), end)
-        if looks.stop() is not None:
-            break
+    looks = looks_until_stop(
+        policy, order, *(scored(s, golden, {"latency_ms": v}) for s, v in (("base", base), ("head", head)))
+    )
     first = order.sequence[: order.ends[0]]
     log_ratios = np.array([[-math.log(head[i] / base[i])] for i in first])  # oriented: slower is worse
     # the sign-flip model's variance n·SE² is the sample variance of the log-ratios (ddof = 1), ±0.2 each

@@ -15,42 +15,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import code_word_repo, git, pr_order
+from helpers import COUNTING_TEMPLATE as TEMPLATE
+from helpers import SCRATCH_CONFIG, code_word_repo, git, pr_order
 
 from gate.cli import main
 from gate.golden import file_sha256
 
-TEMPLATE = '''"""Deterministic code-word RAG pipeline that counts its calls (staged adaptive tests)."""
-import json
-import re
-from pathlib import Path
-
-DOCS = {{d["id"]: d["text"] for d in map(json.loads, (Path(__file__).parent / "docs.jsonl").read_text().splitlines())}}
-BROKEN_EVERY = {broken}
-CALLS = {calls!r}
-
-
-def answer(case, **options):
-    with open(CALLS, "a", encoding="utf-8") as sink:
-        sink.write(case["id"] + "\\n")
-    match = re.search(r"item (\\d+)", case["question"])
-    if not match:
-        return {{"answer": "I don't have that information.", "retrieved": [], "refused": True}}
-    i = int(match.group(1))
-    j = (i + 1) % {n} if BROKEN_EVERY and i % BROKEN_EVERY == 0 else i
-    doc = f"d{{j}}"
-    return {{"answer": DOCS[doc], "retrieved": [{{"id": doc, "text": DOCS[doc], "score": 1.0}}]}}
-'''
-
-CONFIG = """golden: golden.jsonl
-pipeline:
-  python: rag:answer
-  concurrency: 2
-  timeout_s: 30
-repeats: 1
-seed: 7
-scoring: {jobs: 1}
-"""
+CONFIG = SCRATCH_CONFIG + "scoring: {jobs: 1}\n"
 ENV_VARS = "GITHUB_OUTPUT GITHUB_EVENT_NAME GITHUB_EVENT_PATH GITHUB_ACTIONS GITHUB_STEP_SUMMARY GITHUB_TOKEN".split()
 
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from helpers import SCRATCH_CONFIG as CONFIG
 from helpers import code_word_repo, git  # noqa: F401 - code_word_repo: re-exported for the PR tests
 
 N_FACTS = 24
@@ -71,15 +72,6 @@ def answer(case, **options):
     doc = f"d{{j}}"
     return {{"answer": DOCS[doc], "retrieved": [{{"id": doc, "text": DOCS[doc], "score": 1.0}}]}}
 '''
-
-CONFIG = """golden: golden.jsonl
-pipeline:
-  python: rag:answer
-  concurrency: 2
-  timeout_s: 30
-repeats: 1
-seed: 7
-"""
 
 
 def make_scratch_repo(repo: Path) -> dict[str, str]:

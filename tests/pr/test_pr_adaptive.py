@@ -17,38 +17,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import COUNTING_TEMPLATE as TEMPLATE
 from helpers import pr_order
 from scratch_repo import CONFIG, GITHUB_VARS, calls, code_word_repo, run_pr
 
 from gate.cli import main
-
-TEMPLATE = '''"""Deterministic code-word RAG pipeline that counts its calls (adaptive PR-flow tests)."""
-import json
-import re
-import time
-from pathlib import Path
-
-DOCS = {{d["id"]: d["text"] for d in map(json.loads, (Path(__file__).parent / "docs.jsonl").read_text().splitlines())}}
-BROKEN_EVERY = {broken}
-CALLS = {calls!r}
-HANG = Path(CALLS + ".hang")
-
-
-def answer(case, **options):
-    with open(CALLS, "a", encoding="utf-8") as sink:
-        sink.write(case["id"] + "\\n")
-    while HANG.exists() and len(Path(CALLS).read_text().split()) > int(HANG.read_text()):
-        time.sleep(0.05)  # the test kills rag-gate meanwhile: an interrupted run
-    match = re.search(r"item (\\d+)", case["question"])
-    if not match:
-        if BROKEN_EVERY == 2:
-            return {{"answer": "It is sunny and warm, with light wind.", "retrieved": []}}
-        return {{"answer": "I don't have that information.", "retrieved": [], "refused": True}}
-    i = int(match.group(1))
-    j = (i + 1) % {n} if BROKEN_EVERY and i % BROKEN_EVERY == 0 else i
-    doc = f"d{{j}}"
-    return {{"answer": DOCS[doc], "retrieved": [{{"id": doc, "text": DOCS[doc], "score": 1.0}}]}}
-'''
 
 
 def make_repo(repo: Path, n: int, broken_every: int, calls: Path, config: str = "") -> None:
