@@ -35,8 +35,9 @@ a shared machine: the ratios are the claim, not the seconds). Rows:
     default metrics, lexical judge) and ``rag-gate compare``: total wall time and the largest peak RSS of the
     three commands. One run (minutes on a shared machine): ``--only e2e`` and ``--e2e-cases`` to choose.
 11. ``rag-gate pr --adaptive on`` against every case (section ``adaptive``): pipeline calls (the pipeline's own
-    log, both sides) and wall on a clear regression at R = 1, and (11b) on a PR that changes nothing at R = 3 with
-    a deterministic pipeline (repeats spent only where answers vary; ``--quick``: 200 cases, else 2,000).
+    log, both sides) and wall on a clear regression at R = 1, (11c) on a PR that changes nothing at R = 1 (the
+    default gate, every answer the same), and (11b) on a PR that changes nothing at R = 3 with a deterministic
+    pipeline (repeats spent only where answers vary; ``--quick``: 200 cases, else 2,000).
 
 usage: python benchmarks/perf.py [--quick] [--skip-judges] [--only compare,retrieval,...] [--e2e-cases N] [--out FILE]
 """
@@ -700,25 +701,28 @@ def _off_and_on(root: Path, what: str) -> tuple[tuple[float, int, int], tuple[fl
 
 
 def adaptive_rows(n: int, work: Path) -> list[Row]:
-    """Rows 11 and 11b: ``rag-gate pr`` on a clear regression, every case against ``--adaptive on``: pipeline calls
-    and wall; and :func:`repeats_row`.
+    """Rows 11 and 11c: ``rag-gate pr`` on a clear regression and on a PR that changes nothing, every case against
+    ``--adaptive on``: pipeline calls and wall; and :func:`repeats_row` (11b).
 
     The scratch repository of tests/pr/test_pr_adaptive.py (a deterministic code-word pipeline that logs its calls;
-    the PR breaks retrieval on every other case), ``n`` in-domain cases and 2 out-of-domain ones, R = 1, no cache.
+    the default gate; the PR breaks retrieval on every other case, or changes nothing), ``n`` in-domain cases and 2
+    out-of-domain ones, R = 1, no cache.
     """
     from test_pr_adaptive import make_repo
 
-    root = work / "adaptive"
-    make_repo(root / "repo", n, 2, root / "calls")
-    (wall_fixed, calls_fixed, code_fixed), (wall, calls, code), adaptive = _off_and_on(root, f"{n:,} cases")
-    return [
-        Row(f"pr --adaptive on, clear regression ({n:,} + 2 cases, every other one broken, R=1): pipeline calls "
-            f"(both sides) and wall, against every case (exit {code} vs {code_fixed}; {adaptive['cases_run']} "
-            f"cases per side, stopped: {adaptive['stopped']}, {adaptive['looks']} looks)",
-            f"{calls} calls, {seconds(wall)}", f"{calls_fixed} calls, {seconds(wall_fixed)}", calls / calls_fixed,
-            "calls ≤ 50 % of the fixed design, same exit code", calls <= calls_fixed / 2 and code == code_fixed),
-        repeats_row(n, work),
-    ]  # fmt: skip
+    rows = []
+    for label, broken in (("clear regression", 2), ("no change", 0)):
+        root = work / f"adaptive-{broken}"
+        make_repo(root / "repo", n, broken, root / "calls")
+        what = "every other one broken" if broken else "the default gate, every answer the same"
+        (wall_fixed, calls_fixed, code_fixed), (wall, calls, code), adaptive = _off_and_on(root, f"{n:,} cases")
+        rows.append(Row(f"pr --adaptive on, {label} ({n:,} + 2 cases, {what}, R=1): pipeline calls (both sides) "
+                        f"and wall, against every case (exit {code} vs {code_fixed}; {adaptive['cases_run']} cases "
+                        f"per side, stopped: {adaptive['stopped']}, {adaptive['looks']} looks)",
+                        f"{calls} calls, {seconds(wall)}", f"{calls_fixed} calls, {seconds(wall_fixed)}",
+                        calls / calls_fixed, "calls ≤ 50 % of the fixed design, same exit code",
+                        calls <= calls_fixed / 2 and code == code_fixed))  # fmt: skip
+    return [*rows, repeats_row(n, work)]
 
 
 def repeats_row(n: int, work: Path) -> Row:

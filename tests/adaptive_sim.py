@@ -2,10 +2,11 @@
 
 Every simulated pull request is decided twice on the same scores: by the fixed-N gate (``analyze_metrics`` on all
 N cases at α = 0.05) and by the adaptive rule of ``gate.stats.sequential`` — cases in a seeded random order, looks
-after a first batch of 10 % of N and then every 10 % (:func:`batch_ends`), bets tuned for N/2, early ``fail`` /
-``non_inferior`` on the sequential evidence at α_seq = share·α/M, and the metrics still undecided when the set is
-exhausted decided by ``analyze_metrics`` at α_final = (1 − share)·α. Adaptive verdicts: early fail → fail, early
-non-inferior → pass, else the fixed-N status at α_final.
+after a first batch of 10 % of N and then every 10 % (:func:`batch_ends`), bets tuned for N/2, early ``fail`` at
+α_seq = share·α/M and ``non_inferior`` at β_seq (the early passes' own level, ``split_alpha``'s ``early_pass``)
+on the sequential evidence, and the metrics still undecided when the set is exhausted decided by
+``analyze_metrics`` at α_final = (1 − share)·α. Adaptive verdicts: early fail → fail, early non-inferior → pass,
+else the fixed-N status at α_final.
 
 Model (as ``benchmarks/calibration.py``, Miller 2024 §3): case quality x_i ~ Beta(2, 1); binary repeats pass
 with probability x_i; graded repeats score x_i + N(0, 0.15²), **clipped to [0, 1]** (the sequential test needs
@@ -112,7 +113,7 @@ def decide(
     ends = batch_ends(n, max(1, round(BATCH_SHARE * n)), max(1, round(BATCH_SHARE * n)))
     mdes = rule_outs(kind, base[order], head[order], margin, ends, split.final)
     stop = stopping_point([d], [margin], split.sequential, ends, target_n=max(1, round(HORIZON_SHARE * n)),
-                          rule_out=[mdes])  # fmt: skip
+                          rule_out=[mdes], early_pass=split.early_pass)  # fmt: skip
     if stop.decisions[0] != "continue":
         adaptive = "fail" if stop.decisions[0] == "fail" else "pass"
     else:
@@ -198,8 +199,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     share = args.share
     split = split_alpha(ALPHA, 1, share)
     start = time.perf_counter()
-    print(f"α = {ALPHA}, early looks at α_seq = {split.sequential:.4f}, end at α_final = {split.final:.4f}, "
-          f"looks every {BATCH_SHARE:.0%} of N; {prs} PRs per row, B = {b}")  # fmt: skip
+    print(f"α = {ALPHA}, early fail looks at α_seq = {split.sequential:.4f}, early pass looks at β_seq = "
+          f"{split.early_pass:.4f}, end at α_final = {split.final:.4f}, looks every {BATCH_SHARE:.0%} of N; "
+          f"{prs} PRs per row, B = {b}")  # fmt: skip
     if "1" in args.only:
         print("(1) A/A false-fail rate, adaptive (target ≤ 0.05); margin ≈ 0 (the worst case) and 0.03")
         for margin in (1e-9, 0.03):

@@ -82,9 +82,12 @@ class AdaptiveRun:
     reason: str
     """One line: why it stopped."""
     alpha_sequential: float
-    """Level of each metric's early test in each direction (:func:`gate.stats.sequential.split_alpha`)."""
+    """Level of each metric's early fail look (:func:`gate.stats.sequential.split_alpha`)."""
     alpha_final: float
     """Family-wise level of the fixed-N analysis of the comparison (undecided metrics keep its status)."""
+    beta_sequential: float
+    """Level of each metric's early non-inferiority (pass) look: the most early passes cost of its power at a drop
+    of the fixed design's MDE (a false-pass budget, outside α)."""
     metrics: tuple[SequentialMetric, ...]
     """Each gated metric's sequential decision."""
     not_run: tuple[str, ...]

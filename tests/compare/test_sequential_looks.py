@@ -100,10 +100,10 @@ def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
     batch = order.sequence[: order.ends[0]]
     b, no = (np.array([[v[i]] for i in batch]) for v in (base, head)), np.zeros((len(batch), 1), bool)
     first = MetricInput("hit_rate@5", "binary", "higher", 0.05, True, *b, no, no)
-    assert seen[0] == design_mde(first, level=0.8 * 0.05, n=n) > 0.05  # M = 1 at α_final: beyond the margin
+    assert seen[0] == design_mde(first, level=0.9 * 0.05, n=n) > 0.05  # M = 1 at α_final: beyond the margin
     oracle = stopping_point(
         [d], [0.05], looks.split.sequential, np.array(order.ends), target_n=math.ceil(HORIZON_SHARE * n),
-        rule_out=[rule_out],
+        rule_out=[rule_out], early_pass=looks.split.early_pass,
     )  # fmt: skip
     assert stopped == expected and not oracle.exhausted
     assert order.ends[looks.looks - 1] == oracle.n < n  # stopped early, at the replay's batch
@@ -118,7 +118,8 @@ def test_the_looks_stop_where_the_replay_of_phase_1_stops(n, broken, expected):
         assert mde == rule_out[looks.looks - 1] > 0.05
         ruled = f"a drop of hit_rate@5 beyond {mde:.3f} (the fixed design's MDE at N = {n}) is ruled out"
         assert reason.endswith(ruled)
-    assert looks.split.sequential == pytest.approx(0.2 * 0.05) and looks.split.final == pytest.approx(0.8 * 0.05)
+    assert looks.split.sequential == pytest.approx(0.1 * 0.05) and looks.split.final == pytest.approx(0.9 * 0.05)
+    assert looks.split.early_pass == 0.05  # the pass looks' own level, outside α
 
 
 def test_a_pr_that_turns_the_adaptive_mode_on_is_shown_as_a_policy_change():
@@ -210,7 +211,7 @@ def test_a_ratio_metric_rules_out_its_mde_at_n_on_the_looks_clipped_log_ratio_sc
     assert var0 == pytest.approx(0.04, rel=0.05)
     from gate.stats.power import detectable_drop
 
-    expected = detectable_drop(400, level=0.04, margin=math.log1p(0.02), var0=var0, power=0.8, largest=math.log(10))
+    expected = detectable_drop(400, level=0.045, margin=math.log1p(0.02), var0=var0, power=0.8, largest=math.log(10))
     assert looks.rule_outs["latency_ms"][0] == pytest.approx(expected / math.log(4.0), rel=1e-9)
     assert expected > math.log1p(0.02) + 0.005  # the MDE, not the margin, is what the look rules out
     assert looks.metrics()[0].decision == "non_inferior"

@@ -187,7 +187,8 @@ def test_reader_migrates_schema_5_without_non_inferiority(comparison, tmp_path):
 def test_reader_migrates_schema_6_whose_adaptive_block_ran_every_repeat(comparison, tmp_path):
     adaptive = AdaptiveRun(
         seed=3, batch=10, n_first=1, n_sequence=30, cases_run=21, looks=2, stopped="decided", reason="21 of 31",
-        alpha_sequential=0.01, alpha_final=0.04, metrics=(SequentialMetric("hit_rate@1", "non_inferior", 20, 0.0),),
+        alpha_sequential=0.01, alpha_final=0.04, beta_sequential=0.05,
+        metrics=(SequentialMetric("hit_rate@1", "non_inferior", 20, 0.0),),
         not_run=("q29",), repeats=3, repeats_run_base=40, repeats_run_head=40, repeats_fixed=63, repeats_audited=6,
     )  # fmt: skip
     current = dataclasses.replace(comparison, adaptive=adaptive)
@@ -345,7 +346,8 @@ def test_the_comment_says_repeats_were_skipped_only_when_some_were(comparison):
     """The adaptive line names the skipping only when a side ran fewer (case, repeat) pairs than the fixed design."""
     adaptive = AdaptiveRun(
         seed=3, batch=10, n_first=1, n_sequence=30, cases_run=21, looks=2, stopped="decided", reason="21 of 31",
-        alpha_sequential=0.01, alpha_final=0.04, metrics=(SequentialMetric("hit_rate@1", "non_inferior", 20, 0.0),),
+        alpha_sequential=0.01, alpha_final=0.04, beta_sequential=0.05,
+        metrics=(SequentialMetric("hit_rate@1", "non_inferior", 20, 0.0),),
         not_run=("q29",), repeats=3, repeats_run_base=63, repeats_run_head=40, repeats_fixed=63, repeats_audited=6,
     )  # fmt: skip
     skipped = render_comment(dataclasses.replace(comparison, adaptive=adaptive))

@@ -220,7 +220,7 @@ def test_an_unsettled_pr_runs_every_case_and_keeps_the_fixed_n_verdict(small):
     # every metric but the wall-clock latency, which two runs of the same pipeline do not repeat exactly
     statuses = [{m["name"]: m["status"] for m in r["metrics"] if m["name"] != "latency_ms"} for r in (report, plain)]
     assert statuses[0] == statuses[1] and len(statuses[0]) >= 10
-    assert report["alpha"] == pytest.approx(0.04) and plain["alpha"] == 0.05  # α = 0.01 spent on the early looks
+    assert report["alpha"] == pytest.approx(0.045) and plain["alpha"] == 0.05  # α = 0.005 spent on the early looks
     assert json.loads((small / "adaptive" / "head" / "manifest.json").read_text())["status"] == "complete"
     assert plain["adaptive"] is None
 
@@ -259,7 +259,7 @@ def test_an_unchanged_pr_with_the_default_gate_stops_before_the_set_is_exhausted
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     adaptive = report["adaptive"]
     assert report["verdict"] == "pass" and adaptive["stopped"] == "decided"
-    assert adaptive["cases_run"] < 502 and adaptive["not_run"]
+    assert adaptive["cases_run"] <= 2 + 250 and adaptive["not_run"]  # half the set or less (β_seq = 0.05)
     assert {m["decision"] for m in adaptive["metrics"]} == {"non_inferior"}
     rows = {m["name"]: m for m in report["metrics"]}
     assert rows["error_rate"]["gated"] and rows["error_rate"]["margin"] == 0

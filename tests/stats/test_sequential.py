@@ -141,6 +141,10 @@ def test_ville_bound_holds_under_the_null() -> None:
 
 def test_split_alpha() -> None:
     assert split_alpha(0.05, 2, 0.2) == AlphaSplit(sequential=pytest.approx(0.005), final=pytest.approx(0.04))
+    assert split_alpha(0.05, 7) == AlphaSplit(sequential=pytest.approx(0.1 * 0.05 / 7), final=pytest.approx(0.045))
+    assert split_alpha(0.05, 7).early_pass == 0.05 == split_alpha(0.01, 1, 0.5, early_pass=0.05).early_pass
+    with pytest.raises(ValueError, match="early_pass"):
+        split_alpha(0.05, 1, early_pass=0.5)
     with pytest.raises(ValueError, match="n_metrics"):
         split_alpha(0.05, 0)
 

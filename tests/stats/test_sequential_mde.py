@@ -49,19 +49,24 @@ def test_an_unchanged_margin_0_metric_is_non_inferior_at_the_look_the_closed_for
     mde = design_mde(error_rate(zeros, zeros), level=level, n=n)
     expected_mde = broken_cases_mde(n, 0.01)
     assert mde == pytest.approx(expected_mde, abs=2e-4)
-    alpha = split_alpha(0.05, 1).sequential
+    split = split_alpha(0.05, 1)
+    alpha, beta = split.sequential, split.early_pass  # the fail look's level and the pass look's
+    assert beta == 0.05
     ends = batch_ends(n, n // 10, n // 10)
-    at = zero_difference_look(expected_mde, alpha, n // 2, ends)
-    assert at is not None and at < n  # before the set is exhausted
-    assert zero_difference_look(expected_mde, alpha, n // 2, ends) == zero_difference_look(mde, alpha, n // 2, ends)
-    stop = stopping_point([np.zeros(n)], [0.0], alpha, ends, target_n=n // 2, rule_out=[np.full(ends.size, mde)])
+    at = zero_difference_look(expected_mde, beta, n // 2, ends)
+    assert at == n // 2  # half the set: (log(1/β) + log 2)/(0.9·MDE_N) ≈ 0.45 N, at the look after it
+    assert zero_difference_look(expected_mde, beta, n // 2, ends) == zero_difference_look(mde, beta, n // 2, ends)
+    assert zero_difference_look(expected_mde, alpha, n // 2, ends) == 8 * n // 10  # at α_seq = 0.005: later
+    rule_out = [np.full(ends.size, mde)]
+    stop = stopping_point([np.zeros(n)], [0.0], alpha, ends, target_n=n // 2, rule_out=rule_out, early_pass=beta)
     assert stop.decisions == ("non_inferior",) and stop.n == at and not stop.exhausted
-    seen = look(np.zeros(at), 0.0, alpha, target_n=n // 2, rule_out=mde)
+    seen = look(np.zeros(at), 0.0, alpha, early_pass=beta, target_n=n // 2, rule_out=mde)
     assert seen.decision == "non_inferior" and seen.ruled_out == mde
-    before = look(np.zeros(at - n // 10), 0.0, alpha, target_n=n // 2, rule_out=mde)
+    assert seen.pass_threshold == pytest.approx(math.log(1 / beta)) and seen.threshold == pytest.approx(math.log(200))
+    before = look(np.zeros(at - n // 10), 0.0, alpha, early_pass=beta, target_n=n // 2, rule_out=mde)
     assert before.decision == "continue"
     # without the MDE (the margin alone) a margin of 0 is never ruled out
-    assert stopping_point([np.zeros(n)], [0.0], alpha, ends, target_n=n // 2).exhausted
+    assert stopping_point([np.zeros(n)], [0.0], alpha, ends, target_n=n // 2, early_pass=beta).exhausted
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -76,10 +81,11 @@ def test_a_drop_of_the_mde_is_not_decided_non_inferior(seed):
     rule_out = np.array([design_mde(error_rate(base[:e], head[:e]), level=0.01, n=n) for e in ends])
     assert np.all(rule_out >= mde - 2e-4)  # discordance seen: the model's MDE is no smaller than the A/A one
     d = base - head  # oriented: an error on head is worse
-    alpha = split_alpha(0.05, 1).sequential
-    stop = stopping_point([d], [0.0], alpha, ends, target_n=n // 2, rule_out=[rule_out])
+    split = split_alpha(0.05, 1)
+    alpha, beta = split.sequential, split.early_pass
+    stop = stopping_point([d], [0.0], alpha, ends, target_n=n // 2, rule_out=[rule_out], early_pass=beta)
     assert stop.decisions[0] != "non_inferior"
-    assert all(look(d[:e], 0.0, alpha, target_n=n // 2, rule_out=r).decision != "non_inferior"
+    assert all(look(d[:e], 0.0, alpha, early_pass=beta, target_n=n // 2, rule_out=r).decision != "non_inferior"
                for e, r in zip(ends, rule_out, strict=True))  # fmt: skip
 
 

@@ -202,6 +202,7 @@ def adaptive_run(
         reason=f"{side_text}: {REASONS[stopped]}" + (f"; ruled out {beyond}" if beyond else ""),
         alpha_sequential=looks.split.sequential,
         alpha_final=looks.split.final,
+        beta_sequential=looks.split.early_pass,
         metrics=looks.metrics(),
         not_run=tuple(i for i in order.sequence if i not in ran),
         repeats=repeats.repeats,
@@ -296,7 +297,14 @@ class Looks:
             else:
                 d, margin, scale = np.clip(d, -1.0, 1.0), inp.margin, 1.0  # binary and graded scores lie in [0, 1]
             self.rule_outs.setdefault(inp.name, []).append(mde / scale)
-            seen = look(d, min(margin, 0.999), self.split.sequential, target_n=target, rule_out=mde / scale)
+            seen = look(
+                d,
+                min(margin, 0.999),
+                self.split.sequential,
+                early_pass=self.split.early_pass,
+                target_n=target,
+                rule_out=mde / scale,
+            )
             decided_at = n_run if seen.decision != "continue" else None
             self.decisions[inp.name] = (seen.decision, decided_at, seen.estimate)
             if seen.decision == "non_inferior" and seen.ruled_out > min(margin, 0.999):

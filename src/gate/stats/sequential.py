@@ -30,11 +30,16 @@ Choices (and why):
 * **Alpha split between the early looks and the end** (:func:`split_alpha`). A confidence sequence is wider than
   a fixed-N interval at the same N, so deciding the undecided metrics with the sequence alone at exhaustion would
   cost far more than 5 points of power at the printed MDE. Instead a share of α (:data:`SEQUENTIAL_SHARE`) is
-  spent on the early looks, Bonferroni across the M gated metrics (α_seq = share·α/M per metric and direction),
-  and the metrics still undecided when the golden set is exhausted get the gate's own fixed-N analysis
+  spent on the early fail looks, Bonferroni across the M gated metrics (α_seq = share·α/M per metric), and the
+  metrics still undecided when the golden set is exhausted get the gate's own fixed-N analysis
   (``analyze_metrics``, Holm inside) at the rest, α_final = (1 − share)·α. The false-fail probability is at most
   α_seq·M + α_final = α by the union bound. Holm is not used for the early looks: a step-down over metrics that
   stop at different times is not a valid sequential procedure without more care, and Bonferroni is.
+* **A false-pass budget for the early passes, outside α** (:data:`EARLY_PASS_LEVEL`, β_seq per metric). An early
+  ``non_inferior`` cannot fail a PR, so it needs no share of the false-fail budget α; what it can cost is power:
+  a PR that worsens the metric by the fixed design's MDE stops early with a pass with probability ≤ β_seq (point
+  5). The fixed design itself passes such a PR 20 % of the time; the issue's bound is power within 5 points of
+  it. Spending α_seq on it instead made an unchanged margin-0 metric run 0.7 of the cases.
 * **Bets tuned for a horizon**: λ_i = sqrt(2·log(1/α)/(n*·σ̂²_{i−1})) with n* half the sequence's length
   (Waudby-Smith & Ramdas 2024, Eq. 26 with the fixed-n tuning of their §B; ``confseq``'s ``fixed_n``) — the
   tightest boundary near n*, still valid at every t because only σ̂² of earlier cases enters.
@@ -51,7 +56,8 @@ Design note for phase 2 (the orchestrator):
    run continues at its batch and ``--shard`` splits each batch).
 3. After each batch, per gated metric: the per-case means over repeats on each side, d_i = head − base oriented
    so that negative is worse (``gate.stats.inputs.case_effects``), cases valid on both sides only, kept in the
-   run order; ``look(d, margin, split_alpha(alpha, M).sequential, target_n=ceil(HORIZON_SHARE · N))``. A
+   run order; ``look(d, margin, split.sequential, early_pass=split.early_pass, target_n=ceil(HORIZON_SHARE · N))``
+   with ``split = split_alpha(alpha, M)``. A
    metric, once decided, stays decided (its first decision is final, as in :func:`stopping_point`).
    Ratio metrics: ``log_ratio_differences`` and the margin ``ratio_scale(margin)/B``.
 4. Stop when every gated metric is decided (any ``fail`` may stop the run at once: the verdict is fail). If the
@@ -73,14 +79,14 @@ Design note for phase 2 (the orchestrator):
    average. A look computes max_{s≤t} K_s((1 − m_eff)/2) over the whole path at its own null; for a true drop δ
    and a look with m_eff ≤ δ, K_s((1 − m_eff)/2) ≤ K_s((1 − δ)/2) at every s, the capital at the true null,
    which crosses 1/α at any time with probability ≤ α (Ville). So P(``non_inferior`` at some look whose
-   m_eff ≤ δ) ≤ α_seq, however m_eff was chosen: at a true drop of the MDE an early pass costs at most α_seq of
+   m_eff ≤ δ) ≤ β_seq, however m_eff was chosen: at a true drop of the MDE an early pass costs at most β_seq of
    power, as long as the look's m_eff is not above the true drop — estimated on a regressed prefix, MDE_N is a
    little larger than the A/A one (the drop's own discordance enters the model), where the bound does not apply;
    ``benchmarks/adaptive_calibration.py`` part 5 measures the power. Drops smaller than MDE_N are those the fixed
    design itself misses more than 20 % of the time. With nothing discordant the capital grows by about
    log(1 + c·m_eff/(1 − m_eff)) per case, so an unchanged margin-0 metric is decided after about
-   (log(1/α_seq) + log 2)/(0.9·MDE_N) cases; in the broken-cases model MDE_N·N is nearly constant (≈ 9 at
-   α_k = 0.01), so that is a fixed share of N: ≈ 0.7 with one gated metric, ≈ 0.9 with the default gate's seven.
+   (log(1/β_seq) + log 2)/(0.9·MDE_N) cases; in the broken-cases model MDE_N·N is nearly constant (≈ 9 at
+   α_k = 0.01), so that is a fixed share of N, the same for every gated metric: ≈ 0.45 at β_seq = 0.05.
 
 Source: Waudby-Smith & Ramdas (2024), "Estimating means of bounded random variables by betting", JRSS-B 86(1):1-27,
 doi:10.1093/jrsssb/qkad009, arXiv:2010.09686 (Eq. 26-27 predictable plug-in bets, §5 hedged capital, Thm 3);
@@ -103,9 +109,14 @@ Side = Literal["above", "below"]
 """Which way a capital process bets: ``above`` gains when the mean exceeds the null value, ``below`` when it is
 smaller."""
 
-SEQUENTIAL_SHARE = 0.2
+SEQUENTIAL_SHARE = 0.1
 """Share of the one-sided family-wise α spent on the early looks (the rest goes to the fixed-N analysis at the
 end); chosen by ``benchmarks/adaptive_calibration.py`` (power within 5 points of the fixed design)."""
+EARLY_PASS_LEVEL = 0.05
+"""Level of each metric's non-inferiority look (β_seq): the most an early pass may cost of the metric's power at a
+drop of the fixed design's MDE (a false *pass* budget, not part of α: the fixed design's own false-pass rate there
+is 20 %); chosen by ``benchmarks/adaptive_calibration.py`` (power within 5 points of the fixed design, a no-change
+PR at under half the cases)."""
 HORIZON_SHARE = 0.5
 """The bets are tuned for n* = this share of the cases in the sequence: the boundary is tightest there, where a
 no-change PR can first be shown non-inferior (``benchmarks/adaptive_calibration.py``: tuning for N/2 instead of N
@@ -131,19 +142,26 @@ class AlphaSplit:
     """Level of each metric's early test in each direction (Bonferroni over the gated metrics)."""
     final: float
     """Family-wise level of the fixed-N analysis of the metrics still undecided at the end (Holm inside)."""
+    early_pass: float = EARLY_PASS_LEVEL
+    """Level β_seq of each metric's non-inferiority look: a false-pass budget per metric, outside α."""
 
 
-def split_alpha(alpha: float, n_metrics: int, share: float = SEQUENTIAL_SHARE) -> AlphaSplit:
-    """Split the family-wise one-sided α between the early looks and the end.
+def split_alpha(
+    alpha: float, n_metrics: int, share: float = SEQUENTIAL_SHARE, early_pass: float = EARLY_PASS_LEVEL
+) -> AlphaSplit:
+    """Split the family-wise one-sided α between the early fail looks and the end; set the early-pass level.
 
     α_seq = share·α/M for each of the M gated metrics, α_final = (1 − share)·α; a false fail needs an early false
     rejection (probability ≤ M·α_seq by Ville's inequality and Bonferroni) or a false fixed-N rejection at the end
-    (≤ α_final by Holm), so the family-wise false-fail rate is ≤ α (union bound).
+    (≤ α_final by Holm), so the family-wise false-fail rate is ≤ α (union bound). An early pass cannot fail a
+    PR, so its level β_seq (``early_pass``, per metric) is not part of α: it bounds what early passes cost of each
+    metric's power at a drop of the fixed design's MDE (point 5 of the module's design note).
 
     Args:
         alpha: one-sided family-wise level in (0, 0.5).
         n_metrics: number of gated metrics M, ≥ 1.
-        share: share of α for the early looks, in (0, 1).
+        share: share of α for the early fail looks, in (0, 1).
+        early_pass: β_seq, the level of each metric's non-inferiority look, in (0, 0.5).
 
     Returns:
         The :class:`AlphaSplit`.
@@ -153,9 +171,12 @@ def split_alpha(alpha: float, n_metrics: int, share: float = SEQUENTIAL_SHARE) -
 
     Source: Bonferroni; Holm (1979), Scand. J. Statist. 6(2):65-70; the union bound.
     """
-    if not 0 < alpha < 0.5 or n_metrics < 1 or not 0 < share < 1:
-        raise ValueError(f"need 0 < alpha < 0.5, n_metrics ≥ 1, 0 < share < 1; got {alpha}, {n_metrics}, {share}")
-    return AlphaSplit(sequential=share * alpha / n_metrics, final=(1.0 - share) * alpha)
+    if not 0 < alpha < 0.5 or n_metrics < 1 or not 0 < share < 1 or not 0 < early_pass < 0.5:
+        raise ValueError(
+            "need 0 < alpha < 0.5, n_metrics ≥ 1, 0 < share < 1, 0 < early_pass < 0.5; "
+            f"got {alpha}, {n_metrics}, {share}, {early_pass}"
+        )
+    return AlphaSplit(sequential=share * alpha / n_metrics, final=(1.0 - share) * alpha, early_pass=early_pass)
 
 
 def to_unit(d: np.ndarray) -> np.ndarray:
@@ -384,28 +405,38 @@ class SequentialLook:
     log_capital_non_inferior: float
     """max_{s≤t} log K⁺_s at Δ = −m_eff: evidence against a drop of m_eff (≥ ``threshold``: L_t > −m_eff)."""
     threshold: float
-    """log(1/α)."""
+    """log(1/α), the fail look's threshold."""
     ruled_out: float = math.nan
     """m_eff, the drop the non-inferiority look tests against: max(margin, ``rule_out``)."""
+    pass_threshold: float = math.nan
+    """log(1/β), the non-inferiority look's threshold (``early_pass``; α when not given)."""
 
 
 def look(
-    d: np.ndarray, margin: float, alpha: float, *, target_n: int | None = None, rule_out: float | None = None
+    d: np.ndarray,
+    margin: float,
+    alpha: float,
+    *,
+    early_pass: float | None = None,
+    target_n: int | None = None,
+    rule_out: float | None = None,
 ) -> SequentialLook:
     """The sequential decision for one metric after the cases seen so far.
 
     ``fail`` iff max_s E_s ≥ 1/α (the sign-symmetric e-process: a significant drop) and Δ̂_t ≤ −m (material), the
-    fixed-N rule of STATISTICS.md §3; else ``non_inferior`` iff L_t > −m_eff (max_s K_s((1 − m_eff)/2) ≥ 1/α for
-    the mixed betting capital above) with m_eff = max(m, ``rule_out``); else ``continue``. Valid at every t and any
-    stopping rule: an A/A metric (head and base exchangeable) ends ``fail`` with probability ≤ α, and for any true
-    drop δ, the probability of ``non_inferior`` at some look whose m_eff ≤ δ is ≤ α — even when ``rule_out`` is
-    chosen from the data (point 5 of the module's design note).
+    fixed-N rule of STATISTICS.md §3; else ``non_inferior`` iff L_t > −m_eff at level β (max_s K_s((1 − m_eff)/2)
+    ≥ 1/β for the mixed betting capital above, its bets tuned for β) with m_eff = max(m, ``rule_out``); else
+    ``continue``. Valid at every t and any stopping rule: an A/A metric (head and base exchangeable) ends ``fail``
+    with probability ≤ α, and for any true drop δ, the probability of ``non_inferior`` at some look whose
+    m_eff ≤ δ is ≤ β — even when ``rule_out`` is chosen from the data (point 5 of the module's design note).
 
     Args:
         d: shape (t,), per-case differences head − base in [−1, 1] (negative = worse), in the seeded run order,
             cases valid on both sides only.
         margin: m ≥ 0 on the same scale (for ratio metrics: ``ratio_scale(margin)/B``): the fail rule's margin.
-        alpha: one-sided level of each direction, in (0, 1) (``split_alpha(...).sequential``).
+        alpha: level of the fail look, in (0, 1) (``split_alpha(...).sequential``).
+        early_pass: β, the level of the non-inferiority look, in (0, 1) (``split_alpha(...).early_pass``), or
+            None (α).
         target_n: horizon the bets are tuned for (the golden set's size), or None.
         rule_out: the smallest drop the non-inferiority look rules out, on the same scale (the fixed design's MDE
             at the full sequence length), or None/NaN (the margin alone); m_eff is capped at 0.999.
@@ -414,27 +445,28 @@ def look(
         The :class:`SequentialLook`.
 
     Raises:
-        ValueError: differences outside [−1, 1], a margin outside [0, 1) or alpha outside (0, 1).
+        ValueError: differences outside [−1, 1], a margin outside [0, 1) or a level outside (0, 1).
 
     Source: Waudby-Smith & Ramdas (2024), doi:10.1093/jrsssb/qkad009; Ville (1939); STATISTICS.md §3, §7.
     """
-    if not 0 <= margin < 1 or not 0 < alpha < 1:
-        raise ValueError(f"need 0 ≤ margin < 1 and 0 < alpha < 1, got {margin}, {alpha}")
+    beta = alpha if early_pass is None else early_pass
+    if not 0 <= margin < 1 or not 0 < alpha < 1 or not 0 < beta < 1:
+        raise ValueError(f"need 0 ≤ margin < 1 and levels in (0, 1), got {margin}, {alpha}, {beta}")
     m_eff = effective_margin(margin, rule_out)
     x = to_unit(d)
-    threshold = math.log(1.0 / alpha)
+    threshold, pass_threshold = math.log(1.0 / alpha), math.log(1.0 / beta)
     if x.size == 0:
-        return SequentialLook("continue", 0, float("nan"), 0.0, 0.0, threshold, m_eff)
-    bets = predictable_bets(x, alpha, target_n)
+        return SequentialLook("continue", 0, float("nan"), 0.0, 0.0, threshold, m_eff, pass_threshold)
+    bets = predictable_bets(x, beta, target_n)
     worse = float(max(0.0, np.max(symmetric_log_evidence(d, alpha, target_n))))
     non_inferior = float(max(0.0, np.max(log_mixed_capital(x, (1.0 - m_eff) / 2.0, bets, "above"))))
     estimate = float(np.mean(d))
     decision: SequentialDecision = "continue"
     if worse >= threshold and estimate <= -margin:
         decision = "fail"
-    elif non_inferior >= threshold:
+    elif non_inferior >= pass_threshold:
         decision = "non_inferior"
-    return SequentialLook(decision, int(x.size), estimate, worse, non_inferior, threshold, m_eff)
+    return SequentialLook(decision, int(x.size), estimate, worse, non_inferior, threshold, m_eff, pass_threshold)
 
 
 def effective_margin(margin: float, rule_out: float | None) -> float:
@@ -487,6 +519,7 @@ def stopping_point(
     ends: np.ndarray,
     target_n: int | None = None,
     rule_out: list[np.ndarray] | None = None,
+    early_pass: float | None = None,
 ) -> StoppingPoint:
     """Replay the batched looks over complete per-metric sequences and return where the run stops.
 
@@ -499,11 +532,12 @@ def stopping_point(
     Args:
         differences: per metric, shape (n_total,), differences in [−1, 1] in the run order (same length).
         margins: per metric, m ≥ 0 on the difference scale.
-        alpha: per-metric, per-direction level (``split_alpha(...).sequential``).
+        alpha: per-metric level of the fail looks (``split_alpha(...).sequential``).
         ends: from :func:`batch_ends`, the last equal to n_total.
         target_n: horizon of the bets.
         rule_out: per metric, shape (len(ends),), the ``rule_out`` of :func:`look` at each look (NaN: the margin
             alone), or None (the margins alone).
+        early_pass: per-metric level β of the non-inferiority looks (``split_alpha(...).early_pass``), or None (α).
 
     Returns:
         The :class:`StoppingPoint`.
@@ -516,16 +550,17 @@ def stopping_point(
         raise ValueError("every metric needs a sequence of the same length and a margin")
     if ends.size == 0 or int(ends[-1]) != n_total:
         raise ValueError(f"the last look must be at {n_total}, got {ends[-1:] if ends.size else 'none'}")
-    threshold = math.log(1.0 / alpha)
+    beta = alpha if early_pass is None else early_pass
+    threshold, pass_threshold = math.log(1.0 / alpha), math.log(1.0 / beta)
     states = []
     nans = np.full(ends.size, np.nan)
     for k, (d, margin) in enumerate(zip(differences, margins, strict=True)):
         x = to_unit(d)
-        bets = predictable_bets(x, alpha, target_n)
+        bets = predictable_bets(x, beta, target_n)
         worse = np.maximum.accumulate(symmetric_log_evidence(d, alpha, target_n))[ends - 1] >= threshold
         m_eff = [effective_margin(margin, float(r)) for r in (nans if rule_out is None else rule_out[k])]
         capital = {m: np.maximum.accumulate(log_mixed_capital(x, (1.0 - m) / 2.0, bets, "above")) for m in set(m_eff)}
-        safe = np.array([capital[m][end - 1] for m, end in zip(m_eff, ends, strict=True)]) >= threshold
+        safe = np.array([capital[m][end - 1] for m, end in zip(m_eff, ends, strict=True)]) >= pass_threshold
         material = (np.cumsum(d)[ends - 1] / ends) <= -margin
         states.append(np.where(worse & material, 2, np.where(safe, 1, 0)))  # 2 fail, 1 non-inferior, 0 continue
     names: dict[int, SequentialDecision] = {0: "continue", 1: "non_inferior", 2: "fail"}
