@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import IO, Any
 
 # inspect and traceback are imported when a call fails: every worker's start (C of them at once) pays for its imports
 
@@ -161,6 +161,23 @@ def _caller(function: Any) -> Any:
     return run
 
 
+def _send(protocol: IO[str], text: str) -> None:
+    """Write one reply line, after flushing what the user's code printed (a line without its newline too).
+
+    rag-gate ends a call's output when it reads the reply (:meth:`gate.sandbox.Forwarder.end_call`): what is still
+    in this process's buffers then would be shown and counted with the next call, or lost when the worker is killed.
+
+    Raises:
+        BrokenPipeError: rag-gate is gone.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110 - a stream the user's code replaced or closed: nothing to flush
+            pass
+    protocol.write(text + "\n")
+
+
 def main(target: str) -> int:
     """Serve calls to ``target`` until stdin closes.
 
@@ -177,15 +194,15 @@ def main(target: str) -> int:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
         named = isinstance(exc, ModuleNotFoundError) and f"{module_name}.".startswith(f"{exc.name}.")
-        protocol.write(json.dumps(_wiring_error(target, str(exc) if named else f"{exc!r}", named)) + "\n")
+        _send(protocol, json.dumps(_wiring_error(target, str(exc) if named else f"{exc!r}", named)))
         return 1
     function = getattr(module, function_name, None)
     if not callable(function):
         found = "not defined" if function is None else f"a {type(function).__name__}, not a function"
         reason = f"{function_name!r} in {module.__file__} is {found}"
-        protocol.write(json.dumps(_wiring_error(target, reason, True)) + "\n")
+        _send(protocol, json.dumps(_wiring_error(target, reason, True)))
         return 1
-    protocol.write(json.dumps({"ok": True, "ready": True}) + "\n")
+    _send(protocol, json.dumps({"ok": True, "ready": True}))
     call = _caller(function)
     first = True
     for line in sys.stdin:
@@ -212,7 +229,7 @@ def main(target: str) -> int:
                 text = json.dumps({"ok": False, "final": True, "error": f"{told} a pipeline call may return"})
         first = False
         try:
-            protocol.write(text + "\n")
+            _send(protocol, text)
         except BrokenPipeError:  # the parent is gone
             return 0
     return 0

@@ -44,7 +44,7 @@ from gate.jsonl import read_jsonl, validate
 from gate.models import GoldenCase, Prediction
 from gate.predictions import load_predictions, prediction_from_record
 from gate.redact import Redactor
-from gate.sandbox import OutputBudget, Sandbox
+from gate.sandbox import Forwarder, Sandbox
 
 log = logging.getLogger("rag-gate")
 
@@ -151,7 +151,7 @@ class _Worker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._ready = False
         self._buffer = bytearray()
-        self._output = OutputBudget()
+        self._output: Forwarder | None = None
         self.closed = False
         """Set by :meth:`WorkerPool.close`: the worker is not started again (a call in flight fails)."""
 
@@ -174,8 +174,7 @@ class _Worker:
             **sandbox.popen_kwargs(),
         )
         assert self._proc.stderr is not None
-        self._output = OutputBudget()  # the worker's output forwarded per call (reset by each call)
-        sandbox.forward(self._proc.stderr, budget=self._output)
+        self._output = sandbox.forward(self._proc.stderr)  # the worker's output, counted per call (_end_call)
         self._ready = False
         self._buffer = bytearray()
 
@@ -220,6 +219,11 @@ class _Worker:
         del self._buffer[: newline + 1]
         return line
 
+    def _end_call(self) -> None:
+        """The call (or the worker's start) ended: forward the rest of its output and what it left out, now."""
+        if self._output is not None:
+            self._output.end_call()
+
     def _reply(self, timeout: float) -> dict[str, Any]:
         line = self._readline(timeout)
         if line is None:
@@ -230,6 +234,7 @@ class _Worker:
             self.stop()  # what the worker started dies with it; a zombie keeps its exit status
             code = proc.returncode if proc is not None else None
             raise CallFailed(f"pipeline process exited with code {code}")
+        self._end_call()  # the worker flushed its output before it replied: the call's output is all in the pipe
         try:
             reply = json.loads(line.decode("utf-8", errors="replace"))
         except (ValueError, RecursionError) as exc:  # not the protocol (or nested deeper than this decoder goes)
@@ -243,7 +248,6 @@ class _Worker:
         if self._proc is None or not self._ready:
             self._start()
         assert self._proc is not None and self._proc.stdin is not None
-        self._output.reset()
         try:
             self._proc.stdin.write((json.dumps({"case": case, "options": self._spec.options}) + "\n").encode())
             self._proc.stdin.flush()
@@ -269,6 +273,7 @@ class _Worker:
         proc, self._proc = self._proc, None
         if proc is not None:
             kill_group(proc, members)
+            self._end_call()  # the group is dead and reaped: its last output is in the pipe
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
                     with contextlib.suppress(OSError):
@@ -592,6 +597,6 @@ def run_shell(
     finally:  # the new session does not get the terminal's signal: its group is killed here, whatever happened
         if proc is not None:
             kill_group(proc)
-        if pump is not None:
-            pump.join(timeout=5)
+        if pump is not None:  # the group is dead: its output is forwarded and counted before this returns
+            pump.end_call()
     return code

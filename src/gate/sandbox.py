@@ -27,20 +27,24 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import fcntl
 import logging
 import os
 import pwd
 import re
+import select
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from gate.errors import EvaluationError
 from gate.redact import SECRET_NAMES, Redactor
@@ -237,65 +241,25 @@ class Sandbox:
 
     def forward(
         self, stream: IO[str] | IO[bytes], sink: IO[str] | None = None, budget: OutputBudget | None = None
-    ) -> threading.Thread:
+    ) -> Forwarder:
         """Copy the pipeline's output to rag-gate's stderr, line by line, redacted, bounded, in a daemon thread.
 
         Lines are also made unable to act as workflow commands (:func:`neutralize`). At most ``budget.limit`` bytes
         are forwarded per call (:data:`MAX_FORWARDED_BYTES`) and at most :data:`MAX_FORWARDED_LINE` of one line;
         the rest is read and dropped (memory stays bounded whatever the pipeline writes), and one line says how many
-        bytes were left out, when the call ends (:meth:`OutputBudget.reset`) or the stream does.
+        bytes were left out, when the call ends (:meth:`Forwarder.end_call`) or the stream does.
 
         Args:
-            stream: the pipeline's stdout or stderr (text mode over a byte stream, or bytes).
+            stream: the pipeline's stdout or stderr, the read end of a pipe (text or bytes; only its file
+                descriptor is read, then it is closed once the stream ends).
             sink: where to write (default: ``sys.stderr`` at the time of each write).
-            budget: the bytes left to forward; the caller resets it at each call of a long-lived process (the
-                ``python:`` workers). Default: a new one, so the whole stream is one call (a command, a setup step).
+            budget: the bytes left to forward per call. Default: a new :class:`OutputBudget`.
 
         Returns:
-            The thread; join it once the process ended.
+            The :class:`Forwarder`: the owner of a long-lived process (the ``python:`` workers) calls its
+            :meth:`~Forwarder.end_call` at the end of each call, and once the process is killed.
         """
-        raw = cast("IO[bytes]", getattr(stream, "buffer", stream))
-        budget = budget or OutputBudget()
-
-        def write(text: str) -> None:
-            try:
-                out = sink or sys.stderr
-                out.write(text)
-                out.flush()
-            except (OSError, ValueError):  # rag-gate's stderr closed: keep draining the pipe
-                pass
-
-        def pump() -> None:
-            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            skipping = False  # the rest of a line that was cut short
-            while piece := raw.readline(MAX_FORWARDED_LINE + _REDACT_MARGIN):
-                if (note := budget.note()) is not None:  # the previous call's output was cut
-                    write(note)
-                complete = piece.endswith(b"\n")
-                if skipping:
-                    budget.skip(len(piece))
-                    skipping = not complete
-                    continue
-                allowed = budget.take(len(piece))
-                if allowed == 0:
-                    skipping = not complete
-                    continue
-                text = self.redactor(decoder.decode(piece))  # the margin too: a secret across the cut is masked
-                if allowed < len(piece) or len(piece) > MAX_FORWARDED_LINE:  # over the budget, or a line too long
-                    cut = min(allowed, MAX_FORWARDED_LINE)
-                    budget.give_back(allowed - cut)
-                    shown = text.encode("utf-8", "surrogatepass")[:cut].decode("utf-8", "ignore")
-                    text = shown.rstrip("\n") + " …\n"
-                    decoder.reset()
-                    skipping = not complete
-                write(neutralize(text))
-            if (note := budget.note(final=True)) is not None:
-                write(note)
-            stream.close()
-
-        thread = threading.Thread(target=pump, daemon=True)
-        thread.start()
-        return thread
+        return Forwarder(stream, self.redactor, sink, budget or OutputBudget())
 
 
 MAX_FORWARDED_BYTES = 1024 * 1024
@@ -306,10 +270,16 @@ MAX_FORWARDED_LINE = 16 * 1024
 """The most bytes of one line of pipeline output forwarded (16 KiB); the rest of the line is left out (counted)."""
 _REDACT_MARGIN = 4096
 """Bytes read past a cut and redacted with it, so that a secret across the cut is masked, never printed in part."""
+_PIECE = MAX_FORWARDED_LINE + _REDACT_MARGIN
+"""The most bytes of one line handled at a time."""
+_READ_SIZE = 1 << 16
+"""Bytes read from the pipe at a time."""
 
 
 class OutputBudget:
-    """The bytes of pipeline output still to forward in the current call, and those left out (thread-safe).
+    """The bytes of pipeline output still to forward in the current call, and those left out.
+
+    Not thread-safe by itself: the :class:`Forwarder` that owns it uses it under its lock.
 
     Args:
         limit: bytes forwarded per call (:data:`MAX_FORWARDED_BYTES`).
@@ -319,48 +289,165 @@ class OutputBudget:
         self.limit = limit
         self._left = limit
         self._dropped = 0
-        self._pending: int | None = None  # bytes left out of a call that has ended, not yet reported
-        self._lock = threading.Lock()
 
     def take(self, n: int) -> int:
         """Take up to ``n`` bytes of the budget; how many may be forwarded (the rest is counted as left out)."""
-        with self._lock:
-            allowed = min(n, self._left)
-            self._left -= allowed
-            self._dropped += n - allowed
-            return allowed
+        allowed = min(n, self._left)
+        self._left -= allowed
+        self._dropped += n - allowed
+        return allowed
 
     def give_back(self, n: int) -> None:
         """``n`` bytes taken were not forwarded after all (a line cut short): left out, and back in the budget."""
-        with self._lock:
-            self._left += n
-            self._dropped += n
+        self._left += n
+        self._dropped += n
 
     def skip(self, n: int) -> None:
         """Count ``n`` bytes as left out without taking them (the rest of a line cut short)."""
-        with self._lock:
-            self._dropped += n
+        self._dropped += n
 
-    def reset(self) -> None:
-        """A new call starts: a full budget; what the previous call left out is reported with the next output."""
-        with self._lock:
-            if self._dropped:
-                self._pending = (self._pending or 0) + self._dropped
-            self._left, self._dropped = self.limit, 0
-
-    def note(self, *, final: bool = False) -> str | None:
-        """The line that reports the bytes left out of an ended call (``final``: the stream ended), once; or None."""
-        with self._lock:
-            left_out = (self._pending or 0) + (self._dropped if final else 0)
-            self._pending = None
-            if final:
-                self._dropped = 0
+    def end(self) -> str | None:
+        """The call ended: the line that reports the bytes it left out (None when none); a full budget for the next."""
+        left_out = self._dropped
+        self._left, self._dropped = self.limit, 0
         if not left_out:
             return None
         return (
             f"rag-gate: … {left_out:,} bytes of pipeline output left out (at most {self.limit:,} bytes forwarded "
             f"per call, {MAX_FORWARDED_LINE:,} per line)\n"
         )
+
+
+def _unread_bytes(fd: int) -> int:
+    """Bytes written into the pipe ``fd`` and not read yet (``ioctl(FIONREAD)``, ioctl_pipe(2))."""
+    return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
+
+
+class Forwarder:
+    """Forwards one stream of pipeline output (made by :meth:`Sandbox.forward`), call by call, each counted once.
+
+    A daemon thread forwards the stream as it comes. :meth:`end_call` ends a call: the calling thread forwards
+    what the pipe still holds (every byte written before it was called: a worker flushes its output before it
+    replies, a killed process group has written its last), ends a line left open, writes the line counting what the
+    call left out, and gives the next call a full budget. So each call's count follows its own output, before any
+    of the next call's, and is written before the call returns; the thread writes the stream's last count when
+    the stream ends (output of a process that left the group). Bytes are read only under one lock, and only when
+    they are there (poll(2), FIONREAD), so neither thread ever blocks on a read while holding it, and nothing waits
+    for a time: what a process still writes after the call's end (a thread of the pipeline's, a process that left
+    the group) counts towards the next call, or the stream's end.
+
+    Args:
+        stream: the read end of the pipe (only its file descriptor is read; closed when the stream ends).
+        redactor: applied to every line forwarded.
+        sink: where to write (None: ``sys.stderr`` at the time of each write).
+        budget: the bytes forwarded per call.
+    """
+
+    def __init__(self, stream: IO[str] | IO[bytes], redactor: Redactor, sink: IO[str] | None, budget: OutputBudget):
+        self._stream = stream
+        self._fd = stream.fileno()
+        self._redactor = redactor
+        self._sink = sink
+        self._budget = budget
+        self._lock = threading.Lock()
+        self._buffer = bytearray()  # read, not yet forwarded: at most a piece and a read
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._skipping = False  # the rest of a line that was cut short
+        self._ended = False  # the stream ended (and was closed)
+        self._thread = threading.Thread(target=self._pump, name="rag-gate-forward", daemon=True)
+        self._thread.start()
+
+    def end_call(self) -> None:
+        """The call ended: forward what the pipe holds now, then report what the call left out (once)."""
+        with self._lock:
+            try:
+                unread = 0 if self._ended else _unread_bytes(self._fd)
+                while unread > 0 and (chunk := os.read(self._fd, min(unread, _READ_SIZE))):
+                    unread -= len(chunk)
+                    self._feed(chunk)
+            except OSError:  # the pipe failed: the thread ends the stream
+                pass
+            self._end()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait (at most ``timeout`` seconds) for the stream to end and its last count to be written."""
+        self._thread.join(timeout)
+
+    def _pump(self) -> None:
+        ready = select.poll()
+        ready.register(self._fd, select.POLLIN)
+        while True:
+            ready.poll()  # data, or the stream's end
+            with self._lock:
+                if not ready.poll(0):  # end_call read it meanwhile
+                    continue
+                try:
+                    chunk = os.read(self._fd, _READ_SIZE)
+                except OSError:
+                    chunk = b""
+                if chunk:
+                    self._feed(chunk)
+                    continue
+                self._end()
+                self._ended = True
+                self._stream.close()
+                return
+
+    def _end(self) -> None:
+        """Forward the line left open, write the count of what was left out, start a new call."""
+        self._feed(b"", end=True)
+        self._skipping = False
+        self._decoder.reset()
+        if (note := self._budget.end()) is not None:
+            self._write(note)
+
+    def _feed(self, chunk: bytes, end: bool = False) -> None:
+        """Forward the lines (pieces of at most :data:`_PIECE` bytes) of what was read; at ``end``, the rest too."""
+        buffer = self._buffer
+        buffer += chunk
+        start = 0
+        while start < len(buffer):
+            newline = buffer.find(b"\n", start, start + _PIECE)
+            if newline >= 0:
+                stop = newline + 1
+            elif len(buffer) - start >= _PIECE or end:
+                stop = min(start + _PIECE, len(buffer))
+            else:
+                break
+            self._piece(bytes(buffer[start:stop]), end)
+            start = stop
+        del buffer[:start]
+
+    def _piece(self, piece: bytes, end: bool) -> None:
+        """Forward one piece of a line within the budget; count what is left out."""
+        complete = piece.endswith(b"\n")
+        if self._skipping:
+            self._budget.skip(len(piece))
+            self._skipping = not complete
+            return
+        allowed = self._budget.take(len(piece))
+        if allowed == 0:
+            self._skipping = not complete
+            return
+        text = self._redactor(self._decoder.decode(piece, final=end))  # the margin too: a secret across a cut
+        if allowed < len(piece) or len(piece) > MAX_FORWARDED_LINE:  # over the budget, or a line too long
+            cut = min(allowed, MAX_FORWARDED_LINE)
+            self._budget.give_back(allowed - cut)
+            shown = text.encode("utf-8", "surrogatepass")[:cut].decode("utf-8", "ignore")
+            text = shown.rstrip("\n") + " …\n"
+            self._decoder.reset()
+            self._skipping = not complete
+        elif not complete:  # the call's last line, without its newline
+            text += "\n"
+        self._write(neutralize(text))
+
+    def _write(self, text: str) -> None:
+        try:
+            out = self._sink or sys.stderr
+            out.write(text)
+            out.flush()
+        except (OSError, ValueError):  # rag-gate's stderr closed: keep draining the pipe
+            pass
 
 
 # ------------------------------------------------------------------------------------ rag-gate's own process
