@@ -253,7 +253,10 @@ class Endpoint:
             left = self.breaker.check()  # the wait for a slot may have outlived the deadline (or the circuit opened)
             self.stats.add(requests=1, retries=int(retry))  # a retry is counted when it is sent, not when awaited
             try:
-                return await asyncio.wait_for(post(body), min(self.config.timeout_s, left))
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for wraps the request in a task of its own, two
+                # more passes of this loop per request, during which the other requests' answers are handled first
+                async with asyncio.timeout(min(self.config.timeout_s, left)):
+                    return await post(body)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
