@@ -58,8 +58,11 @@ def compare(tmp: Path, base: str, head: str, out: str, *options: str):
     return result, report
 
 
-def git(repo: Path | str, *args: str) -> str:
+def git(repo: Path | str, *args: str, date: str | None = None) -> str:
     """``git -C repo ARGS`` as :data:`GIT_IDENTITY`; the tests' one way to run git (rag-gate runs its own).
+
+    ``date``: the author and committer date of the commits it makes (ISO 8601), so that their ids do not depend on
+    the clock (the adaptive order is seeded by the head commit).
 
     Returns:
         Its standard output, stripped.
@@ -67,8 +70,9 @@ def git(repo: Path | str, *args: str) -> str:
     Raises:
         subprocess.CalledProcessError: git failed (its stderr is on the exception); TimeoutExpired after 120 s.
     """
+    env = {**os.environ, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else None
     done = subprocess.run(
-        ["git", "-C", str(repo), *GIT_IDENTITY, *args], capture_output=True, text=True, check=True, timeout=120
+        ["git", "-C", str(repo), *GIT_IDENTITY, *args], capture_output=True, text=True, check=True, timeout=120, env=env
     )
     return done.stdout.strip()
 
@@ -265,7 +269,7 @@ def code_word_repo(repo: Path, n: int, config: str, base_code: str, head_code: s
     (repo / ".gitignore").write_text("rag-gate-out/\n__pycache__/\n")
     (repo / "rag.py").write_text(base_code)
     git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "commit", "-q", "-m", "base", date="2026-01-01T00:00:00Z")
     git(repo, "checkout", "-q", "-b", "feature")
     (repo / "rag.py").write_text(head_code)
-    git(repo, "commit", "-q", "-am", "the PR")
+    git(repo, "commit", "-q", "-am", "the PR", date="2026-01-01T00:01:00Z")

@@ -115,7 +115,7 @@ def test_mixed_capital_is_the_average_of_the_truncated_processes() -> None:
                 caps.append(np.cumprod(1 + np.minimum(bets, c / m) * (x - m)))
             else:
                 caps.append(np.cumprod(1 - np.minimum(bets, c / (1 - m)) * (x - m)))
-        mixed = log_mixed_capital(x, m, bets, side)  # type: ignore[arg-type]
+        mixed = log_mixed_capital(x, m, bets, side, (0.5, 0.9))  # type: ignore[arg-type]
         np.testing.assert_allclose(np.exp(mixed), (caps[0] + caps[1]) / 2, rtol=1e-12)
 
 

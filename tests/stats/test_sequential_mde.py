@@ -54,9 +54,9 @@ def test_an_unchanged_margin_0_metric_is_non_inferior_at_the_look_the_closed_for
     assert beta == 0.05
     ends = batch_ends(n, n // 10, n // 10)
     at = zero_difference_look(expected_mde, beta, n // 2, ends)
-    assert at == n // 2  # half the set: (log(1/β) + log 2)/(0.9·MDE_N) ≈ 0.45 N, at the look after it
+    assert at == 4 * n // 10  # log(1/β)/(0.9·MDE_N) ≈ 0.39 N, at the look after it
     assert zero_difference_look(expected_mde, beta, n // 2, ends) == zero_difference_look(mde, beta, n // 2, ends)
-    assert zero_difference_look(expected_mde, alpha, n // 2, ends) == 8 * n // 10  # at α_seq = 0.005: later
+    assert zero_difference_look(expected_mde, alpha, n // 2, ends) == 7 * n // 10  # at α_seq = 0.005: later
     rule_out = [np.full(ends.size, mde)]
     stop = stopping_point([np.zeros(n)], [0.0], alpha, ends, target_n=n // 2, rule_out=rule_out, early_pass=beta)
     assert stop.decisions == ("non_inferior",) and stop.n == at and not stop.exhausted

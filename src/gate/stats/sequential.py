@@ -85,8 +85,8 @@ Design note for phase 2 (the orchestrator):
    ``benchmarks/adaptive_calibration.py`` part 5 measures the power. Drops smaller than MDE_N are those the fixed
    design itself misses more than 20 % of the time. With nothing discordant the capital grows by about
    log(1 + c·m_eff/(1 − m_eff)) per case, so an unchanged margin-0 metric is decided after about
-   (log(1/β_seq) + log 2)/(0.9·MDE_N) cases; in the broken-cases model MDE_N·N is nearly constant (≈ 9 at
-   α_k = 0.01), so that is a fixed share of N, the same for every gated metric: ≈ 0.45 at β_seq = 0.05.
+   log(1/β_seq)/(0.9·MDE_N) cases; in the broken-cases model MDE_N·N is nearly constant (≈ 9 at α_k = 0.01),
+   so that is a fixed share of N, the same for every gated metric: ≈ 0.39 at β_seq = 0.05.
 
 Source: Waudby-Smith & Ramdas (2024), "Estimating means of bounded random variables by betting", JRSS-B 86(1):1-27,
 doi:10.1093/jrsssb/qkad009, arXiv:2010.09686 (Eq. 26-27 predictable plug-in bets, §5 hedged capital, Thm 3);
@@ -121,11 +121,14 @@ HORIZON_SHARE = 0.5
 """The bets are tuned for n* = this share of the cases in the sequence: the boundary is tightest there, where a
 no-change PR can first be shown non-inferior (``benchmarks/adaptive_calibration.py``: tuning for N/2 instead of N
 stops no-change PRs at about 0.1 N earlier, clear regressions no later)."""
-TRUNCATIONS = (0.5, 0.9)
-"""The c of the truncated bets, λ ≤ c/m (``above``) or c/(1 − m) (``below``), Waudby-Smith & Ramdas (2024) §5:
-the capital used is the average of one process per c (a mixture of martingales is a martingale; their
-"diversified" betting), so a cautious 1/2 guards against rare large losses and a bold 0.9 lets a metric whose
-differences vary little bet enough to decide (measured in ``benchmarks/adaptive_calibration.py``)."""
+TRUNCATIONS = (0.9,)
+"""The c of the truncated bets, λ ≤ c/m (``above``) or c/(1 − m) (``below``), Waudby-Smith & Ramdas (2024) §5;
+with several, the capital used is the average of one process per c (a mixture of martingales is a martingale;
+their "diversified" betting). One bold 0.9: a metric whose differences vary little bets enough to decide; the
+mixture with a cautious 1/2 used before cost log 2 of capital where the truncation binds, 0.1 N on an unchanged
+PR, and gained nothing measurable elsewhere (``benchmarks/adaptive_calibration.py`` --quick, parts 2-6: the same
+power, no-change PRs 0.4 instead of 0.5 of N; only a deterministic PR that flips a few per cent of the cases both
+ways ran longer at N = 1,000)."""
 MDE_RESOLUTION = 5e-4
 """A ``rule_out`` (the MDE at N) less than this above the margin is the margin: the MDE is found by bisection to
 1e-4 and is never below a positive margin (:func:`gate.stats.power.detectable_drop`), so a metric whose data say
