@@ -239,6 +239,23 @@ def test_an_unchanged_metric_on_few_cases_passes_even_strict_though_its_interval
     one_worse = [0.2, 0.5, 0.8]
     (worse,) = analyze_metrics([metric("mrr", "graded", scores, one_worse)], strict=True)
     assert worse.status == "fail" and worse.reason.startswith("strict mode")  # one case worse: strict blocks
+    mixed = analyze_metrics(
+        [metric("mrr", "graded", scores, scores), metric("hit", "binary", np.zeros(40), np.ones(40))], strict=True
+    )
+    assert gate_decision(mixed).reasons == (
+        "all 2 gated metric(s) pass: 1 non-inferior within their margins or better, 1 with no paired case worse",
+    )
+    assert gate_decision(mixed[1:]).reasons == ("all 1 gated metric(s) non-inferior within their margins or better",)
+
+
+def test_one_paired_case_passes_when_it_did_not_get_worse_and_is_inconclusive_when_it_did():
+    """The rule above holds down to one paired case; a single worse case stays inconclusive (no test on one pair)."""
+    (same,) = analyze_metrics([metric("hit", "binary", [1.0], [1.0])], strict=True)
+    assert same.status == "pass" and same.reason == "no paired case got worse (the only paired case is unchanged)"
+    (better,) = analyze_metrics([metric("hit", "binary", [0.0], [1.0])])
+    assert better.status == "pass" and better.reason.endswith("(the only paired case got better)")
+    (worse,) = analyze_metrics([metric("hit", "binary", [1.0], [0.0])])
+    assert worse.status == "inconclusive" and worse.reason == "only 1 paired case(s)"
 
 
 def test_win_tie_loss_counts_match_a_hand_count():

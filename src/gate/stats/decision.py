@@ -282,6 +282,11 @@ def _decide(
     some cases got worse), but not significantly beyond the margin.
     """
     if n_pairs < 2:
+        if n_pairs and n_worse == 0:  # the rule below: no paired case got worse, however wide the interval
+            return (
+                "pass",
+                f"no paired case got worse (the only paired case {'got better' if delta > 0 else 'is unchanged'})",
+            )
         return "inconclusive", f"only {n_pairs} paired case(s)"
     p_text = numbers.p_clause(shown.p_label, p_adj)
     drop = "drop" if shown.worse == "fell" else "rise"
@@ -641,11 +646,24 @@ def gate_decision(
         return Decision("error", tuple(broken), tuple(warnings))
     if doubts:
         return Decision("fail" if strict else "inconclusive", tuple(doubts), tuple(warnings))
-    n_gated = sum(res.gated and res.status != "not_applicable" for res in results)
-    reason = (
-        f"all {n_gated} gated metric(s) non-inferior within their margins or better" if n_gated else "no gated metrics"
-    )
-    return Decision("pass", (reason,), tuple(warnings))
+    return Decision("pass", (_pass_reason(results),), tuple(warnings))
+
+
+def _pass_reason(results: Sequence[MetricResult]) -> str:
+    """The reason of a pass: how many gated metrics passed by which of :func:`_decide`'s pass rules."""
+    gated = [res for res in results if res.gated and res.status != "not_applicable"]
+    if not gated:
+        return "no gated metrics"
+    shown = [res for res in gated if res.non_inferior or res.delta > 0]
+    unchanged = [res for res in gated if res not in shown and res.n_worse == 0]
+    parts = [
+        (len(shown), "non-inferior within their margins or better"),
+        (len(unchanged), "with no paired case worse"),
+        (len(gated) - len(shown) - len(unchanged), "within one case, or ruled out by the sequential test"),
+    ]
+    if len(shown) == len(gated):
+        return f"all {len(gated)} gated metric(s) non-inferior within their margins or better"
+    return f"all {len(gated)} gated metric(s) pass: " + ", ".join(f"{k} {what}" for k, what in parts if k)
 
 
 def _must_pass_warning(doubtful: Sequence[MustPassFailure], alpha: float) -> str:
