@@ -308,6 +308,91 @@ def test_promptfoo_config_with_refusals_file_tests_and_list_vars(tmp_path, corpu
     assert cases[2]["expected_doc_ids"] == cases[3]["expected_doc_ids"] == ["normans"]
 
 
+PROMPTFOO_TEMPLATES = """\
+- vars: {question: What is the capital of Spain?, city: Madrid}
+  assert:
+    - {type: equals, value: 'It is {{city}}'}
+    - {type: contains, value: '{{ city }} city'}
+    - {type: icontains-any, value: ['{{city}}', 'Spain: {{ city }}']}
+- vars: {question: [Where?, Which city?], city: Madrid, year: 1561}
+  assert:
+    - {type: equals, value: 'Madrid is {{question}}'}
+    - {type: contains, value: 'since {{year}}'}
+- vars: {question: Broken?, city: Madrid, tags: [a, b]}
+  assert:
+    - {type: contains, value: "{{ tags }} \\x1b[2J"}
+    - {type: equals, value: 'It is {{town}}'}
+    - {type: contains, value: '{{ city | upper }}'}
+    - {type: contains, value: 'It is {{ city'}
+    - {type: contains, value: '{{ city.__class__ }}'}
+    - {type: contains, value: 'still {{ city }}'}
+"""
+
+
+def test_promptfoo_assertion_values_are_rendered_from_the_vars(tmp_path):
+    """``{{ var }}`` inside a longer value is rendered as promptfoo does; what cannot be is left out and counted."""
+    source = tmp_path / "tests.yaml"
+    source.write_text(PROMPTFOO_TEMPLATES, encoding="utf-8")
+    out = tmp_path / "golden.jsonl"
+    code, _, err = run("import", "promptfoo", source, "--out", out)
+    assert code == 0, err
+    cases = read_out(out)
+    assert [(c["question"], c["reference_answers"]) for c in cases] == [
+        ("What is the capital of Spain?", ["It is Madrid", "Madrid city", "Madrid", "Spain: Madrid"]),
+        ("Where?", ["Madrid is Where?", "since 1561"]),  # a list question var: rendered with each question
+        ("Which city?", ["Madrid is Which city?", "since 1561"]),
+        ("Broken?", ["still Madrid"]),
+    ]
+    lines = err.splitlines()
+    head = "note: 5 × reference answer whose template cannot be rendered from the test's vars (left out)"
+    assert head in lines
+    shown = lines[lines.index(head) + 1 : lines.index(head) + 5]
+    assert shown == [  # the control character escaped where printed
+        f"  {source}:10: assert: '{{{{ tags }}}} \\x1b[2J': {{{{ tags }}}}: the var is not text or a number",
+        f"  {source}:10: assert: 'It is {{{{town}}}}': {{{{ town }}}}: no such var",
+        f"  {source}:10: assert: '{{{{ city | upper }}}}': only {{{{ var }}}} is rendered, not a filter",
+        "  … and 2 more",
+    ]
+    result = import_golden("promptfoo", source)  # every left-out value is counted, the last two included
+    kind = "reference answer whose template cannot be rendered from the test's vars (left out)"
+    assert result.notes.count(kind) == 5
+    assert result.notes.kinds[kind][0].endswith("'{{ tags }} \x1b[2J': {{ tags }}: the var is not text or a number")
+    assert result.notes.kinds[kind][3:] == [
+        f"{source}:10: assert: 'It is {{{{ city': template syntax error: unexpected end of template, expected "
+        "'end of print statement'.",
+        f"{source}:10: assert: '{{{{ city.__class__ }}}}': only {{{{ var }}}} is rendered, not an attribute",
+    ]
+    assert "\x1b" not in err and "\\x1b[2J" in err  # untrusted text escaped where printed
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("{{ range(10) }}", "only {{ var }} is rendered, not a call"),
+        ("{{ city.__class__.__mro__ }}", "only {{ var }} is rendered, not an attribute"),
+        ("{{ city['x'] }}", "only {{ var }} is rendered, not an item"),
+        ("{{ 'text' }}", "only {{ var }} is rendered, not a literal"),
+        ("{% for c in city %}{{ c }}{% endfor %}", "only {{ var }} is rendered, not a tag or an expression"),
+        ("{% set city = 'Rome' %}{{ city }}", "only {{ var }} is rendered, not a tag or an expression"),
+        ("{{ lipsum }}", "{{ lipsum }}: no such var"),  # jinja2's globals are not vars
+        ("{{ missing }}", "{{ missing }}: no such var"),
+    ],
+)
+def test_promptfoo_templates_render_variables_and_nothing_else(template, why):
+    from gate.importers.promptfoo import render
+
+    with pytest.raises(ValueError) as caught:
+        render(template, {"city": "Madrid"})
+    assert str(caught.value) == why
+
+
+def test_promptfoo_template_output_is_not_rendered_again():
+    from gate.importers.promptfoo import render
+
+    variables = {"city": "{{ secret }}", "n": 3, "x": 2.5}
+    assert render("It is {{city}} ({{ n }}, {{x}}) {# a comment #}", variables) == "It is {{ secret }} (3, 2.5) "
+
+
 def test_promptfoo_tests_file_without_a_question_var_names_the_line(tmp_path):
     source = tmp_path / "tests.yaml"
     source.write_text("- vars: {topic: a, tone: b}\n- vars: {topic: c}\n", encoding="utf-8")

@@ -217,6 +217,36 @@ def test_promptfoo_results_file_imports_as_the_config_that_produced_it(tmp_path,
     assert records[0]["metadata"] == {"source": "promptfoo", "suite": "handbook", "description": "normandy"}
 
 
+def test_promptfoo_results_file_renders_templates_in_assertion_values(tmp_path):
+    """A results file's test case as promptfoo ran it: its assertion values' templates rendered from its vars."""
+    data = json.loads((FIXTURES / "promptfoo" / "results.json").read_text(encoding="utf-8"))
+    index = {r["testIdx"]: n for n, r in enumerate(data["results"]["results"])}
+    seine = data["results"]["results"][index[5]]["testCase"]  # vars.expected: About 777 km.
+    assert seine["vars"]["expected"] == "About 777 km." and seine["assert"] == [
+        {"type": "equals", "value": "{{expected}}"}
+    ]
+    seine["assert"] = [
+        {"type": "equals", "value": "It is {{expected}}"},
+        {"type": "contains", "value": "{{ question }} {{ expected }}"},
+        {"type": "contains", "value": "{{ unknown }} km"},
+    ]
+    source = tmp_path / "results.json"
+    source.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "golden.jsonl"
+    code, err = run("import", "promptfoo", source, "--out", out)
+    assert code == 0, err
+    records = by_question([json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()])
+    assert records["How long is the Seine?"]["reference_answers"] == [
+        "It is About 777 km.",
+        "How long is the Seine? About 777 km.",
+    ]
+    assert "note: 1 × reference answer whose template cannot be rendered from the test's vars (left out)" in err
+    assert (
+        f"  {source}: results.results[{index[5]}].testCase.assert: '{{{{ unknown }}}} km': {{{{ unknown }}}}: "
+        "no such var" in err.splitlines()
+    )
+
+
 def test_promptfoo_results_file_problems_name_the_result_index(tmp_path):
     data = json.loads((FIXTURES / "promptfoo" / "results.json").read_text(encoding="utf-8"))
     data["results"]["results"][2]["testCase"]["vars"] = {"a": "x", "b": "y"}
@@ -371,7 +401,7 @@ def test_promptfoo_reference_answers_only_where_the_value_is_an_answer(tmp_path)
         encoding="utf-8",
     )
     records = import_golden("promptfoo", source).records
-    assert [r["reference_answers"] for r in records] == [["42", "Forty-two"], []]
+    assert [r["reference_answers"] for r in records] == [["42", "Forty-two", "Answer: Forty-two"], []]
     config = tmp_path / "promptfooconfig.yaml"
     config.write_text("prompts: ['{{question}}']\nproviders: [echo]\ntests: file://tests.csv\n", encoding="utf-8")
     code, err = run("import", "promptfoo", config, "--out", tmp_path / "g.jsonl")

@@ -133,6 +133,61 @@ def test_judge_check_checks_the_gated_rule_with_the_labels_file_label_wrote(runs
     assert "share of unfaithful answers in the run: prediction-powered " in text and "judge only " in text
 
 
+def test_min_kappa_checks_every_gated_rule_not_only_the_first(runs, tmp_path):
+    """Two gated judged rules: the first agrees with the labels (κ 1), the second less (κ 0.54); both checked.
+
+    The lexical judge finds a contradiction in few of the bad run's answers (the invented sentence is mostly
+    unsupported, not contradicted), so ``contradiction_rate > 0`` agrees less with the labels than
+    ``hallucinated_claim_rate > 0``: --min-kappa 0.6 fails on the second rule and names it.
+    """
+    squad = runs / "squad"
+    config = squad / "two-gated.yml"
+    text = (squad / "bad.yml").read_text(encoding="utf-8")
+    text = text.replace(METRICS, METRICS.replace("refusal]", "refusal, contradiction_rate]"))
+    text = text.replace(
+        "gate: [hit_rate@5, hallucinated_claim_rate]", "gate: [hallucinated_claim_rate, contradiction_rate]"
+    )
+    assert "contradiction_rate]" in text.split("gate:")[1]
+    config.write_text(text, encoding="utf-8")
+    runner = CliRunner()
+    run_dir = tmp_path / "run"
+    done = runner.invoke(main, ["run", "--config", str(config), "--out", str(run_dir), "--no-progress"])
+    assert done.exit_code == 0, done.output
+    out = tmp_path / "to-label.jsonl"
+    assert runner.invoke(main, ["label", str(run_dir), "--n", "20", "--out", str(out), "--stratify"]).exit_code == 0
+    rows = _label_by_hand(out)
+    checked = runner.invoke(main, ["judge-check", "--labels", str(out), "--run", str(run_dir), "--format", "json"])
+    assert checked.exit_code == 0, checked.output
+    found = json.loads(checked.stdout)
+    assert [(r["rule"], r["gated"]) for r in found["rules"]] == [
+        ("hallucinated_claim_rate > 0", True),
+        ("contradiction_rate > 0", True),
+        ("faithfulness < 1", False),
+    ]
+    # each gated rule's κ against scikit-learn (weighted by 1/π), from the run's own scores
+    truth = [int(not r["faithful"]) for r in rows]
+    weight = [1 / r["inclusion_probability"] for r in rows]
+    kappas = []
+    for i, metric in enumerate(("hallucinated_claim_rate", "contradiction_rate")):
+        calls = _run_calls(run_dir, metric, lambda v: v > 0)
+        kappa = cohen_kappa_score(truth, [calls[(r["id"], r["repeat"])] for r in rows], sample_weight=weight)
+        assert found["rules"][i]["kappa"]["value"] == pytest.approx(kappa, abs=1e-6)
+        kappas.append(kappa)
+    assert kappas[0] > 0.6 > kappas[1] > 0.5  # the first rule passes 0.6, the second does not; both pass 0.5
+    args = ["judge-check", "--labels", str(out), "--run", str(run_dir), "--min-kappa"]
+    floor = runner.invoke(main, [*args, "0.6"])
+    assert floor.exit_code == 1, floor.output
+    assert floor.stderr.strip() == (
+        "rag-gate: κ below --min-kappa 0.6 (or undefined) on 1 of 2 rule(s) the gate uses: "
+        f"contradiction_rate > 0: κ {kappas[1]:.3f} on 20 labelled answer(s)"
+    )
+    assert runner.invoke(main, [*args, "0.5"]).exit_code == 0
+    # the first rule agrees on every label (κ 1): at --min-kappa 1 it is not below, the second still is
+    assert kappas[0] == pytest.approx(1.0)
+    top = runner.invoke(main, [*args, "1"])
+    assert top.exit_code == 1 and "on 1 of 2 rule(s) the gate uses: contradiction_rate > 0: κ 0." in top.stderr
+
+
 def test_a_degenerate_sample_gives_a_sentence_not_a_zero_width_interval(runs, tmp_path):
     """The good run: the judge flags no answer and every answer is faithful; nothing can be measured, and it says so."""
     out = tmp_path / "to-label.jsonl"

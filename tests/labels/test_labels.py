@@ -248,6 +248,46 @@ def test_judge_check_reports_agreement_and_min_kappa(squad_run, tmp_path):
     assert floor.exit_code == 1 and "κ undefined" in floor.stderr and "below --min-kappa" in floor.stderr
 
 
+def test_min_kappa_names_every_gated_rule_below_or_undefined(tmp_path):
+    """kappa_failures: every gated rule is checked, a secondary one is not; the failures are named, escaped."""
+    from gate.cli.labels import kappa_failures
+
+    truth = [i % 2 for i in range(20)]  # 1 = unfaithful
+    rows = [{"id": f"c{i}", "repeat": 0, "faithful": not truth[i]} for i in range(20)]
+    labels = load_labels(_write(tmp_path / "l.jsonl", rows))
+    agree = {(r["id"], 0): ("unfaithful" if t else "faithful", (), None) for r, t in zip(rows, truth, strict=True)}
+    weak_calls = [1 - t if i < 6 else t for i, t in enumerate(truth)]  # 6 of 20 disagree
+    weak = {(r["id"], 0): ("unfaithful" if c else "faithful", (), None) for r, c in zip(rows, weak_calls, strict=True)}
+    passes_all = {(r["id"], 0): ("faithful", (), None) for r in rows}
+    no_call = {(r["id"], 0): (None, (), None) for r in rows}
+    good = check(labels, agree, judge="j", rule="hallucinated_claim_rate > 0")
+    low = check(labels, weak, judge="j", rule="contradiction_rate > 0")
+    flat = check(labels, passes_all, judge="j", rule="grounded_answer_rate < 0.5")
+    none = check(labels, no_call, judge="j", rule="evil\x1b[31m\nrule > 0")
+    assert good.agreement.kappa.value == pytest.approx(cohen_kappa_score(truth, truth))
+    kappa = cohen_kappa_score(truth, weak_calls)
+    assert low.agreement.kappa.value == pytest.approx(kappa) and kappa == pytest.approx(0.4)
+    assert math.isnan(flat.agreement.kappa.value)  # the judge passes every answer: κ undefined, not sklearn's 0
+    assert none.agreement.n == 0 and math.isnan(none.agreement.kappa.value)
+    failed, checked = kappa_failures(
+        [(good, None, True), (low, None, True), (flat, None, True), (none, None, True)], 0.6
+    )
+    assert checked == 4
+    assert failed == [
+        "contradiction_rate > 0: κ 0.400 on 20 labelled answer(s)",
+        "grounded_answer_rate < 0.5: κ undefined (the labels or the judge's calls are all one class) on 20 labelled "
+        "answer(s)",
+        "evil\\x1b[31m\\nrule > 0: κ undefined (no labelled answer has a call by this rule) on 0 labelled answer(s)",
+    ]
+    # a secondary rule (not gated) is shown, not checked; without a gated rule the first one shown is
+    assert kappa_failures([(good, None, True), (low, None, False)], 0.6) == ([], 1)
+    assert kappa_failures([(low, None, False)], 0.6) == (
+        ["contradiction_rate > 0: κ 0.400 on 20 labelled answer(s)"],
+        1,
+    )
+    assert kappa_failures([(good, None, True), (low, None, True)], 0.4) == ([], 2)  # at the minimum is not below
+
+
 def test_judge_check_of_labels_from_another_run_is_an_error_not_a_pass(squad_run, tmp_path):
     """No labelled answer in the run (labels of another run): nothing was checked, so exit 2, never 0."""
     out = tmp_path / "to-label.jsonl"

@@ -1,7 +1,7 @@
 """``rag-gate label`` (answers to label by hand, and the page to label them) and ``rag-gate judge-check``.
 
-Exit codes (DESIGN §6): 0 done (judge-check: κ at or above ``--min-kappa``) · 1 κ below ``--min-kappa`` · 2 bad
-input or usage · 3 the check could not run.
+Exit codes (DESIGN §6): 0 done (judge-check: κ at or above ``--min-kappa`` on every rule the gate uses) · 1 κ below
+``--min-kappa`` (or undefined) on any of them · 2 bad input or usage · 3 the check could not run.
 """
 
 from __future__ import annotations
@@ -121,7 +121,9 @@ def label(
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Judge the labelled answers again with this config's judge (or pairwise judge).")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--min-kappa", type=click.FloatRange(-1, 1), help="Exit 1 when Cohen's κ is below this (or undefined).")
+@click.option("--min-kappa", type=click.FloatRange(-1, 1),
+              help="Exit 1 when Cohen's κ on any rule the gate uses is below this (or undefined); the message "
+                   "names each such rule.")  # fmt: skip
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
 @handle_errors
 def judge_check(
@@ -200,11 +202,47 @@ def judge_check(
         click.echo(render_checks(checks))
     if primary.agreement.n == 0:  # labels of another run (or repeats): nothing was checked, which is no pass
         raise InputError(f"{labels_path}: no labelled answer is in {run_dir}: were the labels made on another run?")
-    kappa = primary.agreement.kappa.value
-    if min_kappa is not None and (math.isnan(kappa) or kappa < min_kappa):
-        shown = "undefined (the labels or the judge's calls are all one class)" if math.isnan(kappa) else f"{kappa:.3f}"
-        click.echo(f"rag-gate: κ {shown} on {primary.rule} is below --min-kappa {min_kappa:g}", err=True)
-        sys.exit(1)
+    if min_kappa is not None:
+        failed, checked = kappa_failures(checks, min_kappa)
+        if failed:
+            which = "the gate uses" if any(gated for _, _, gated in checks) else "checked (no gated metric has one)"
+            click.echo(
+                one_line(
+                    f"rag-gate: κ below --min-kappa {min_kappa:g} (or undefined) on {len(failed)} of {checked} "
+                    f"rule(s) {which}: {'; '.join(failed)}"
+                ),
+                err=True,
+            )
+            sys.exit(1)
+
+
+def kappa_failures(checks: list[tuple[object, object, bool]], min_kappa: float) -> tuple[list[str], int]:
+    """The rules whose Cohen's κ is below ``min_kappa`` or undefined, each as ``rule: κ value on n labelled answer(s)``.
+
+    Every gated rule is checked (the gated ones come first in ``checks``); without a gated rule (no gated metric
+    has a rule), the first rule shown. κ at the minimum (within 1e-9, float rounding) passes.
+
+    Returns:
+        The failures (rule names escaped to one line) and how many rules were checked.
+    """
+    from gate.labels.agreement import Check
+
+    gated = [result for result, _, is_gated in checks if is_gated] or [checks[0][0]]
+    failed = []
+    for result in gated:
+        assert isinstance(result, Check)
+        a = result.agreement
+        kappa = a.kappa.value
+        if a.n == 0:
+            shown = "undefined (no labelled answer has a call by this rule)"
+        elif math.isnan(kappa):
+            shown = "undefined (the labels or the judge's calls are all one class)"
+        elif kappa < min_kappa - 1e-9:  # float rounding: κ 0.39999999999999 is 0.4
+            shown = f"{kappa:.3f}"
+        else:
+            continue
+        failed.append(f"{one_line(result.rule)}: κ {shown} on {a.n} labelled answer(s)")
+    return failed, len(gated)
 
 
 def check_dict(checks: list[tuple[object, object, bool]]) -> dict[str, object]:

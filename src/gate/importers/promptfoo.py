@@ -5,10 +5,13 @@ A test case's ``vars`` hold the question (``--question-var``, default the one of
 holds the expectations: ``is-refusal`` marks an out-of-domain case (``not-is-refusal`` an in-domain one), and so does
 ``metadata.out_of_domain: true`` (or the key of ``--ood-from KEY[=VALUE]``, looked up in ``metadata``, then ``vars``);
 the values of ``equals``, ``contains``, ``icontains``, ``contains-any``, ``icontains-any``, ``similar``,
-``factuality``, ``context-recall`` and ``levenshtein`` are reference answers when they are text with a word in it
-(``{{var}}`` alone is read from the vars); one that is a refusal ("I don't know") marks the case out-of-domain when it
-has no context. The values of ``llm-rubric``, ``model-graded-closedqa`` and ``g-eval`` are criteria. ``vars.context``
-(text, one or a list) is matched to corpus ids with ``--corpus``; ``metadata.expected_doc_ids`` gives ids directly.
+``factuality``, ``context-recall`` and ``levenshtein`` are reference answers when they are text with a word in it,
+rendered from the test's vars as promptfoo renders them (``It is {{ city }}``: nunjucks there, a sandboxed jinja2
+here, variable substitution only); a value that cannot be rendered (an unknown or non-text var, a syntax error, a
+filter, tag or expression) is left out and counted in the notes. One that is a refusal ("I don't know") marks the
+case out-of-domain when it has no context. The values of ``llm-rubric``, ``model-graded-closedqa`` and ``g-eval`` are
+criteria (as written). ``vars.context`` (text, one or a list) is matched to corpus ids with ``--corpus``;
+``metadata.expected_doc_ids`` gives ids directly.
 A config's ``tests`` may name further files (``file://tests.yaml``, YAML or JSON, relative to the config); its
 ``defaultTest`` applies to every case. ``description`` and ``metadata`` are kept in the case's metadata.
 
@@ -24,11 +27,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import yaml
+from jinja2 import nodes
+from jinja2.sandbox import SandboxedEnvironment
 
 from gate.errors import InputError, located
 from gate.importers.common import Draft, Notes, Options, field_at, id_list, jsonable, ood_flag, text_list
@@ -258,7 +264,7 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
             problems.append(f"{at('vars.' + name)}: must be text (or a list of texts)")
             continue
         refusal = None
-        references: list[str] = []
+        values: list[Any] = []  # reference answers as written (templates rendered per question below)
         criteria: list[str] = []
         for check in _assertions(test, default):
             kind, value = check.get("type"), check.get("value")
@@ -267,9 +273,9 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
             elif kind == "not-is-refusal":
                 refusal = False
             elif kind in REFERENCE_TYPES:
-                references.extend(_reference(value, variables))
+                values.append(value)
             elif kind in ANY_REFERENCE_TYPES and isinstance(value, list):
-                references.extend(r for v in value for r in _reference(v, variables))
+                values.extend(value)
             elif kind in CRITERIA_TYPES and isinstance(value, str):
                 criteria.append(value)
         meta = {**(default.get("metadata") or {}), **(test.get("metadata") or {})}
@@ -292,6 +298,10 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
             meta["description"] = test["description"]
         for n, question in enumerate(questions):
             item = f"vars.{name}[{n}]" if len(questions) > 1 else None
+            references, failed = _references(values, {**variables, name: question})
+            for value, why in failed if n == 0 else ():  # the same for each question (each is text)
+                notes.add("reference answer whose template cannot be rendered from the test's vars (left out)",
+                          f"{at('assert')}: '{_short(value)}': {why}")  # fmt: skip
             drafts.append(
                 Draft(
                     where=(path, line, ".".join(p for p in (prefix, item) if p) or None),
@@ -310,24 +320,83 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
     return drafts
 
 
-_TEMPLATE = re.compile(r"^\{\{\s*(\w+)\s*\}\}$")
 _WORD = re.compile(r"\w")
+_DELIMITERS = ("{{", "{%", "{#")
+"""What starts a template in nunjucks (promptfoo) and jinja2 alike: text without them is read as written."""
+_SUBSTITUTION = (nodes.Output, nodes.TemplateData, nodes.Name)
+"""The only template nodes rendered: literal text and ``{{ var }}``."""
+_KINDS = {"Filter": "a filter", "Getattr": "an attribute", "Getitem": "an item", "Call": "a call", "Const": "a literal"}
+"""How a refused template node is named in a note (any other: "a tag or an expression")."""
+_ENVIRONMENT = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+
+
+def render(value: str, variables: Mapping[str, Any]) -> str:
+    """An assertion value with its ``{{ var }}`` placeholders replaced by the test's vars, as promptfoo renders it.
+
+    Only variable substitution: literal text and ``{{ name }}`` with ``name`` a var whose value is text or a number
+    (a number as its decimal text). Rendered by a sandboxed jinja2 environment (jinja2 and promptfoo's nunjucks share
+    this syntax), parsed first and refused unless every node is one of those.
+
+    Raises:
+        ValueError: a syntax error, a filter, tag, attribute, call or literal (anything but a var), or a var that is
+            not in ``variables`` or is not text or a number; the message says which.
+    """
+    try:
+        tree = _ENVIRONMENT.parse(value)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ValueError(f"template syntax error: {exc.message}") from None
+    other = next((node for node in tree.find_all(nodes.Node) if not isinstance(node, _SUBSTITUTION)), None)
+    if other is not None:
+        found = _KINDS.get(type(other).__name__, "a tag or an expression")
+        raise ValueError(f"only {{{{ var }}}} is rendered, not {found}")
+    usable = {
+        key: value if isinstance(value, str) else str(value)
+        for key, value in variables.items()
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    }
+    for node in tree.find_all(nodes.Name):
+        if node.name not in usable:
+            why = "no such var" if node.name not in variables else "the var is not text or a number"
+            raise ValueError(f"{{{{ {node.name} }}}}: {why}")
+    try:
+        return _ENVIRONMENT.from_string(tree).render(usable)
+    except jinja2.TemplateError as exc:  # not expected once the nodes are checked; said, never raised as a crash
+        raise ValueError(f"cannot render: {exc}") from None
+
+
+def _references(values: Sequence[Any], variables: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The reference answers of assertion ``values`` (see :func:`_reference`) and the templates left out, with why."""
+    references: list[str] = []
+    failed: list[tuple[str, str]] = []
+    for value in values:
+        try:
+            references.extend(_reference(value, variables))
+        except ValueError as exc:
+            failed.append((str(value), str(exc)))
+    return references, failed
 
 
 def _reference(value: Any, variables: Mapping[str, Any]) -> list[str]:
-    """A reference answer from an assertion's value: text with a word in it (``{{var}}`` alone read from the vars).
+    """A reference answer from an assertion's value: text with a word in it, its templates rendered from the vars.
 
-    A number (``contains: 42``, as promptfoo allows) is its decimal text.
+    A number (``contains: 42``, as promptfoo allows) is its decimal text; a value with ``{{``, ``{%`` or ``{#`` is
+    rendered by :func:`render`.
+
+    Raises:
+        ValueError: the value is a template that cannot be rendered (:func:`render`).
     """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):
         return []
-    template = _TEMPLATE.match(value.strip())
-    if template:
-        value = variables.get(template.group(1))
-        if not isinstance(value, str):
-            return []
-    if "{{" in value or value.startswith("file://") or not _WORD.search(value):
+    if any(mark in value for mark in _DELIMITERS):
+        value = render(value, variables)
+    if value.startswith("file://") or not _WORD.search(value):
         return []
     return [value]
+
+
+def _short(text: str) -> str:
+    """Text for a note: whitespace runs made one space, at most 60 characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "…"
