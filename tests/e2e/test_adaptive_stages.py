@@ -109,7 +109,8 @@ def test_a_clear_regression_stops_at_stage_one_as_the_pr_flow_does(regression):
     assert staged["verdict"] == "fail"
     assert (adaptive["stopped"], adaptive["looks"], adaptive["cases_run"], adaptive["batch"]) == ("fail", 1, 42, 40)
     assert adaptive["not_run"] == order[40:]
-    assert adaptive["repeats_run_base"] == adaptive["repeats_run_head"] == adaptive["repeats_fixed"] == 42
+    assert adaptive["repeats_run_base"] == adaptive["repeats_run_head"] == 42
+    assert adaptive["repeats_fixed"] == 202  # the fixed design: every case (200 and 2 out-of-domain), R = 1
     decisions = {m["name"]: (m["decision"], m["decided_at"]) for m in adaptive["metrics"]}
     assert decisions["hit_rate@5"] == decisions["mrr"] == ("fail", 40)  # half the retrievals broken: Δ = −0.5
     assert decisions["grounded_answer_rate"] == decisions["error_rate"] == ("continue", None)  # unchanged

@@ -208,7 +208,7 @@ def adaptive_run(
         repeats=repeats.repeats,
         repeats_run_base=pairs[0],
         repeats_run_head=pairs[1],
-        repeats_fixed=len(ids) * repeats.repeats,
+        repeats_fixed=(len(order.first) + len(order.sequence)) * repeats.repeats,
         repeats_audited=repeats.audited,
         repeats_varied=repeats.varied,
     )
