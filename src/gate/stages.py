@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.adaptive import StopReason
+from gate.compare.notes import policy_changes
 from gate.compare.sequential import (
     Looks,
     RepeatsRun,
@@ -26,7 +27,7 @@ from gate.compare.sequential import (
     policy_order,
     take_look,
 )
-from gate.config import Config
+from gate.config import Config, GatePolicy
 from gate.errors import InputError
 from gate.golden import file_sha256, load_golden
 from gate.runs import Side, read_manifest
@@ -145,5 +146,8 @@ def compare_stages(
                              decided=final_statuses(looks, stopped, n_run), check_head_config=False)  # fmt: skip
     repeats = RepeatsRun(max(1, config.repeats))
     adaptive = adaptive_run(looks, ids, stopped, (compared.base, compared.head), repeats)
-    comparison = dataclasses.replace(compared.comparison, adaptive=adaptive)
+    # the configured policies, compared both the same way (α_final is a level of the analysis, not a policy change)
+    evaluation = compared.head.manifest.evaluation
+    moved = policy_changes(policy, GatePolicy.from_dict(evaluation)) if evaluation is not None else ()
+    comparison = dataclasses.replace(compared.comparison, adaptive=adaptive, alpha=policy.alpha, policy_changes=moved)
     return Staged(dataclasses.replace(compared, comparison=comparison), looks.looks, looks_max, len(ids), n_cases)
