@@ -99,13 +99,17 @@ class AdaptiveRun:
     repeats_run_head: int | None = None
     """(case, repeat) pairs the head ran for the cases run."""
     repeats_fixed: int | None = None
-    """(case, repeat) pairs each side of the fixed design runs for the cases run: ``cases_run × repeats``."""
+    """(case, repeat) pairs each side of the fixed design runs: every case of the order (``n_first + n_sequence``)
+    × ``repeats``; the cases run alone would be ``cases_run × repeats``."""
     repeats_audited: int = 0
     """Cases whose repeat 0 was the same on both sides that the audit ran every repeat anyway
     (:func:`gate.compare.repeats.audit_sample`)."""
     repeats_varied: str | None = None
-    """The first case found varying across repeats (``head: case 'q7'``): every case then ran every repeat. None:
-    no variation found (with ``repeats`` > 1, the candidates not audited ran repeat 0 only)."""
+    """Where the repeat plan of ``rag-gate pr --adaptive on`` first found answers varying across repeats, as
+    ``SIDE: case 'ID'`` (``head: case 'q7'``): every case then ran every repeat. None: no variation found (with
+    ``repeats`` > 1, the candidates not audited ran repeat 0 only), or no plan (``repeats: 1``, the staged form).
+    A string in one run and None in another is the pipelines' answers, not the format: it is always one or the
+    other."""
 
 
 def decided_look(reason: str) -> int | None:

@@ -197,7 +197,7 @@ evaluation ran only a prefix of its order, ``n_cases`` of the golden set's cases
 
 _OMITTED_WHEN_NONE = frozenset(
     {"config", "pipeline", "scoring", "evaluation", "gate_version", "code", "finished", "counts", "judge_usage",
-     "prediction_errors", "merged_from", "case_repeats", "upto_batch"}
+     "prediction_errors", "merged_from", "case_repeats", "upto_batch", "order_seed", "order_head_sha"}
 )  # fmt: skip
 """Keys written only when set (``shard``, ``git_sha`` and ``git_ref`` are written as null)."""
 
@@ -262,6 +262,12 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     upto_batch: int | None = None
     """K of ``rag-gate run --upto-batch K``: a stage of the staged adaptive evaluation, which ran the first cases and
     the first K batches of the adaptive order (``partial`` until they are every case). None: not a stage."""
+    order_seed: str | None = None
+    """A stage's adaptive order's seed in decimal (report.json's ``adaptive.seed``: the config's seed, with
+    ``--head-sha`` combined by :func:`gate.compare.sequential.commit_seed`; a string: 63 bits are beyond the integers
+    every JSON reader holds exactly). None: not a stage, or a stage run before it was kept."""
+    order_head_sha: str | None = None
+    """A stage's ``--head-sha`` (the PR's head commit its order was seeded with). None: not given, or not a stage."""
 
     @property
     def identity(self) -> RunIdentity:

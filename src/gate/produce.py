@@ -134,6 +134,7 @@ def run_side(
     cases: Collection[str] | None = None,
     case_repeats: Mapping[str, int] | None = None,
     upto_batch: int | None = None,
+    order: tuple[int, str | None] | None = None,
 ) -> Path:
     """Run the golden set through one side's pipeline, score it, and write a run directory.
 
@@ -163,6 +164,8 @@ def run_side(
             ``partial``, and a later call with more repeats (or none given) runs them.
         upto_batch: K of ``rag-gate run --upto-batch K`` (``cases`` are then the stage's), recorded in the manifest
             (``upto_batch``) for ``rag-gate merge``.
+        order: a stage's order: (its seed, the ``--head-sha`` it was seeded with or None), recorded in the manifest
+            (``order_seed``, ``order_head_sha``) for ``rag-gate compare --adaptive``.
 
     Returns:
         ``out_dir`` (its run is complete or partial, also when every prediction failed).
@@ -200,6 +203,7 @@ def run_side(
             cases,
             case_repeats,
             upto_batch,
+            order,
         )
 
 
@@ -217,6 +221,7 @@ def _run_side_locked(
     cases: Collection[str] | None = None,
     case_repeats: Mapping[str, int] | None = None,
     upto_batch: int | None = None,
+    order: tuple[int, str | None] | None = None,
 ) -> Path:
     """:func:`run_side` once ``out_dir`` is locked by this process."""
     golden = load_golden(config.golden)
@@ -250,6 +255,7 @@ def _run_side_locked(
                 "started": _now(),
                 **({"case_repeats": planned} if planned else {}),
                 **({"upto_batch": upto_batch} if upto_batch is not None else {}),
+                **({"order_seed": str(order[0]), "order_head_sha": order[1]} if order is not None else {}),
             }
         )
         kept, rewrite = _resume_or_archive(out_dir, identity, code, quiet=cases is not None)

@@ -21,6 +21,7 @@ from gate.manifest import Manifest
 from gate.models import GoldenCase
 from gate.predictions import scan_predictions
 from gate.runs import MANIFEST, PREDICTIONS, RUN_FILES, SCORES, RunIdentity, not_complete, read_manifest
+from gate.sanitize import one_line
 
 
 def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
@@ -33,7 +34,7 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
     Raises:
         InputError: when the shards disagree on golden set, config, repeats or shard count, or do not cover 1..n
             exactly once, or one of them is incomplete (``running``: interrupted; ``partial`` and not a stage), or
-            they are stages of different K (or stages and a full run), or they come from different commits or
+            they are stages of different K or orders (or stages and a full run), or they come from different commits or
             pipeline code, or a shard holds rows of cases that are not its own (relabelled); or another process
             holds ``out_dir``.
     """
@@ -48,6 +49,11 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
             raise InputError(
                 f"{directory}: {_stage(manifest)}, {shard_dirs[0]}: {_stage(first)}; merge the shards of one stage "
                 "(the same --upto-batch)"
+            )
+        if manifest.order_seed != first.order_seed:
+            raise InputError(
+                f"{directory}: {_order(manifest)}, {shard_dirs[0]}: {_order(first)}; merge the shards of one stage "
+                "(the same --head-sha)"
             )
         changed = manifest.identity.differences(first.identity, same)
         if changed:
@@ -72,6 +78,12 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
 def _stage(manifest: Manifest) -> str:
     """How a shard's stage reads in a message: ``--upto-batch 2``, or ``not a stage (no --upto-batch)``."""
     return "not a stage (no --upto-batch)" if manifest.upto_batch is None else f"--upto-batch {manifest.upto_batch}"
+
+
+def _order(manifest: Manifest) -> str:
+    """How a stage's order reads in a message: ``order seed 123 (--head-sha 'abc123')``."""
+    sha = f"--head-sha '{one_line(manifest.order_head_sha)}'" if manifest.order_head_sha else "no --head-sha"
+    return f"order seed {manifest.order_seed} ({sha})"
 
 
 def _check_shard_origin(shard_dirs: list[Path], manifests: list[Manifest]) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.adaptive import StopReason
+from gate.compare.notes import policy_changes
 from gate.compare.sequential import (
     Looks,
     RepeatsRun,
@@ -26,10 +27,12 @@ from gate.compare.sequential import (
     policy_order,
     take_look,
 )
-from gate.config import Config
+from gate.config import Config, GatePolicy
 from gate.errors import InputError
 from gate.golden import file_sha256, load_golden
+from gate.manifest import Manifest
 from gate.runs import Side, read_manifest
+from gate.sanitize import one_line
 from gate.sides import Compared, compare_sides, load_sides, refuse_stale_run
 
 
@@ -88,7 +91,8 @@ def compare_stages(
     Raises:
         InputError: ``adaptive`` is off in ``config``, a side is not a run directory or is stale (the base's
             config or golden set edited since its run, a head that answered another golden set: the order would
-            differ), or the sides do not both hold the first batch.
+            differ), a side's stages ran another order (:func:`refuse_other_order`), or the sides do not both hold
+            the first batch.
     """
     policy = config.policy
     if not policy.adaptive.enabled:
@@ -107,6 +111,8 @@ def compare_stages(
     # the head ran its own config, which in CI sits at the base's config path (each side checked out in one place)
     refuse_stale_run(Path(head), manifests[1], config.golden, None)
     order = policy_order(load_golden(golden), policy, head_sha)
+    for side, manifest in zip((base, head), manifests, strict=True):
+        refuse_other_order(Path(side), manifest, order.seed, head_sha)
     looks = Looks(policy, order)
     final = dataclasses.replace(config, policy=dataclasses.replace(policy, alpha=looks.split.final))
     held = held_cases(Path(base), max(1, manifests[0].repeats)) & held_cases(Path(head), max(1, manifests[1].repeats))
@@ -145,5 +151,34 @@ def compare_stages(
                              decided=final_statuses(looks, stopped, n_run), check_head_config=False)  # fmt: skip
     repeats = RepeatsRun(max(1, config.repeats))
     adaptive = adaptive_run(looks, ids, stopped, (compared.base, compared.head), repeats)
-    comparison = dataclasses.replace(compared.comparison, adaptive=adaptive)
+    # the configured policies, compared both the same way (α_final is a level of the analysis, not a policy change)
+    evaluation = compared.head.manifest.evaluation
+    moved = policy_changes(policy, GatePolicy.from_dict(evaluation)) if evaluation is not None else ()
+    comparison = dataclasses.replace(compared.comparison, adaptive=adaptive, alpha=policy.alpha, policy_changes=moved)
     return Staged(dataclasses.replace(compared, comparison=comparison), looks.looks, looks_max, len(ids), n_cases)
+
+
+def refuse_other_order(run_dir: Path, manifest: Manifest, seed: int, head_sha: str | None) -> None:
+    """Refuse a stage whose manifest records another order seed than ``seed``, the one this comparison takes.
+
+    The seed combines the config's seed with ``--head-sha`` (:func:`gate.compare.sequential.policy_order`), so a
+    stage run with another ``--head-sha`` (or with one where the comparison has none) ran other cases: no rerun of
+    ``--upto-batch`` fixes that, only the same ``--head-sha`` on both. A stage that recorded no seed (made before
+    it was kept) is not checked.
+
+    Raises:
+        InputError: one line naming the run, both seeds and both ``--head-sha`` values (escaped).
+    """
+    if manifest.order_seed is None or manifest.order_seed == str(seed):
+        return
+    raise InputError(
+        f"{run_dir}: its stages ran the adaptive order of {_seeded(manifest.order_seed, manifest.order_head_sha)}, "
+        f"this comparison takes {_seeded(seed, head_sha)}; give `rag-gate compare --adaptive` the --head-sha the "
+        "stages ran with"
+    )
+
+
+def _seeded(seed: int | str, head_sha: str | None) -> str:
+    """An order as a message names it: ``seed 123 (--head-sha 'abc123')`` or ``seed 7 (no --head-sha)``."""
+    sha = f"--head-sha '{one_line(head_sha)}'" if head_sha else "no --head-sha"
+    return f"seed {seed} ({sha})"

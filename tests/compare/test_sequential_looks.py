@@ -221,3 +221,27 @@ def test_a_ratio_metric_rules_out_its_mde_at_n_on_the_looks_clipped_log_ratio_sc
     assert status == "pass" and reason.endswith(
         f"a rise of latency_ms beyond {shown} (the fixed design's MDE at N = 400) is ruled out"
     )
+
+
+def test_a_fail_of_a_lower_is_better_metric_reads_as_a_rise():
+    """latency_ms three times slower on every case fails at the first look; its reason says "a rise" (a drop of
+    latency would be better) and prints the look's estimate: the oriented log-ratio −log 3 over B = log 4."""
+    policy = GatePolicy(metrics=("latency_ms",), gated=("latency_ms",), margins={"latency_ms": 0.02}, seed=3)
+    golden = cases(400)
+    rng = np.random.default_rng(5)
+    ids = [c.id for c in golden if not c.out_of_domain]
+    base = dict(zip(ids, rng.uniform(100, 1000, len(ids)), strict=True))
+    head = {i: 3.0 * v for i, v in base.items()}
+    order = adaptive_order(golden, policy, seed=3)
+    looks = looks_until_stop(
+        policy, order, *(scored(s, golden, {"latency_ms": v}) for s, v in (("base", base), ("head", head)))
+    )
+    assert looks.stop() == "fail" and looks.looks == 1
+    expected = -math.log(3.0) / math.log(4.0)
+    assert looks.metrics()[0].estimate == pytest.approx(expected, rel=1e-9)
+    status, reason = looks.decided()["latency_ms"]
+    assert (status, reason) == (
+        "fail",
+        f"sequential test at look 1 (after {order.ends[0]} cases of the order): a rise beyond the margin "
+        f"(oriented mean difference {expected:+.3f}: negative is worse)",
+    )

@@ -4,7 +4,9 @@ Real pipelines (a code-word RAG function in a scratch repository whose calls are
 in its own worktree: (a) a clear regression, two shards per side, stops at stage 1 with the `adaptive` block
 `rag-gate pr --adaptive on` writes on the same repository; (b) a PR the first look cannot settle exits 4 with
 `next_batch=2` and no report, and stage 2 runs only the new cases and settles; (c) `merge` refuses stages of
-different K and an interrupted shard; (d) `--upto-batch` and `compare --adaptive` need `adaptive: true`.
+different K or orders and an interrupted shard; (d) `--upto-batch` and `compare --adaptive` need `adaptive: true`;
+(e) a settled stage reports the configured α and no policy change, and a comparison seeded with another head
+commit than the stages names both.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from helpers import COUNTING_TEMPLATE as TEMPLATE
 from helpers import SCRATCH_CONFIG, code_word_repo, git, pr_order
 
 from gate.cli import main
+from gate.compare.sequential import commit_seed
 from gate.golden import file_sha256
 
 CONFIG = SCRATCH_CONFIG + "scoring: {jobs: 1}\n"
@@ -109,7 +112,8 @@ def test_a_clear_regression_stops_at_stage_one_as_the_pr_flow_does(regression):
     assert staged["verdict"] == "fail"
     assert (adaptive["stopped"], adaptive["looks"], adaptive["cases_run"], adaptive["batch"]) == ("fail", 1, 42, 40)
     assert adaptive["not_run"] == order[40:]
-    assert adaptive["repeats_run_base"] == adaptive["repeats_run_head"] == adaptive["repeats_fixed"] == 42
+    assert adaptive["repeats_run_base"] == adaptive["repeats_run_head"] == 42
+    assert adaptive["repeats_fixed"] == 202  # the fixed design: every case (200 and 2 out-of-domain), R = 1
     decisions = {m["name"]: (m["decision"], m["decided_at"]) for m in adaptive["metrics"]}
     assert decisions["hit_rate@5"] == decisions["mrr"] == ("fail", 40)  # half the retrievals broken: Δ = −0.5
     assert decisions["grounded_answer_rate"] == decisions["error_rate"] == ("continue", None)  # unchanged
@@ -268,3 +272,70 @@ def test_compare_adaptive_refuses_a_head_of_another_golden_set(unsettled, tmp_pa
         f"{root / 'base' / 'golden.jsonl'}: the stages of both sides follow one order of one golden set (a PR that "
         "edits the golden set: rag-gate pr --adaptive on)"
     ]
+
+
+@pytest.fixture(scope="module")
+def settled(tmp_path_factory):
+    """A PR that changes nothing on 20 facts in batches of 5, staged up to batch 2 (seeded with the head commit):
+    the second look settles it, a pass."""
+    root = tmp_path_factory.mktemp("settled")
+    settings = "gate: [hit_rate@5]\nmargins: {hit_rate@5: 0.05}\nadaptive: {batch: 5}\n"
+    make_sides(root, 20, 0, CONFIG + settings)
+    stage(root, 2)
+    return root
+
+
+def test_a_settled_stage_reports_the_configured_alpha_and_no_policy_change(settled):
+    """α_final (0.9 α) is a level of the analysis, not a policy change: both sides ran the same config."""
+    result, outputs = compare_adaptive(settled, "report")
+    assert result.exit_code == 0, result.output
+    assert outputs == {"settled": "true"}
+    report = json.loads((settled / "report" / "report.json").read_text())
+    assert report["verdict"] == "pass" and report["policy_changes"] == []
+    assert report["alpha"] == 0.05 and report["adaptive"]["alpha_final"] == pytest.approx(0.9 * 0.05)
+    assert report["adaptive"]["alpha_sequential"] == pytest.approx(0.1 * 0.05)  # one sequential metric
+    comment = (settled / "report" / "comment.md").read_text()
+    assert "changes the gate's policy" not in comment
+    assert (
+        "· α 0.05 (one-sided, Holm across gated metrics; adaptive: fail looks at α_seq 0.005 per metric, the fixed-N "
+        "analysis at α_final 0.045) ·"
+    ) in comment
+    assert "0.0450000" not in comment and "0.00500000" not in comment
+
+
+def test_compare_adaptive_names_the_head_sha_the_stages_ran_with(settled, tmp_path):
+    """A comparison seeded otherwise than the stages would take another order: rerunning a stage cannot fix it,
+    so the one-line error names both seeds and both --head-sha values (escaped)."""
+    head = git(settled / "head", "rev-parse", "HEAD")
+    staged = commit_seed(7, head)  # the scratch config's seed 7
+    for side in ("base", "head"):
+        manifest = json.loads((settled / "runs" / side / "manifest.json").read_text())
+        assert (manifest["order_seed"], manifest["order_head_sha"]) == (str(staged), head)
+    runs, other = settled / "runs", "other\x1bsha"  # an escape character: printed as \x1b
+    for given, theirs in (
+        (["--head-sha", other], f"seed {commit_seed(7, other)} (--head-sha 'other\\x1bsha')"),
+        ([], "seed 7 (no --head-sha)"),
+    ):
+        result = invoke("compare", runs / "base", runs / "head", "--adaptive", "--out", tmp_path / "report", *given)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip().splitlines() == [
+            f"rag-gate: error: {runs / 'base'}: its stages ran the adaptive order of seed {staged} (--head-sha "
+            f"'{head}'), this comparison takes {theirs}; give `rag-gate compare --adaptive` the --head-sha the stages "
+            "ran with"
+        ]
+        assert not (tmp_path / "report" / "report.json").exists()
+
+
+def test_merge_refuses_shards_of_one_stage_run_with_different_head_shas(settled, tmp_path):
+    config = settled / "head" / "rag-gate.yml"
+    one, two = tmp_path / "s1", tmp_path / "s2"
+    for out, shard, sha in ((one, "1/2", "aaa"), (two, "2/2", "bbb")):
+        result = invoke("run", "--config", config, "--out", out, "--shard", shard, "--upto-batch", 1, "--head-sha", sha)
+        assert result.exit_code == 0, result.output
+    result = invoke("merge", one, two, "--out", tmp_path / "merged")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"rag-gate: error: {two}: order seed {commit_seed(7, 'bbb')} (--head-sha 'bbb'), {one}: order seed "
+        f"{commit_seed(7, 'aaa')} (--head-sha 'aaa'); merge the shards of one stage (the same --head-sha)"
+    ]
+    assert not (tmp_path / "merged" / "manifest.json").exists()

@@ -189,7 +189,7 @@ def test_reader_migrates_schema_6_whose_adaptive_block_ran_every_repeat(comparis
         seed=3, batch=10, n_first=1, n_sequence=30, cases_run=21, looks=2, stopped="decided", reason="21 of 31",
         alpha_sequential=0.01, alpha_final=0.04, beta_sequential=0.05,
         metrics=(SequentialMetric("hit_rate@1", "non_inferior", 20, 0.0),),
-        not_run=("q29",), repeats=3, repeats_run_base=40, repeats_run_head=40, repeats_fixed=63, repeats_audited=6,
+        not_run=("q29",), repeats=3, repeats_run_base=40, repeats_run_head=40, repeats_fixed=93, repeats_audited=6,
     )  # fmt: skip
     current = dataclasses.replace(comparison, adaptive=adaptive)
     old = current.to_dict() | {"schema_version": 6}
@@ -198,7 +198,7 @@ def test_reader_migrates_schema_6_whose_adaptive_block_ran_every_repeat(comparis
     migrated = load_report(tmp_path / "v6.json").adaptive
     assert migrated is not None and migrated.repeats == 1 and migrated.repeats_audited == 0
     assert migrated.repeats_run_base is migrated.repeats_run_head is migrated.repeats_fixed is None
-    assert dataclasses.replace(migrated, repeats=3, repeats_run_base=40, repeats_run_head=40, repeats_fixed=63,
+    assert dataclasses.replace(migrated, repeats=3, repeats_run_base=40, repeats_run_head=40, repeats_fixed=93,
                                repeats_audited=6) == adaptive  # fmt: skip
     (tmp_path / "v7.json").write_text(current.to_json())
     assert load_report(tmp_path / "v7.json").adaptive == adaptive
@@ -343,16 +343,18 @@ def test_case_lists_do_not_depend_on_how_many_cases_are_read_at_a_time(squad_run
 
 
 def test_the_comment_says_repeats_were_skipped_only_when_some_were(comparison):
-    """The adaptive line names the skipping only when a side ran fewer (case, repeat) pairs than the fixed design."""
+    """The adaptive line names the skipping only when a side ran fewer (case, repeat) pairs than every repeat of the
+    cases run (21 × 3 = 63); the fixed design runs every case of the order (31 × 3 = 93), not only those."""
     adaptive = AdaptiveRun(
         seed=3, batch=10, n_first=1, n_sequence=30, cases_run=21, looks=2, stopped="decided", reason="21 of 31",
         alpha_sequential=0.01, alpha_final=0.04, beta_sequential=0.05,
         metrics=(SequentialMetric("hit_rate@1", "non_inferior", 20, 0.0),),
-        not_run=("q29",), repeats=3, repeats_run_base=63, repeats_run_head=40, repeats_fixed=63, repeats_audited=6,
+        not_run=("q29",), repeats=3, repeats_run_base=63, repeats_run_head=40, repeats_fixed=93, repeats_audited=6,
     )  # fmt: skip
     skipped = render_comment(dataclasses.replace(comparison, adaptive=adaptive))
-    assert "base 63, head 40 of 63 each" in skipped and "at repeat 0 ran it only" in skipped
+    run = "of 63 for the 21 cases run (3 repeats), against 93 each in the fixed design (every case, every repeat)"
+    assert f"base 63, head 40 {run}" in skipped and "at repeat 0 ran it only" in skipped
     full = dataclasses.replace(adaptive, repeats_run_head=63)
     every = render_comment(dataclasses.replace(comparison, adaptive=full))
-    assert "base 63, head 63 of 63 each" in every and "every case ran every repeat" in every
+    assert f"base 63, head 63 {run}" in every and "every case ran every repeat" in every
     assert "ran it only" not in every

@@ -220,7 +220,9 @@ def test_an_unsettled_pr_runs_every_case_and_keeps_the_fixed_n_verdict(small):
     # every metric but the wall-clock latency, which two runs of the same pipeline do not repeat exactly
     statuses = [{m["name"]: m["status"] for m in r["metrics"] if m["name"] != "latency_ms"} for r in (report, plain)]
     assert statuses[0] == statuses[1] and len(statuses[0]) >= 10
-    assert report["alpha"] == pytest.approx(0.045) and plain["alpha"] == 0.05  # α = 0.005 spent on the early looks
+    # `alpha` is the configured α on both; the fixed-N analysis ran at α_final (α = 0.005 spent on the early looks)
+    assert report["alpha"] == plain["alpha"] == 0.05 and report["adaptive"]["alpha_final"] == pytest.approx(0.045)
+    assert report["policy_changes"] == plain["policy_changes"] == []
     assert json.loads((small / "adaptive" / "head" / "manifest.json").read_text())["status"] == "complete"
     assert plain["adaptive"] is None
 

@@ -355,13 +355,13 @@ def run(
     config = load_config(config_path, repeats=repeats)  # before importing the engine: bad input fails fast
     if head_sha is not None and upto_batch is None:
         raise InputError("--head-sha seeds the order of a stage: it needs --upto-batch")
-    stage, cases = _stage_cases(config, upto_batch, head_sha) if upto_batch is not None else (None, None)
+    stage, cases, seed = _stage_cases(config, upto_batch, head_sha) if upto_batch is not None else (None, None, None)
     from gate.produce import run_side
 
     show = sys.stderr.isatty() if progress is None else progress
     run_side(
         config, out, repeats=repeats, progress=show, git_sha=git_sha, shard_spec=shard_option(shard_text), jobs=jobs,
-        cases=cases, upto_batch=stage,
+        cases=cases, upto_batch=stage, order=(seed, head_sha) if seed is not None else None,
     )  # fmt: skip
     from gate.manifest import Counts
     from gate.runs import read_manifest
@@ -390,8 +390,8 @@ def run(
     _print_aggregates(out, fmt, counts, metrics)
 
 
-def _stage_cases(config: Config, upto_batch: int, head_sha: str | None) -> tuple[int, list[str]]:
-    """``run --upto-batch K``'s stage: (K, or the order's last batch when K is past it; the ids of its cases).
+def _stage_cases(config: Config, upto_batch: int, head_sha: str | None) -> tuple[int, list[str], int]:
+    """``run --upto-batch K``'s stage: (K or the order's last batch, when K is past it; its cases' ids; the seed).
 
     The order is the PR flow's (:func:`gate.compare.sequential.policy_order`, seeded with ``head_sha`` when given:
     without it the config's seed alone tells a PR which cases are left out); ``--shard`` then keeps the shard's
@@ -407,7 +407,7 @@ def _stage_cases(config: Config, upto_batch: int, head_sha: str | None) -> tuple
 
     order = policy_order(load_golden(config.golden), config.policy, head_sha)
     stage = min(upto_batch, max(1, len(order.ends)))
-    return stage, order.prefix(stage - 1)
+    return stage, order.prefix(stage - 1), order.seed
 
 
 def _print_aggregates(out: Path, fmt: str, counts: Counts, metrics: dict[str, dict[str, float | int | None]]) -> None:

@@ -208,7 +208,7 @@ def adaptive_run(
         repeats=repeats.repeats,
         repeats_run_base=pairs[0],
         repeats_run_head=pairs[1],
-        repeats_fixed=len(ids) * repeats.repeats,
+        repeats_fixed=(len(order.first) + len(order.sequence)) * repeats.repeats,
         repeats_audited=repeats.audited,
         repeats_varied=repeats.varied,
     )
@@ -337,12 +337,15 @@ class Looks:
         out: dict[str, tuple[Status, str]] = {}
         for name, (decision, at, estimate) in self.decisions.items():
             when = f"{SEQUENTIAL_LOOK}{self._look_of(at)} (after {at} cases of the order)"
+            worse = "drop" if resolve(name).spec.direction == "higher" else "rise"
             if decision == "fail":
-                out[name] = ("fail", f"{when}: a drop beyond the margin (mean {estimate:+.3f})")
+                shown = numbers.number(estimate, signed=True)
+                mean = f"oriented mean difference {shown}: negative is worse"
+                out[name] = ("fail", f"{when}: a {worse} beyond the margin ({mean})")
             elif decision == "non_inferior" and name in self.ruled_out:
                 out[name] = ("pass", f"{when}: {self.beyond_mde(name)} is ruled out")
             elif decision == "non_inferior":
-                out[name] = ("pass", f"{when}: a drop beyond the margin is ruled out")
+                out[name] = ("pass", f"{when}: a {worse} beyond the margin is ruled out")
         return out
 
     def at_stop(self, fixed: Mapping[str, tuple[Status, str]], n_run: int) -> dict[str, tuple[Status, str]]:

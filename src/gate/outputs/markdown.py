@@ -111,7 +111,9 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(num=fmt, p=fmt_p, raw=Markup, long=lambda value: Markup(escape_markdown(value, LINE_LIMIT)))
+    env.filters.update(
+        num=fmt, p=fmt_p, level=numbers.level, raw=Markup, long=lambda value: Markup(escape_markdown(value, LINE_LIMIT))
+    )
     env.globals.update(causes=cause_counts, trend_section=trend_markdown)
     env.globals.update(
         cells=cells.metric_cells,

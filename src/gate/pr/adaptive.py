@@ -120,7 +120,8 @@ def evaluate(
         head_sandbox = envs.side_sandbox(setups[1], sandbox, pipeline.env_passthrough, None)
     both = Sides(base, head, base_sandbox, head_sandbox, base_sha, base_label, head_sha)
     compared, adaptive = _batches(run, both, hit, golden, diff, files)
-    comparison = dataclasses.replace(compared.comparison, adaptive=adaptive)
+    # ``alpha``: the configured level (the fixed-N analysis ran at adaptive.alpha_final)
+    comparison = dataclasses.replace(compared.comparison, adaptive=adaptive, alpha=base.policy.alpha)
     return dataclasses.replace(compared, comparison=comparison), run.out / "head", hit is not None
 
 

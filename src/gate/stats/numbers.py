@@ -2,7 +2,8 @@
 
 Metric values, differences and intervals have three decimals (``0.870``, ``-0.190``); ratios are written
 ``×1.047``; relative margins ``10 %``; p-values three decimals, ``<0.001`` below (a p-value read to more digits
-claims a precision the test does not have). Undefined numbers (None, NaN) print as ``–``.
+claims a precision the test does not have); significance levels in the ``g`` format (``0.05``, ``0.045``).
+Undefined numbers (None, NaN) print as ``–``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ def p_value(value: float | None) -> str:
         return MISSING
     assert value is not None
     return f"<{P_FLOOR:g}" if value < P_FLOOR else f"{value:.{DIGITS}f}"
+
+
+def level(value: float | None) -> str:
+    """A significance level as the reasons print it (``α = 0.05``, ``p ≤ 0.045``); ``–`` when undefined.
+
+    Python's ``g`` format: its 6 significant digits hide the float noise of a split level (0.9 × 0.05 prints
+    ``0.045``, not ``0.045000000000000005``).
+    """
+    return MISSING if _missing(value) else f"{value:g}"
 
 
 def p_clause(label: str, value: float | None) -> str:
