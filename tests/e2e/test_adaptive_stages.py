@@ -82,9 +82,9 @@ def compare_adaptive(root: Path, name: str):
 
 @pytest.fixture(scope="module")
 def regression(tmp_path_factory):
-    """A PR that breaks retrieval on every other case of 200 (a clear regression), in batches of 40."""
+    """A PR that breaks retrieval on every case of 200 (a clear regression), in batches of 40."""
     root = tmp_path_factory.mktemp("stages")
-    make_sides(root, 200, 2, CONFIG + "adaptive: {batch: 40}\n")
+    make_sides(root, 200, 1, CONFIG + "adaptive: {batch: 40}\n")
     return root
 
 
@@ -115,7 +115,7 @@ def test_a_clear_regression_stops_at_stage_one_as_the_pr_flow_does(regression):
     assert adaptive["repeats_run_base"] == adaptive["repeats_run_head"] == 42
     assert adaptive["repeats_fixed"] == 202  # the fixed design: every case (200 and 2 out-of-domain), R = 1
     decisions = {m["name"]: (m["decision"], m["decided_at"]) for m in adaptive["metrics"]}
-    assert decisions["hit_rate@5"] == decisions["mrr"] == ("fail", 40)  # half the retrievals broken: Δ = −0.5
+    assert decisions["hit_rate@5"] == decisions["mrr"] == ("fail", 40)  # every retrieval broken: Δ = −1
     assert decisions["grounded_answer_rate"] == decisions["error_rate"] == ("continue", None)  # unchanged
 
     # the PR flow on the same repository: the same block, the same rows (its calls are its own)
