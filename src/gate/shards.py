@@ -52,7 +52,8 @@ def merge_runs(shard_dirs: list[Path], out_dir: Path) -> Path:
             )
         if manifest.order_seed != first.order_seed:
             raise InputError(
-                f"{directory}: {_order(manifest)}, {shard_dirs[0]}: {_order(first)}; merge the shards of one stage "
+                f"{directory}: order {order_name(manifest.order_seed, manifest.order_head_sha)}, {shard_dirs[0]}: "
+                f"order {order_name(first.order_seed, first.order_head_sha)}; merge the shards of one stage "
                 "(the same --head-sha)"
             )
         changed = manifest.identity.differences(first.identity, same)
@@ -80,10 +81,13 @@ def _stage(manifest: Manifest) -> str:
     return "not a stage (no --upto-batch)" if manifest.upto_batch is None else f"--upto-batch {manifest.upto_batch}"
 
 
-def _order(manifest: Manifest) -> str:
-    """How a stage's order reads in a message: ``order seed 123 (--head-sha 'abc123')``."""
-    sha = f"--head-sha '{one_line(manifest.order_head_sha)}'" if manifest.order_head_sha else "no --head-sha"
-    return f"order seed {manifest.order_seed} ({sha})"
+def order_name(seed: int | str | None, head_sha: str | None) -> str:
+    """A stage's adaptive order as a message names it: ``seed 123 (--head-sha 'abc123')``, ``seed 7 (no --head-sha)``.
+
+    ``head_sha`` is escaped to one line (it is the user's text).
+    """
+    sha = f"--head-sha '{one_line(head_sha)}'" if head_sha else "no --head-sha"
+    return f"seed {seed} ({sha})"
 
 
 def _check_shard_origin(shard_dirs: list[Path], manifests: list[Manifest]) -> None:

@@ -32,7 +32,7 @@ from gate.errors import InputError
 from gate.golden import file_sha256, load_golden
 from gate.manifest import Manifest
 from gate.runs import Side, read_manifest
-from gate.sanitize import one_line
+from gate.shards import order_name
 from gate.sides import Compared, compare_sides, load_sides, refuse_stale_run
 
 
@@ -172,13 +172,7 @@ def refuse_other_order(run_dir: Path, manifest: Manifest, seed: int, head_sha: s
     if manifest.order_seed is None or manifest.order_seed == str(seed):
         return
     raise InputError(
-        f"{run_dir}: its stages ran the adaptive order of {_seeded(manifest.order_seed, manifest.order_head_sha)}, "
-        f"this comparison takes {_seeded(seed, head_sha)}; give `rag-gate compare --adaptive` the --head-sha the "
+        f"{run_dir}: its stages ran the adaptive order of {order_name(manifest.order_seed, manifest.order_head_sha)}, "
+        f"this comparison takes {order_name(seed, head_sha)}; give `rag-gate compare --adaptive` the --head-sha the "
         "stages ran with"
     )
-
-
-def _seeded(seed: int | str, head_sha: str | None) -> str:
-    """An order as a message names it: ``seed 123 (--head-sha 'abc123')`` or ``seed 7 (no --head-sha)``."""
-    sha = f"--head-sha '{one_line(head_sha)}'" if head_sha else "no --head-sha"
-    return f"seed {seed} ({sha})"

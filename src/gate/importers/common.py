@@ -435,8 +435,7 @@ def build(drafts: list[Draft], options: Options, notes: Notes, *, corpus: Corpus
                 kind, ids = corpus.resolve(context)
                 matched[kind] += 1
                 if kind in ("unmatched", "ambiguous"):
-                    shown = " ".join(context.split())
-                    shown = shown if len(shown) <= 60 else shown[:57] + "…"
+                    shown = short(context)
                     also = f" (in {', '.join(ids[:5])})" if ids else ""
                     notes.add(f"{kind} context (left out)", f"{draft.at(f'context {n + 1}')}: '{shown}'{also}")
                 else:
@@ -519,3 +518,9 @@ def _mark_out_of_domain(draft: Draft, options: Options, notes: Notes) -> None:
 def _same_case(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     keys = ("question", "expected_doc_ids", "reference_answers", "out_of_domain", "tags", "criteria")
     return all(a.get(k) == b.get(k) for k in keys)
+
+
+def short(text: str) -> str:
+    """Text for a note's example: whitespace runs made one space; over 60 characters, its first 57 and "…"."""
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "…"

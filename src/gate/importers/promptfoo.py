@@ -37,7 +37,7 @@ from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from gate.errors import InputError, located
-from gate.importers.common import Draft, Notes, Options, field_at, id_list, jsonable, ood_flag, text_list
+from gate.importers.common import Draft, Notes, Options, field_at, id_list, jsonable, ood_flag, short, text_list
 from gate.jsonl import parse_json, read_jsonl
 from gate.yamlsafe import check_yaml_size
 
@@ -301,7 +301,7 @@ def read(source: Path, options: Options, notes: Notes) -> list[Draft]:
             references, failed = _references(values, {**variables, name: question})
             for value, why in failed if n == 0 else ():  # the same for each question (each is text)
                 notes.add("reference answer whose template cannot be rendered from the test's vars (left out)",
-                          f"{at('assert')}: '{_short(value)}': {why}")  # fmt: skip
+                          f"{at('assert')}: '{short(value)}': {why}")  # fmt: skip
             drafts.append(
                 Draft(
                     where=(path, line, ".".join(p for p in (prefix, item) if p) or None),
@@ -394,9 +394,3 @@ def _reference(value: Any, variables: Mapping[str, Any]) -> list[str]:
     if value.startswith("file://") or not _WORD.search(value):
         return []
     return [value]
-
-
-def _short(text: str) -> str:
-    """Text for a note: whitespace runs made one space, at most 60 characters."""
-    text = " ".join(text.split())
-    return text if len(text) <= 60 else text[:57] + "…"

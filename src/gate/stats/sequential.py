@@ -86,7 +86,7 @@ Design note for phase 2 (the orchestrator):
    design itself misses more than 20 % of the time. With nothing discordant the capital grows by about
    log(1 + c·m_eff/(1 − m_eff)) per case, so an unchanged margin-0 metric is decided after about
    log(1/β_seq)/(0.9·MDE_N) cases; in the broken-cases model MDE_N·N is nearly constant (≈ 9 at α_k = 0.01),
-   so that is a fixed share of N, the same for every gated metric: ≈ 0.39 at β_seq = 0.05.
+   so that is a fixed share of N, the same for every gated metric: ≈ 0.37 at β_seq = 0.05.
 
 Source: Waudby-Smith & Ramdas (2024), "Estimating means of bounded random variables by betting", JRSS-B 86(1):1-27,
 doi:10.1093/jrsssb/qkad009, arXiv:2010.09686 (Eq. 26-27 predictable plug-in bets, §5 hedged capital, Thm 3);
