@@ -173,14 +173,17 @@ def test_a_killed_run_resumes_at_its_batch(tmp_path):
     assert result.exit_code == 1, result.output
     report = json.loads((out / "report.json").read_text())
     adaptive = report["adaptive"]
-    assert adaptive["stopped"] == "fail" and adaptive["looks"] == 2 and adaptive["cases_run"] == 42
-    assert len(calls(base)) == n_base  # the base's batches were all there
+    # the look that fails depends on the order (seeded by the head commit, whose pipeline names this tmp path):
+    # look 2 or later, every case of the batches before it run once on each side, nothing of batches 1-2 again
+    n_run = adaptive["cases_run"]
+    assert adaptive["stopped"] == "fail" and adaptive["looks"] >= 2 and n_run == 2 + 20 * adaptive["looks"]
+    assert len(calls(base)) == n_base + n_run - 42  # the base's first two batches were all there
     rerun = calls(head)[n_head:]
-    assert len(rerun) == len(set(rerun)) == 42 - len(answered) and not set(rerun) & answered
+    assert len(rerun) == len(set(rerun)) == n_run - len(answered) and not set(rerun) & answered
     order = pr_order(repo, 200)
-    assert set(rerun) | answered == {"ood0", "ood1", *order[:40]}
+    assert set(rerun) | answered == {"ood0", "ood1", *order[: n_run - 2]}
     manifest = json.loads((out / "head" / "manifest.json").read_text())
-    assert manifest["status"] == "partial" and manifest["n_cases"] == 42
+    assert manifest["status"] == "partial" and manifest["n_cases"] == n_run
 
 
 def test_a_cached_base_is_not_run_again_and_is_compared_on_the_cases_the_head_ran(regression):
